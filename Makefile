@@ -1,0 +1,33 @@
+# Entry points of the ai-models repository. `make test` and `make dev` install what they need.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: install lint test render dev clean
+
+install: $(STAMP)
+
+$(STAMP): tests/requirements.txt images/ai-models/pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check -r tests/requirements.txt
+	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps -e images/ai-models
+	touch $(STAMP)
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+test: lint
+	$(BIN)/pytest
+
+render: install
+	$(BIN)/python -m support.render_cli --out out
+
+dev: install
+	PYTHONPATH=tests $(BIN)/python -m kubeemu.devstack
+
+clean:
+	rm -rf $(VENV) .dev out

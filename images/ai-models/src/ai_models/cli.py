@@ -1,0 +1,54 @@
+"""The `ai-models` console entry point; each process of the module is a sub-command."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Callable, Sequence
+
+from pydantic import ValidationError
+
+from ai_models import __version__
+from ai_models.logs import configure_logging
+from ai_models.settings import Settings
+
+log = logging.getLogger("ai_models.cli")
+
+Command = Callable[[argparse.Namespace, Settings], int]
+
+
+def _version(_args: argparse.Namespace, _settings: Settings) -> int:
+    print(f"ai-models {__version__}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ai-models",
+        description="Runtime of the ai-models Deckhouse module. Settings come from AI_MODELS_* variables.",
+    )
+    parser.add_argument("--version", action="version", version=f"ai-models {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    version = commands.add_parser("version", help="print the version and exit")
+    version.set_defaults(handler=_version)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        settings = Settings()
+    except ValidationError as error:
+        # A bad variable must name itself; pydantic's `loc` is the field, the variable adds a prefix.
+        for problem in error.errors():
+            field = ".".join(str(part) for part in problem["loc"])
+            print(f"ai-models: invalid setting AI_MODELS_{field.upper()}: {problem['msg']}", file=sys.stderr)
+        return 2
+    configure_logging(level=settings.log_level, log_format=settings.effective_log_format())
+    handler: Command = args.handler
+    return handler(args, settings)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,46 @@
+"""Typed process settings, read from `AI_MODELS_*` environment variables.
+
+The Helm templates set these variables from module values; `make dev` sets them for the local
+stack. One place parses and checks them, so a typo fails at start with the variable's name.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class LogLevel(enum.StrEnum):
+    """The module setting `aiModels.logLevel`; same spelling as in the ModuleConfig."""
+
+    DEBUG = "Debug"
+    INFO = "Info"
+    WARN = "Warn"
+    ERROR = "Error"
+
+
+class LogFormat(enum.StrEnum):
+    JSON = "json"
+    TEXT = "text"
+    AUTO = "auto"
+
+
+class Settings(BaseSettings):
+    """Settings shared by every `ai-models` sub-command."""
+
+    model_config = SettingsConfigDict(env_prefix="AI_MODELS_", case_sensitive=False, extra="ignore")
+
+    log_level: LogLevel = Field(default=LogLevel.INFO, description="Verbosity of logs.")
+    log_format: LogFormat = Field(
+        default=LogFormat.AUTO,
+        description="`json` for log collectors, `text` for people; `auto` picks JSON inside a pod.",
+    )
+
+    def effective_log_format(self) -> LogFormat:
+        if self.log_format is not LogFormat.AUTO:
+            return self.log_format
+        # Every pod gets KUBERNETES_SERVICE_HOST from the kubelet; a developer's shell does not.
+        return LogFormat.JSON if os.environ.get("KUBERNETES_SERVICE_HOST") else LogFormat.TEXT

@@ -1,0 +1,1 @@
+"""Shared helpers of the ai-models test bed (render engine, values, repository paths)."""

@@ -1,0 +1,69 @@
+"""The one wrapper around helm-python-sdk's render call.
+
+`Chart.render()` does not let us set the Kubernetes version or the API versions the templates
+see through `.Capabilities`, but the C ABI behind it does; this module is the only place that
+touches that private call, so an SDK upgrade breaks exactly one file.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import helm_python
+import yaml
+from helm_python import _native
+
+from support.paths import REPO_ROOT
+
+KUBE_VERSION = "v1.34.0"
+RELEASE_NAME = "ai-models"
+RELEASE_NAMESPACE = "d8-ai-models"
+
+
+@dataclass(frozen=True)
+class RenderedChart:
+    """Rendered manifests, parsed, keyed by template path."""
+
+    files: dict[str, str]
+    objects: list[dict[str, Any]] = field(default_factory=list)
+
+    def of_kind(self, kind: str) -> list[dict[str, Any]]:
+        return [obj for obj in self.objects if obj.get("kind") == kind]
+
+    def get(self, kind: str, name: str, namespace: str | None = None) -> dict[str, Any]:
+        for obj in self.of_kind(kind):
+            meta = obj.get("metadata", {})
+            if meta.get("name") == name and (namespace is None or meta.get("namespace") == namespace):
+                return obj
+        raise KeyError(f"{kind}/{name} not rendered")
+
+
+def render_chart(
+    values: Mapping[str, Any],
+    *,
+    api_versions: Iterable[str] = (),
+    kube_version: str = KUBE_VERSION,
+) -> RenderedChart:
+    """Render the module chart from the repository root with the real Helm engine.
+
+    Raises `helm_python.HelmError` subclasses (e.g. `HelmRenderError` for a template `fail`).
+    """
+    chart = helm_python.Chart.load(str(REPO_ROOT))
+    options = {
+        "name": RELEASE_NAME,
+        "namespace": RELEASE_NAMESPACE,
+        "kube_version": kube_version,
+        "api_versions": list(api_versions),
+        "is_install": True,
+    }
+    raw = _native.call_string("helm_render", chart._raw(), json.dumps(values), json.dumps(options))
+    files: dict[str, str] = json.loads(raw)
+    objects: list[dict[str, Any]] = []
+    for path in sorted(files):
+        if not path.endswith((".yaml", ".yml")):
+            continue
+        objects.extend(doc for doc in yaml.safe_load_all(files[path]) if doc)
+    return RenderedChart(files=files, objects=objects)

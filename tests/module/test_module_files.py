@@ -1,0 +1,117 @@
+"""module.yaml, release.yaml, Chart.yaml, .helmignore and oss.yaml as Deckhouse reads them."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from typing import Any
+
+import pytest
+
+from support.paths import REPO_ROOT
+from support.yamlfiles import load_yaml
+
+# A label key's name part (Deckhouse turns each tag into the label `module.deckhouse.io/<tag>`).
+LABEL_NAME = re.compile(r"^[a-z0-9A-Z]([-a-z0-9A-Z_.]{0,61}[a-z0-9A-Z])?$")
+CYRILLIC = re.compile(r"[А-Яа-яЁё]")
+
+
+@pytest.fixture(scope="module")
+def module() -> dict[str, Any]:
+    loaded: dict[str, Any] = load_yaml(REPO_ROOT / "module.yaml")
+    return loaded
+
+
+def test_module_identity_and_namespace(module: dict[str, Any]) -> None:
+    assert module["name"] == "ai-models"
+    assert module["namespace"] == "d8-ai-models"
+    assert module["stage"] in {"Experimental", "Preview", "General Availability", "Deprecated"}
+
+
+def test_module_requires_deckhouse_1_75_and_kubernetes_1_34(module: dict[str, Any]) -> None:
+    assert module["requirements"] == {"deckhouse": ">= 1.75.0", "kubernetes": ">= 1.34"}
+    # With a Deckhouse floor >= 1.72 the module must not declare a weight (DMT `requirements`).
+    assert "weight" not in module
+
+
+def test_module_has_english_and_russian_descriptions(module: dict[str, Any]) -> None:
+    assert module["descriptions"]["en"].strip()
+    assert not CYRILLIC.search(module["descriptions"]["en"])
+    assert CYRILLIC.search(module["descriptions"]["ru"])
+
+
+def test_every_tag_becomes_a_valid_label_key(module: dict[str, Any]) -> None:
+    assert module["tags"]
+    for tag in module["tags"]:
+        assert isinstance(tag, str)
+        assert LABEL_NAME.match(tag), f"tag {tag!r} is not a valid label name"
+        assert len(f"module.deckhouse.io/{tag}".split("/", 1)[1]) <= 63
+
+
+def test_disabling_the_module_needs_confirmation(module: dict[str, Any]) -> None:
+    assert module["disable"]["confirmation"] is True
+    assert module["disable"]["message"].strip()
+
+
+def test_subsystems_are_listed(module: dict[str, Any]) -> None:
+    assert module["subsystems"]
+    assert all(isinstance(item, str) and item for item in module["subsystems"])
+
+
+def test_chart_and_package_and_release_agree_on_the_version() -> None:
+    chart = load_yaml(REPO_ROOT / "Chart.yaml")
+    release = load_yaml(REPO_ROOT / "release.yaml")
+    package = tomllib.loads((REPO_ROOT / "images/ai-models/pyproject.toml").read_text(encoding="utf-8"))
+    assert chart["name"] == "ai-models"
+    assert release["version"] == f"v{chart['version']}" == f"v{package['project']['version']}"
+
+
+def test_release_changelog_is_a_short_english_projection() -> None:
+    release = load_yaml(REPO_ROOT / "release.yaml")
+    changelog = release["changelog"]
+    assert set(changelog) <= {"features", "fixes", "security", "breaking", "requirements"}
+    entries = [entry for section in changelog.values() for entry in section]
+    assert all(isinstance(entry, str) and entry.strip() for entry in entries)
+    assert not any(CYRILLIC.search(entry) for entry in entries)
+    text = " ".join(entries)
+    for contract_name in (
+        "ModelCatalogSource",
+        "d8_ai_models_storage_prerequisites_satisfied",
+        "/api/internal/v1/models/lookup",
+        "maxConcurrentMaterializations",
+        "DownloadTask",
+    ):
+        assert contract_name in text
+
+
+def test_helmignore_keeps_templates_and_monitoring_and_drops_the_rest() -> None:
+    patterns = [
+        line.strip()
+        for line in (REPO_ROOT / ".helmignore").read_text(encoding="utf-8").splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+    assert patterns
+    assert not {"*", "**", "templates", "Chart.yaml", "monitoring"} & set(patterns)
+    for heavy in ("crds", "images", "hooks", "openapi", "docs", "tests"):
+        assert heavy in patterns
+
+
+def _runtime_dependencies() -> dict[str, str]:
+    package = tomllib.loads((REPO_ROOT / "images/ai-models/pyproject.toml").read_text(encoding="utf-8"))
+    pins: dict[str, str] = {}
+    for requirement in package["project"]["dependencies"]:
+        name, _, version = requirement.partition("==")
+        assert version, f"runtime dependency {requirement!r} must be pinned with =="
+        pins[name.strip().lower()] = version.strip()
+    return pins
+
+
+def test_every_runtime_dependency_is_attributed_in_oss_yaml() -> None:
+    entries = load_yaml(REPO_ROOT / "oss.yaml")
+    ids = [entry["id"] for entry in entries]
+    assert len(ids) == len(set(ids)), "oss.yaml ids must be unique"
+    for entry in entries:
+        assert {"id", "name", "description", "link", "license", "version"} <= set(entry)
+        assert entry["link"].startswith("https://")
+    attributed = {entry["id"].lower(): str(entry["version"]) for entry in entries}
+    assert attributed == _runtime_dependencies()

@@ -1,0 +1,130 @@
+"""The module settings schema as addon-operator and DMT read it."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import jsonschema
+import pytest
+
+from ai_models.settings import LogLevel
+from support.docs import documented_objects
+from support.paths import OPENAPI_DIR
+from support.schemawalk import walk
+from support.values import (
+    MINIMAL_SETTINGS,
+    InvalidModuleValues,
+    deep_merge,
+    module_values,
+    settings_schema,
+    values_schema,
+)
+from support.yamlfiles import load_yaml
+
+CAMEL_CASE = re.compile(r"^[A-Z][A-Za-z0-9]*$")
+
+
+def test_every_enum_value_is_camel_case() -> None:
+    for name in ("config-values.yaml", "values.yaml"):
+        for path, node in walk(load_yaml(OPENAPI_DIR / name)):
+            for value in node.get("enum", []):
+                assert CAMEL_CASE.match(value), f"{name} {'.'.join(path)}: enum value {value!r}"
+
+
+def test_high_availability_has_no_default() -> None:
+    node = load_yaml(OPENAPI_DIR / "config-values.yaml")["properties"]["highAvailability"]
+    assert "default" not in node
+
+
+def test_every_setting_is_described() -> None:
+    for path, node in walk(load_yaml(OPENAPI_DIR / "config-values.yaml")):
+        # Fields inside `items` mirror Kubernetes types (tolerations) and are described there.
+        if path and path[-2] == "properties" and "items" not in path:
+            assert node.get("description", "").strip(), f"{'.'.join(path)} has no description"
+
+
+def _closed_node(path: tuple[str, ...]) -> dict[str, Any]:
+    node: dict[str, Any] = settings_schema()
+    for part in path:
+        node = node[part]
+    return node
+
+
+def test_every_x_example_is_valid_for_its_setting() -> None:
+    examples = [
+        (path, example)
+        for path, node in walk(load_yaml(OPENAPI_DIR / "config-values.yaml"))
+        for example in node.get("x-examples", [])
+    ]
+    assert len(examples) >= 5
+    for path, example in examples:
+        jsonschema.validate(example, _closed_node(path))
+
+
+def test_log_levels_of_the_runtime_are_the_setting_enum() -> None:
+    enum = load_yaml(OPENAPI_DIR / "config-values.yaml")["properties"]["logLevel"]["enum"]
+    assert [level.value for level in LogLevel] == enum
+
+
+MODULE_CONFIGS = [
+    pytest.param(document, id=origin)
+    for origin, document in documented_objects()
+    if document.get("kind") == "ModuleConfig"
+]
+
+
+def test_docs_show_module_configs() -> None:
+    assert len(MODULE_CONFIGS) >= 4
+
+
+@pytest.mark.parametrize("document", MODULE_CONFIGS)
+def test_moduleconfig_examples_in_docs_are_valid_settings(document: dict[str, Any]) -> None:
+    assert document["apiVersion"] == "deckhouse.io/v1alpha1"
+    assert document["metadata"]["name"] == "ai-models"
+    settings = document["spec"]["settings"]
+    values = module_values(settings)
+    assert values["aiModels"]["artifacts"]["bucket"] == settings["artifacts"]["bucket"]
+
+
+def test_defaults_fill_every_optional_section() -> None:
+    module = module_values()["aiModels"]
+    assert module["logLevel"] == "Info"
+    assert module["delivery"] == {
+        "mode": "SharedPVC",
+        "maxConcurrentMaterializations": 2,
+        "nodeCache": {"size": "200Gi", "nodeSelector": {"ai.deckhouse.io/model-cache": "true"}},
+    }
+    assert module["sources"]["huggingFace"]["endpoint"] == "https://huggingface.co"
+    assert module["artifacts"]["region"] == "us-east-1"
+    assert "capacityLimit" not in module["artifacts"]
+
+
+@pytest.mark.parametrize(
+    ("override", "expected"),
+    [
+        ({"delivery": {"mode": "HostPath"}}, "aiModels.delivery.mode: 'HostPath' is not one of"),
+        ({"artifacts": {"capacityLimit": "lots"}}, "aiModels.artifacts.capacityLimit: 'lots' does not match"),
+        ({"https": {"mode": "Sometimes"}}, "aiModels.https.mode: 'Sometimes' is not one of"),
+        ({"delivery": {"maxConcurrentMaterializations": 0}}, "aiModels.delivery.maxConcurrentMaterializations"),
+        ({"delivery": {"sharedPvcClass": "x"}}, "aiModels.delivery: Additional properties are not allowed"),
+        ({"sources": {"huggingFace": {"endpoint": "ftp://mirror"}}}, "aiModels.sources.huggingFace.endpoint"),
+        ({"artifacts": {"bucket": None}}, "aiModels.artifacts: 'bucket' is a required property"),
+    ],
+)
+def test_invalid_setting_is_refused_with_its_name(override: dict[str, Any], expected: str) -> None:
+    with pytest.raises(InvalidModuleValues) as error:
+        module_values(deep_merge(MINIMAL_SETTINGS, override))
+    assert expected in str(error.value)
+
+
+def test_module_cannot_be_enabled_without_an_object_store() -> None:
+    with pytest.raises(InvalidModuleValues, match="'artifacts' is a required property"):
+        module_values({})
+
+
+def test_internal_values_are_declared_and_closed() -> None:
+    internal = values_schema()["properties"]["internal"]
+    assert internal["additionalProperties"] is False
+    with pytest.raises(InvalidModuleValues, match=r"aiModels\.internal: Additional properties"):
+        module_values(internal={"undeclaredKey": 1})

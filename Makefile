@@ -24,7 +24,7 @@ test: lint
 	$(BIN)/pytest
 
 render: install
-	$(BIN)/python -m support.render_cli --out out
+	PYTHONPATH=tests $(BIN)/python -m support.render_cli --out out
 
 dev: install
 	PYTHONPATH=tests $(BIN)/python -m kubeemu.devstack

@@ -106,7 +106,10 @@ def test_defaults_fill_every_optional_section() -> None:
         ({"delivery": {"mode": "HostPath"}}, "aiModels.delivery.mode: 'HostPath' is not one of"),
         ({"artifacts": {"capacityLimit": "lots"}}, "aiModels.artifacts.capacityLimit: 'lots' does not match"),
         ({"https": {"mode": "Sometimes"}}, "aiModels.https.mode: 'Sometimes' is not one of"),
-        ({"delivery": {"maxConcurrentMaterializations": 0}}, "aiModels.delivery.maxConcurrentMaterializations"),
+        (
+            {"delivery": {"maxConcurrentMaterializations": 0}},
+            "aiModels.delivery.maxConcurrentMaterializations",
+        ),
         ({"delivery": {"sharedPvcClass": "x"}}, "aiModels.delivery: Additional properties are not allowed"),
         ({"sources": {"huggingFace": {"endpoint": "ftp://mirror"}}}, "aiModels.sources.huggingFace.endpoint"),
         ({"artifacts": {"bucket": None}}, "aiModels.artifacts: 'bucket' is a required property"),

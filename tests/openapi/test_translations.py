@@ -49,4 +49,6 @@ def test_russian_twin_describes_exactly_the_english_paths(
     for path, text in english.items():
         assert not CYRILLIC.search(text), f"{'.'.join(path)}: Cyrillic in the English schema"
     for path, node in walk(russian_schema):
-        assert set(node) <= STRUCTURAL_KEYS, f"{'.'.join(path)}: only descriptions belong in {russian_path.name}"
+        assert set(node) <= STRUCTURAL_KEYS, (
+            f"{'.'.join(path)}: only descriptions belong in {russian_path.name}"
+        )

@@ -1,0 +1,712 @@
+{{- /*
+Module helpers of ai-models.
+
+deckhouse_lib_helm cannot be vendored into this module, so these helpers re-implement the lib-helm
+behaviour the platform expects and read the same global values lib-helm reads
+(global.modulesImages, global.discovery.*, global.modules.*, global.highAvailability,
+global.enabledModules). They never hard-code cluster facts (domain, registry, node roles).
+
+Conventions:
+- A helper that takes more than the root context takes a list: (list . "arg" ...).
+- Boolean helpers render "true" or nothing, so `if (include ...)` and `eq (include ...) "true"`
+  both work.
+- A helper that cannot produce a correct answer fails and names the value to fix.
+*/ -}}
+
+
+{{- /* ===== Module identity ===================================================================== */ -}}
+
+{{- /* Module name in kebab case. Reads .Chart.Name. Usage: include "ai_models.module_name" . */ -}}
+{{- define "ai_models.module_name" -}}
+{{- .Chart.Name -}}
+{{- end -}}
+
+{{- /* Key of the module values ("aiModels"). Reads .Chart.Name. Usage: include "ai_models.module_camelcase_name" . */ -}}
+{{- define "ai_models.module_camelcase_name" -}}
+{{- .Chart.Name | replace "-" "_" | camelcase | untitle -}}
+{{- end -}}
+
+{{- /* Module namespace, d8-<module>. Reads .Chart.Name. Usage: include "ai_models.module_namespace" . */ -}}
+{{- define "ai_models.module_namespace" -}}
+{{- printf "d8-%s" .Chart.Name -}}
+{{- end -}}
+
+{{- /* `labels:` block: heritage: deckhouse, module: <chart name>, plus extra labels (the module
+labels win over extras with the same key). Reads .Chart.Name.
+Usage: include "ai_models.module_labels" (list . (dict "app" "controller")) | nindent 2 */ -}}
+{{- define "ai_models.module_labels" -}}
+{{- $ctx := index . 0 -}}
+{{- $labels := dict "heritage" "deckhouse" "module" $ctx.Chart.Name -}}
+{{- if gt (len .) 1 -}}
+{{- $labels = merge $labels (index . 1) -}}
+{{- end -}}
+labels:
+{{- toYaml $labels | nindent 2 }}
+{{- end -}}
+
+
+{{- /* ===== Images and registry =============================================================== */ -}}
+
+{{- /* Image reference of a module image: <base>@<digest>.
+Reads global.modulesImages.digests.<aiModels>.<image>, aiModels.registry.base (external module:
+<base>/<module>) and, when that is not set, global.modulesImages.registry.base. Fails when the
+digest is missing. Usage: include "ai_models.module_image" (list . "aiModels") */ -}}
+{{- define "ai_models.module_image" -}}
+{{- $ctx := index . 0 -}}
+{{- $image := index . 1 -}}
+{{- $module := include "ai_models.module_camelcase_name" $ctx -}}
+{{- $global := $ctx.Values.global | default dict -}}
+{{- $digest := dig "modulesImages" "digests" $module $image "" $global -}}
+{{- if not $digest -}}
+{{- fail (printf "image %q of module %s has no digest: global.modulesImages.digests.%s.%s is not set" $image $ctx.Chart.Name $module $image) -}}
+{{- end -}}
+{{- $base := "" -}}
+{{- $moduleBase := dig "registry" "base" "" (index $ctx.Values $module | default dict) -}}
+{{- if $moduleBase -}}
+{{- $base = printf "%s/%s" (trimAll "/" $moduleBase) $ctx.Chart.Name -}}
+{{- else -}}
+{{- $base = trimSuffix "/" (dig "modulesImages" "registry" "base" "" $global) -}}
+{{- end -}}
+{{- if not $base -}}
+{{- fail (printf "no registry for image %q: set %s.registry.base or global.modulesImages.registry.base" $image $module) -}}
+{{- end -}}
+{{- printf "%s@%s" $base $digest -}}
+{{- end -}}
+
+{{- /* Image reference of a Deckhouse common image (kubeRbacProxy, csiNodeDriverRegistrar...).
+Reads global.modulesImages.digests.common.<image> and global.modulesImages.registry.base.
+Usage: include "ai_models.module_common_image" (list . "kubeRbacProxy") */ -}}
+{{- define "ai_models.module_common_image" -}}
+{{- $ctx := index . 0 -}}
+{{- $image := index . 1 -}}
+{{- $global := $ctx.Values.global | default dict -}}
+{{- $digest := dig "modulesImages" "digests" "common" $image "" $global -}}
+{{- if not $digest -}}
+{{- fail (printf "common image %q has no digest: global.modulesImages.digests.common.%s is not set" $image $image) -}}
+{{- end -}}
+{{- $base := trimSuffix "/" (dig "modulesImages" "registry" "base" "" $global) -}}
+{{- if not $base -}}
+{{- fail (printf "no registry for common image %q: global.modulesImages.registry.base is not set" $image) -}}
+{{- end -}}
+{{- printf "%s@%s" $base $digest -}}
+{{- end -}}
+
+{{- /* Name of the pull secret rendered by templates/registry-secret.yaml. Reads .Chart.Name.
+Usage: include "ai_models.registry_secret_name" . */ -}}
+{{- define "ai_models.registry_secret_name" -}}
+{{- printf "%s-module-registry" .Chart.Name -}}
+{{- end -}}
+
+{{- /* `imagePullSecrets:` block with the module registry secret. Reads .Chart.Name.
+Usage: include "ai_models.image_pull_secrets" . | nindent 6 */ -}}
+{{- define "ai_models.image_pull_secrets" -}}
+imagePullSecrets:
+- name: {{ include "ai_models.registry_secret_name" . }}
+{{- end -}}
+
+
+{{- /* ===== Placement ========================================================================= */ -}}
+
+{{- /* `nodeSelector:` block for a placement strategy: system, frontend, monitoring or master.
+Reads aiModels.nodeSelector (wins, except for master), global.discovery.d8SpecificNodeCountByRole
+(dedicated <aiModels> nodes, then nodes of the strategy's role, then system nodes for monitoring
+and master) and global.discovery.clusterMasterCount. Renders nothing when no rule applies, so the
+pods may run on any node. Usage: include "ai_models.node_selector" (list . "system") | nindent 6 */ -}}
+{{- define "ai_models.node_selector" -}}
+{{- $ctx := index . 0 -}}
+{{- $strategy := index . 1 -}}
+{{- if not (has $strategy (list "system" "frontend" "monitoring" "master")) -}}
+{{- fail (printf "ai_models.node_selector: unknown strategy %q (system, frontend, monitoring, master)" $strategy) -}}
+{{- end -}}
+{{- $module := include "ai_models.module_camelcase_name" $ctx -}}
+{{- $moduleValues := index $ctx.Values $module | default dict -}}
+{{- $discovery := dig "discovery" dict ($ctx.Values.global | default dict) -}}
+{{- $counts := $discovery.d8SpecificNodeCountByRole | default dict -}}
+{{- $selector := dict -}}
+{{- if eq $strategy "master" -}}
+  {{- if gt (index $discovery "clusterMasterCount" | default 0 | int) 0 -}}
+    {{- $selector = dict "node-role.kubernetes.io/control-plane" "" -}}
+  {{- else if gt (index $counts "master" | default 0 | int) 0 -}}
+    {{- $selector = dict "node-role.deckhouse.io/control-plane" "" -}}
+  {{- else if gt (index $counts "system" | default 0 | int) 0 -}}
+    {{- $selector = dict "node-role.deckhouse.io/system" "" -}}
+  {{- end -}}
+{{- else if $moduleValues.nodeSelector -}}
+  {{- $selector = $moduleValues.nodeSelector -}}
+{{- else if gt (index $counts $module | default 0 | int) 0 -}}
+  {{- $selector = dict (printf "node-role.deckhouse.io/%s" $ctx.Chart.Name) "" -}}
+{{- else if gt (index $counts $strategy | default 0 | int) 0 -}}
+  {{- $selector = dict (printf "node-role.deckhouse.io/%s" $strategy) "" -}}
+{{- else if and (eq $strategy "monitoring") (gt (index $counts "system" | default 0 | int) 0) -}}
+  {{- $selector = dict "node-role.deckhouse.io/system" "" -}}
+{{- end -}}
+{{- if $selector -}}
+nodeSelector:
+{{- toYaml $selector | nindent 2 }}
+{{- end -}}
+{{- end -}}
+
+{{- /* `tolerations:` block for a base strategy (system, frontend, monitoring, any-node, wildcard,
+custom) plus extras "with-<x>" / "without-<x>" (x: uninitialized, node-problems, storage-problems,
+no-csi, cloud-provider-uninitialized; storage-problems is on by default except for wildcard and
+custom). Reads aiModels.tolerations (replaces the base list of system/frontend/monitoring/custom),
+global.modules.placement.customTolerationKeys (any-node), global.clusterConfiguration.clusterType,
+global.enabledModules and global.clusterIsBootstrapped (for the uninitialized extras).
+Usage: include "ai_models.tolerations" (list . "system") | nindent 6
+       include "ai_models.tolerations" (list . "any-node" "with-uninitialized") | nindent 6 */ -}}
+{{- define "ai_models.tolerations" -}}
+{{- $ctx := index . 0 -}}
+{{- $strategy := index . 1 -}}
+{{- if not (has $strategy (list "system" "frontend" "monitoring" "any-node" "wildcard" "custom")) -}}
+{{- fail (printf "ai_models.tolerations: unknown strategy %q (system, frontend, monitoring, any-node, wildcard, custom)" $strategy) -}}
+{{- end -}}
+{{- $known := list "uninitialized" "node-problems" "storage-problems" "no-csi" "cloud-provider-uninitialized" -}}
+{{- $extras := list -}}
+{{- if not (has $strategy (list "wildcard" "custom")) -}}
+{{- $extras = list "storage-problems" -}}
+{{- end -}}
+{{- range $arg := rest (rest .) -}}
+  {{- $name := trimPrefix "without-" (trimPrefix "with-" $arg) -}}
+  {{- if or (not (has $name $known)) (eq $name $arg) -}}
+    {{- fail (printf "ai_models.tolerations: unknown extra %q (with-/without- plus one of %s)" $arg (join ", " $known)) -}}
+  {{- end -}}
+  {{- if hasPrefix "with-" $arg -}}
+    {{- $extras = append (without $extras $name) $name -}}
+  {{- else -}}
+    {{- $extras = without $extras $name -}}
+  {{- end -}}
+{{- end -}}
+{{- $module := include "ai_models.module_camelcase_name" $ctx -}}
+{{- $moduleValues := index $ctx.Values $module | default dict -}}
+{{- $global := $ctx.Values.global | default dict -}}
+{{- $list := list -}}
+{{- if eq $strategy "wildcard" -}}
+  {{- $list = list (dict "operator" "Exists") -}}
+  {{- $extras = list -}}
+{{- else if eq $strategy "any-node" -}}
+  {{- $list = list
+      (dict "key" "node-role.kubernetes.io/master")
+      (dict "key" "node-role.kubernetes.io/control-plane")
+      (dict "key" "node.deckhouse.io/etcd-arbiter")
+      (dict "key" "dedicated.deckhouse.io" "operator" "Exists")
+      (dict "key" "dedicated" "operator" "Exists")
+      (dict "key" "DeletionCandidateOfClusterAutoscaler")
+      (dict "key" "ToBeDeletedByClusterAutoscaler") -}}
+  {{- range $key := dig "modules" "placement" "customTolerationKeys" list $global -}}
+    {{- $list = append $list (dict "key" $key "operator" "Exists") -}}
+  {{- end -}}
+{{- else if $moduleValues.tolerations -}}
+  {{- $list = $moduleValues.tolerations -}}
+{{- else if ne $strategy "custom" -}}
+  {{- $list = list (dict "key" "dedicated.deckhouse.io" "operator" "Equal" "value" $ctx.Chart.Name) -}}
+  {{- if eq $strategy "monitoring" -}}
+    {{- $list = append $list (dict "key" "dedicated.deckhouse.io" "operator" "Equal" "value" "monitoring") -}}
+  {{- end -}}
+  {{- if eq $strategy "frontend" -}}
+    {{- $list = append $list (dict "key" "dedicated.deckhouse.io" "operator" "Equal" "value" "frontend") -}}
+  {{- else -}}
+    {{- $list = append $list (dict "key" "dedicated.deckhouse.io" "operator" "Equal" "value" "system") -}}
+  {{- end -}}
+{{- end -}}
+{{- $nodeProblems := list
+    (dict "key" "node.kubernetes.io/not-ready")
+    (dict "key" "node.kubernetes.io/out-of-disk")
+    (dict "key" "node.kubernetes.io/memory-pressure")
+    (dict "key" "node.kubernetes.io/disk-pressure")
+    (dict "key" "node.kubernetes.io/pid-pressure")
+    (dict "key" "node.kubernetes.io/unreachable")
+    (dict "key" "node.kubernetes.io/network-unavailable") -}}
+{{- $noCSI := list
+    (dict "key" "ToBeDeletedTaint" "operator" "Exists")
+    (dict "key" "node.deckhouse.io/csi-not-bootstrapped" "operator" "Exists" "effect" "NoSchedule") -}}
+{{- range $extra := $extras -}}
+  {{- if eq $extra "uninitialized" -}}
+    {{- $list = append $list (dict "key" "node.deckhouse.io/bashible-uninitialized" "operator" "Exists" "effect" "NoSchedule") -}}
+    {{- $list = append $list (dict "key" "node.deckhouse.io/uninitialized" "operator" "Exists" "effect" "NoSchedule") -}}
+    {{- /* Cloud and hybrid clusters register CSI drivers late; uninitialized nodes there also lack CSI. */ -}}
+    {{- $cloud := eq (dig "clusterConfiguration" "clusterType" "" $global) "Cloud" -}}
+    {{- range $m := $global.enabledModules | default list -}}
+      {{- if hasPrefix "cloud-provider-" $m -}}{{- $cloud = true -}}{{- end -}}
+    {{- end -}}
+    {{- if $cloud -}}{{- $list = concat $list $noCSI -}}{{- end -}}
+    {{- $list = concat $list $nodeProblems -}}
+  {{- else if eq $extra "node-problems" -}}
+    {{- $list = concat $list $nodeProblems -}}
+  {{- else if eq $extra "storage-problems" -}}
+    {{- $list = append $list (dict "key" "drbd.linbit.com/lost-quorum") -}}
+    {{- $list = append $list (dict "key" "drbd.linbit.com/force-io-error") -}}
+    {{- $list = append $list (dict "key" "drbd.linbit.com/ignore-fail-over") -}}
+  {{- else if eq $extra "no-csi" -}}
+    {{- $list = concat $list $noCSI -}}
+  {{- else if eq $extra "cloud-provider-uninitialized" -}}
+    {{- if not $global.clusterIsBootstrapped -}}
+      {{- $list = append $list (dict "key" "node.cloudprovider.kubernetes.io/uninitialized" "operator" "Exists") -}}
+    {{- end -}}
+  {{- end -}}
+{{- end -}}
+{{- if $list -}}
+tolerations:
+{{- toYaml $list | nindent 0 }}
+{{- end -}}
+{{- end -}}
+
+{{- /* `priorityClassName:` line; fails on a class Deckhouse does not ship.
+Usage: include "ai_models.priority_class" (list . "cluster-medium") | nindent 6 */ -}}
+{{- define "ai_models.priority_class" -}}
+{{- $class := index . 1 -}}
+{{- $known := list "system-node-critical" "system-cluster-critical" "cluster-critical" "cluster-medium" "cluster-low" "production-high" "production-medium" "production-low" "staging" "develop" "standby" -}}
+{{- if not (has $class $known) -}}
+{{- fail (printf "ai_models.priority_class: %q is not a Deckhouse priority class (%s)" $class (join ", " $known)) -}}
+{{- end -}}
+priorityClassName: {{ $class }}
+{{- end -}}
+
+
+{{- /* ===== High availability ================================================================= */ -}}
+
+{{- /* "true" when the module runs highly available. Reads aiModels.highAvailability, then
+global.highAvailability, then global.discovery.clusterControlPlaneIsHighlyAvailable (the first
+one that is set decides). Usage: if (include "ai_models.ha_enabled" .) */ -}}
+{{- define "ai_models.ha_enabled" -}}
+{{- $moduleValues := index .Values (include "ai_models.module_camelcase_name" .) | default dict -}}
+{{- $global := .Values.global | default dict -}}
+{{- $ha := false -}}
+{{- if hasKey $moduleValues "highAvailability" -}}
+  {{- $ha = $moduleValues.highAvailability -}}
+{{- else if hasKey $global "highAvailability" -}}
+  {{- $ha = $global.highAvailability -}}
+{{- else -}}
+  {{- $ha = dig "discovery" "clusterControlPlaneIsHighlyAvailable" false $global -}}
+{{- end -}}
+{{- if $ha -}}true{{- end -}}
+{{- end -}}
+
+{{- /* One of two values by HA mode (see ai_models.ha_enabled).
+Usage: include "ai_models.is_ha_to_value" (list . 2 1) */ -}}
+{{- define "ai_models.is_ha_to_value" -}}
+{{- if include "ai_models.ha_enabled" (index . 0) -}}{{- index . 1 -}}{{- else -}}{{- index . 2 -}}{{- end -}}
+{{- end -}}
+
+{{- /* `replicas:` (2 in HA, else 1) and, in HA, a rolling update that never runs more pods than
+replicas, so required anti-affinity cannot deadlock a rollout on a two-node pool. Reads HA values.
+Usage: include "ai_models.deployment_strategy_and_replicas_for_ha" . | nindent 2 */ -}}
+{{- define "ai_models.deployment_strategy_and_replicas_for_ha" -}}
+replicas: {{ include "ai_models.is_ha_to_value" (list . 2 1) }}
+{{- if include "ai_models.ha_enabled" . }}
+strategy:
+  type: RollingUpdate
+  rollingUpdate:
+    maxSurge: 0
+    maxUnavailable: 1
+{{- end }}
+{{- end -}}
+
+{{- /* `affinity:` with required pod anti-affinity across hosts for pods matching the labels, only
+in HA. Reads HA values. Usage: include "ai_models.pod_anti_affinity_for_ha" (list . (dict "app" "api")) | nindent 6 */ -}}
+{{- define "ai_models.pod_anti_affinity_for_ha" -}}
+{{- $ctx := index . 0 -}}
+{{- $labels := index . 1 -}}
+{{- if include "ai_models.ha_enabled" $ctx -}}
+affinity:
+  podAntiAffinity:
+    requiredDuringSchedulingIgnoredDuringExecution:
+    - labelSelector:
+        matchLabels:
+          {{- toYaml $labels | nindent 10 }}
+      topologyKey: kubernetes.io/hostname
+{{- end -}}
+{{- end -}}
+
+
+{{- /* ===== Security and resources ============================================================ */ -}}
+
+{{- /* Pod `securityContext:` for PSS restricted: non-root deckhouse user 64535:64535 and the
+RuntimeDefault seccomp profile. Reads nothing.
+Usage: include "ai_models.pod_security_context_run_as_user_deckhouse" . | nindent 6 */ -}}
+{{- define "ai_models.pod_security_context_run_as_user_deckhouse" -}}
+securityContext:
+  runAsNonRoot: true
+  runAsUser: 64535
+  runAsGroup: 64535
+  seccompProfile:
+    type: RuntimeDefault
+{{- end -}}
+
+{{- /* Same as ai_models.pod_security_context_run_as_user_deckhouse plus fsGroup 64535, for pods
+that write into mounted volumes (materialization into shared PVCs). Reads nothing.
+Usage: include "ai_models.pod_security_context_run_as_user_deckhouse_with_writable_fs" . | nindent 6 */ -}}
+{{- define "ai_models.pod_security_context_run_as_user_deckhouse_with_writable_fs" -}}
+{{ include "ai_models.pod_security_context_run_as_user_deckhouse" . }}
+  fsGroup: 64535
+{{- end -}}
+
+{{- /* Container `securityContext:` for PSS restricted: read-only root filesystem, no privilege
+escalation, every capability dropped, RuntimeDefault seccomp. Reads nothing.
+Usage: include "ai_models.container_security_context_pss_restricted" . | nindent 10 */ -}}
+{{- define "ai_models.container_security_context_pss_restricted" -}}
+securityContext:
+  readOnlyRootFilesystem: true
+  allowPrivilegeEscalation: false
+  privileged: false
+  runAsNonRoot: true
+  capabilities:
+    drop:
+    - ALL
+  seccompProfile:
+    type: RuntimeDefault
+{{- end -}}
+
+{{- /* `ephemeral-storage:` request for a container that writes only its logs (50Mi). Reads nothing.
+Usage (under resources.requests): include "ai_models.ephemeral_storage_logs" . | nindent 14 */ -}}
+{{- define "ai_models.ephemeral_storage_logs" -}}
+ephemeral-storage: 50Mi
+{{- end -}}
+
+{{- /* `ephemeral-storage:` request for logs plus N MiB of scratch space. Reads nothing.
+Usage: include "ai_models.ephemeral_storage_logs_with_extra" 200 | nindent 14 */ -}}
+{{- define "ai_models.ephemeral_storage_logs_with_extra" -}}
+ephemeral-storage: {{ add 50 (. | int) }}Mi
+{{- end -}}
+
+{{- /* VPA updateMode: InPlaceOrRecreate where in-place resize exists (Kubernetes >= 1.33), else
+Recreate ("Auto" is deprecated). Reads global.discovery.kubernetesVersion, then
+.Capabilities.KubeVersion. Usage: updateMode: {{ include "ai_models.vpa_update_mode" . | quote }} */ -}}
+{{- define "ai_models.vpa_update_mode" -}}
+{{- $version := dig "discovery" "kubernetesVersion" "" (.Values.global | default dict) | toString -}}
+{{- if not $version -}}
+{{- $version = .Capabilities.KubeVersion.Version -}}
+{{- end -}}
+{{- if semverCompare ">=1.33.0-0" $version -}}InPlaceOrRecreate{{- else -}}Recreate{{- end -}}
+{{- end -}}
+
+
+{{- /* ===== Cluster and public endpoints ====================================================== */ -}}
+
+{{- /* Cluster DNS domain. Reads global.discovery.clusterDomain, then
+global.clusterConfiguration.clusterDomain; fails when neither is set.
+Usage: include "ai_models.cluster_domain" . */ -}}
+{{- define "ai_models.cluster_domain" -}}
+{{- $global := .Values.global | default dict -}}
+{{- $domain := dig "discovery" "clusterDomain" "" $global | default (dig "clusterConfiguration" "clusterDomain" "" $global) -}}
+{{- if not $domain -}}
+{{- fail "cluster domain is unknown: global.discovery.clusterDomain is not set" -}}
+{{- end -}}
+{{- $domain -}}
+{{- end -}}
+
+{{- /* In-cluster DNS name of a Service in the module namespace: <svc>.d8-ai-models.svc.<domain>.
+Reads the cluster domain. Usage: include "ai_models.service_fqdn" (list . "ai-models-api") */ -}}
+{{- define "ai_models.service_fqdn" -}}
+{{- $ctx := index . 0 -}}
+{{- printf "%s.%s.svc.%s" (index . 1) (include "ai_models.module_namespace" $ctx) (include "ai_models.cluster_domain" $ctx) -}}
+{{- end -}}
+
+{{- /* Public host name of an endpoint from global.modules.publicDomainTemplate ("%s" is replaced
+by the name). Fails when the template is missing, lacks "%s", or the host exceeds 64 characters
+(the certificate CN limit). Usage: include "ai_models.public_domain" (list . "ai-models") */ -}}
+{{- define "ai_models.public_domain" -}}
+{{- $ctx := index . 0 -}}
+{{- $name := index . 1 -}}
+{{- $template := dig "modules" "publicDomainTemplate" "" ($ctx.Values.global | default dict) -}}
+{{- if not $template -}}
+{{- fail (printf "global.modules.publicDomainTemplate is not set: the public endpoint %q of %s needs it (for example \"%%s.example.com\")" $name $ctx.Chart.Name) -}}
+{{- end -}}
+{{- if not (contains "%s" $template) -}}
+{{- fail (printf "global.modules.publicDomainTemplate %q must contain \"%%s\"" $template) -}}
+{{- end -}}
+{{- $domain := replace "%s" $name $template -}}
+{{- if gt (len $domain) 64 -}}
+{{- fail (printf "public domain %q is longer than 64 characters: shorten global.modules.publicDomainTemplate" $domain) -}}
+{{- end -}}
+{{- $domain -}}
+{{- end -}}
+
+{{- /* Ingress class. Reads aiModels.ingressClass, then global.modules.ingressClass.
+Usage: ingressClassName: {{ include "ai_models.ingress_class" . }} */ -}}
+{{- define "ai_models.ingress_class" -}}
+{{- $moduleValues := index .Values (include "ai_models.module_camelcase_name" .) | default dict -}}
+{{- $class := $moduleValues.ingressClass | default (dig "modules" "ingressClass" "" (.Values.global | default dict)) -}}
+{{- if not $class -}}
+{{- fail "ingress class is unknown: set aiModels.ingressClass or global.modules.ingressClass" -}}
+{{- end -}}
+{{- $class -}}
+{{- end -}}
+
+
+{{- /* ===== HTTPS ============================================================================= */ -}}
+
+{{- /* HTTPS mode of the public endpoints: Disabled, CertManager, CustomCertificate or OnlyInURI.
+Reads aiModels.https.mode, then global.modules.https.mode; for CertManager also
+global.enabledModules (cert-manager must be on). Usage: include "ai_models.https_mode" . */ -}}
+{{- define "ai_models.https_mode" -}}
+{{- $moduleValues := index .Values (include "ai_models.module_camelcase_name" .) | default dict -}}
+{{- $global := .Values.global | default dict -}}
+{{- $mode := dig "https" "mode" "" $moduleValues | default (dig "modules" "https" "mode" "" $global) -}}
+{{- if not (has $mode (list "Disabled" "CertManager" "CustomCertificate" "OnlyInURI")) -}}
+{{- fail (printf "HTTPS mode %q is unknown: set aiModels.https.mode or global.modules.https.mode to Disabled, CertManager, CustomCertificate or OnlyInURI" $mode) -}}
+{{- end -}}
+{{- if and (eq $mode "CertManager") (not (has "cert-manager" ($global.enabledModules | default list))) -}}
+{{- fail "HTTPS mode is CertManager (aiModels.https.mode or global.modules.https.mode) but the cert-manager module is not enabled" -}}
+{{- end -}}
+{{- $mode -}}
+{{- end -}}
+
+{{- /* URI scheme of the public endpoints: "http" when HTTPS is Disabled, else "https" (OnlyInURI
+terminates TLS outside the cluster but links still use https). Reads the HTTPS mode.
+Usage: include "ai_models.https_uri_scheme" . */ -}}
+{{- define "ai_models.https_uri_scheme" -}}
+{{- if eq (include "ai_models.https_mode" .) "Disabled" -}}http{{- else -}}https{{- end -}}
+{{- end -}}
+
+{{- /* "true" when Ingress objects carry a TLS section (CertManager or CustomCertificate).
+Reads the HTTPS mode. Usage: if (include "ai_models.https_ingress_tls_enabled" .) */ -}}
+{{- define "ai_models.https_ingress_tls_enabled" -}}
+{{- if has (include "ai_models.https_mode" .) (list "CertManager" "CustomCertificate") -}}true{{- end -}}
+{{- end -}}
+
+{{- /* "true" when the Gateway API listeners terminate TLS (CertManager or CustomCertificate).
+Reads the HTTPS mode. Usage: if (include "ai_models.https_route_tls_enabled" .) */ -}}
+{{- define "ai_models.https_route_tls_enabled" -}}
+{{- include "ai_models.https_ingress_tls_enabled" . -}}
+{{- end -}}
+
+{{- /* ClusterIssuer of the certificates in CertManager mode. Reads
+aiModels.https.certManager.clusterIssuerName when aiModels.https.mode is set, then
+global.modules.https.certManager.clusterIssuerName.
+Usage: include "ai_models.https_cert_manager_cluster_issuer_name" . */ -}}
+{{- define "ai_models.https_cert_manager_cluster_issuer_name" -}}
+{{- $moduleValues := index .Values (include "ai_models.module_camelcase_name" .) | default dict -}}
+{{- $global := .Values.global | default dict -}}
+{{- $issuer := "" -}}
+{{- if dig "https" "mode" "" $moduleValues -}}
+{{- $issuer = dig "https" "certManager" "clusterIssuerName" "" $moduleValues -}}
+{{- end -}}
+{{- $issuer = $issuer | default (dig "modules" "https" "certManager" "clusterIssuerName" "" $global) -}}
+{{- if not $issuer -}}
+{{- fail "the ClusterIssuer is unknown: set aiModels.https.certManager.clusterIssuerName or global.modules.https.certManager.clusterIssuerName" -}}
+{{- end -}}
+{{- $issuer -}}
+{{- end -}}
+
+{{- /* TLS Secret name of a public endpoint: <prefix> in CertManager mode, <prefix>-customcertificate
+in CustomCertificate mode (the copied custom certificate). An optional second prefix names the
+Gateway listener's own cert-manager Secret, while a custom certificate is copied once and shared.
+Fails in the modes without TLS. Reads the HTTPS mode.
+Usage: include "ai_models.https_secret_name" (list . "ai-models-ingress-tls")
+       include "ai_models.https_secret_name" (list . "ai-models-ingress-tls" "ai-models-gateway-tls") */ -}}
+{{- define "ai_models.https_secret_name" -}}
+{{- $ctx := index . 0 -}}
+{{- $prefix := index . 1 -}}
+{{- $mode := include "ai_models.https_mode" $ctx -}}
+{{- if eq $mode "CertManager" -}}
+{{- if gt (len .) 2 -}}{{- index . 2 -}}{{- else -}}{{- $prefix -}}{{- end -}}
+{{- else if eq $mode "CustomCertificate" -}}
+{{- printf "%s-customcertificate" $prefix -}}
+{{- else -}}
+{{- fail (printf "HTTPS mode %s has no TLS secret: guard the caller with ai_models.https_ingress_tls_enabled" $mode) -}}
+{{- end -}}
+{{- end -}}
+
+{{- /* kubernetes.io/tls Secret <prefix>-customcertificate in the module namespace, copied from
+aiModels.internal.customCertificateData (base64 values, filled by the copy_custom_certificate
+hook); renders only in CustomCertificate mode once the hook has copied the data.
+Usage: include "ai_models.https_copy_custom_certificate" (list . "ai-models-ingress-tls") */ -}}
+{{- define "ai_models.https_copy_custom_certificate" -}}
+{{- $ctx := index . 0 -}}
+{{- $prefix := index . 1 -}}
+{{- if eq (include "ai_models.https_mode" $ctx) "CustomCertificate" -}}
+{{- $moduleValues := index $ctx.Values (include "ai_models.module_camelcase_name" $ctx) | default dict -}}
+{{- $data := dig "internal" "customCertificateData" dict $moduleValues -}}
+{{- if $data }}
+---
+apiVersion: v1
+kind: Secret
+metadata:
+  name: {{ include "ai_models.https_secret_name" (list $ctx $prefix) }}
+  namespace: {{ include "ai_models.module_namespace" $ctx }}
+  {{- include "ai_models.module_labels" (list $ctx) | nindent 2 }}
+type: kubernetes.io/tls
+data:
+  {{- if index $data "ca.crt" }}
+  ca.crt: {{ index $data "ca.crt" }}
+  {{- end }}
+  tls.crt: {{ required "aiModels.internal.customCertificateData has no tls.crt" (index $data "tls.crt") }}
+  tls.key: {{ required "aiModels.internal.customCertificateData has no tls.key" (index $data "tls.key") }}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+
+{{- /* ===== Gateway API ======================================================================= */ -}}
+
+{{- /* Gateway the module's ListenerSet attaches to, as JSON {"name", "namespace"} or {} when none
+resolves. Reads aiModels.gatewayAPI.gateway, then global.modules.gatewayAPI.gateway, then
+global.discovery.gatewayAPIDefaultGateway (the first with both name and namespace wins).
+Usage: $gw := include "ai_models.gateway" . | fromJson */ -}}
+{{- define "ai_models.gateway" -}}
+{{- $moduleValues := index .Values (include "ai_models.module_camelcase_name" .) | default dict -}}
+{{- $global := .Values.global | default dict -}}
+{{- $result := dict -}}
+{{- range $candidate := list
+      (dig "gatewayAPI" "gateway" dict $moduleValues)
+      (dig "modules" "gatewayAPI" "gateway" dict $global)
+      (dig "discovery" "gatewayAPIDefaultGateway" dict $global) -}}
+  {{- if and (not $result) $candidate.name $candidate.namespace -}}
+    {{- $result = dict "name" $candidate.name "namespace" $candidate.namespace -}}
+  {{- end -}}
+{{- end -}}
+{{- toJson $result -}}
+{{- end -}}
+
+{{- /* Name / namespace of the resolved Gateway (see ai_models.gateway); empty when none.
+Usage: include "ai_models.gateway_name" . / include "ai_models.gateway_namespace" . */ -}}
+{{- define "ai_models.gateway_name" -}}
+{{- (include "ai_models.gateway" . | fromJson).name | default "" -}}
+{{- end -}}
+{{- define "ai_models.gateway_namespace" -}}
+{{- (include "ai_models.gateway" . | fromJson).namespace | default "" -}}
+{{- end -}}
+
+{{- /* "true" when the cluster serves the Gateway API kinds the module renders (ListenerSet and
+HTTPRoute in gateway.networking.k8s.io/v1). Reads .Capabilities.APIVersions.
+Usage: if (include "ai_models.gateway_api_available" .) */ -}}
+{{- define "ai_models.gateway_api_available" -}}
+{{- if and (.Capabilities.APIVersions.Has "gateway.networking.k8s.io/v1/ListenerSet") (.Capabilities.APIVersions.Has "gateway.networking.k8s.io/v1/HTTPRoute") -}}true{{- end -}}
+{{- end -}}
+
+{{- /* "true" when the module publishes through the Gateway API: aiModels.gatewayAPI.enabled (then
+global.modules.gatewayAPI.enabled; default on), a Gateway resolves and the API is available.
+Usage: if (include "ai_models.gateway_enabled" .) */ -}}
+{{- define "ai_models.gateway_enabled" -}}
+{{- $moduleValues := index .Values (include "ai_models.module_camelcase_name" .) | default dict -}}
+{{- $global := .Values.global | default dict -}}
+{{- $enabled := true -}}
+{{- if hasKey ($moduleValues.gatewayAPI | default dict) "enabled" -}}
+  {{- $enabled = $moduleValues.gatewayAPI.enabled -}}
+{{- else if hasKey (dig "modules" "gatewayAPI" dict $global) "enabled" -}}
+  {{- $enabled = $global.modules.gatewayAPI.enabled -}}
+{{- end -}}
+{{- if and $enabled (include "ai_models.gateway_name" .) (include "ai_models.gateway_api_available" .) -}}true{{- end -}}
+{{- end -}}
+
+
+{{- /* ===== Monitoring ======================================================================== */ -}}
+
+{{- /* ConfigMap kube-rbac-proxy-ca.crt (the CA kube-rbac-proxy sidecars trust for Prometheus) in
+the given namespace. Reads global.internal.modules.kubeRBACProxyCA.cert; renders nothing without it.
+Usage: include "ai_models.kube_rbac_proxy_ca_certificate" (list . "d8-ai-models") */ -}}
+{{- define "ai_models.kube_rbac_proxy_ca_certificate" -}}
+{{- $ctx := index . 0 -}}
+{{- $cert := dig "internal" "modules" "kubeRBACProxyCA" "cert" "" ($ctx.Values.global | default dict) -}}
+{{- if $cert }}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: kube-rbac-proxy-ca.crt
+  namespace: {{ index . 1 }}
+  {{- include "ai_models.module_labels" (list $ctx) | nindent 2 }}
+data:
+  ca.crt: |
+    {{- $cert | trim | nindent 4 }}
+{{- end -}}
+{{- end -}}
+
+{{- /* "true" when PrometheusRule objects can be applied: the operator-prometheus-crd module is
+enabled or monitoring.coreos.com/v1 PrometheusRule is served. Reads global.enabledModules and
+.Capabilities.APIVersions. Usage: if (include "ai_models.prometheus_rules_available" .) */ -}}
+{{- define "ai_models.prometheus_rules_available" -}}
+{{- if or (has "operator-prometheus-crd" (dig "enabledModules" list (.Values.global | default dict))) (.Capabilities.APIVersions.Has "monitoring.coreos.com/v1/PrometheusRule") -}}true{{- end -}}
+{{- end -}}
+
+{{- /* "true" when GrafanaDashboardDefinition objects can be applied: the prometheus-crd module is
+enabled or deckhouse.io/v1 GrafanaDashboardDefinition is served. Reads global.enabledModules and
+.Capabilities.APIVersions. Usage: if (include "ai_models.grafana_dashboards_available" .) */ -}}
+{{- define "ai_models.grafana_dashboards_available" -}}
+{{- if or (has "prometheus-crd" (dig "enabledModules" list (.Values.global | default dict))) (.Capabilities.APIVersions.Has "deckhouse.io/v1/GrafanaDashboardDefinition") -}}true{{- end -}}
+{{- end -}}
+
+{{- /* One PrometheusRule per file under monitoring/prometheus-rules/ (any depth; *.yaml as is,
+*.tpl rendered with tpl first). Each file is a list of rule groups. __SCRAPE_INTERVAL__ and
+__SCRAPE_INTERVAL_X_2/3/4__ become global.discovery.prometheusScrapeInterval (default 30) seconds
+times N; a rule annotated d8_ignore_on_update: "true" is muted while Deckhouse updates. Named
+<module>-<path with "/", "_", "." as "-">, labelled prometheus: main, component: rules.
+Renders only when ai_models.prometheus_rules_available.
+Usage: include "ai_models.prometheus_rules" (list . "d8-ai-models") */ -}}
+{{- define "ai_models.prometheus_rules" -}}
+{{- $ctx := index . 0 -}}
+{{- $namespace := index . 1 -}}
+{{- if include "ai_models.prometheus_rules_available" $ctx -}}
+{{- $root := "monitoring/prometheus-rules/" -}}
+{{- $interval := dig "discovery" "prometheusScrapeInterval" 30 ($ctx.Values.global | default dict) | int -}}
+{{- range $path, $_ := $ctx.Files.Glob (printf "%s**.{yaml,tpl}" $root) }}
+{{- $text := $ctx.Files.Get $path -}}
+{{- if hasSuffix ".tpl" $path -}}
+{{- $text = tpl $text $ctx -}}
+{{- end -}}
+{{- $text = $text
+    | replace "__SCRAPE_INTERVAL_X_2__" (printf "%ds" (mul $interval 2))
+    | replace "__SCRAPE_INTERVAL_X_3__" (printf "%ds" (mul $interval 3))
+    | replace "__SCRAPE_INTERVAL_X_4__" (printf "%ds" (mul $interval 4))
+    | replace "__SCRAPE_INTERVAL__" (printf "%ds" $interval) -}}
+{{- $groups := fromYamlArray $text -}}
+{{- range $group := $groups -}}
+  {{- if not (and (kindIs "map" $group) $group.name (kindIs "slice" $group.rules)) -}}
+    {{- fail (printf "%s must be a YAML list of rule groups, each with a name and rules: %v" $path $group) -}}
+  {{- end -}}
+  {{- range $rule := $group.rules -}}
+    {{- if eq (dig "annotations" "d8_ignore_on_update" "" $rule | toString) "true" -}}
+      {{- $_ := set $rule "expr" (printf "(%s) and ON() ((max(d8_is_updating) != 1) or ON() absent(d8_is_updating))" $rule.expr) -}}
+    {{- end -}}
+  {{- end -}}
+{{- end -}}
+{{- if $groups }}
+{{- $name := regexReplaceAll "\\.(yaml|tpl)$" (trimPrefix $root $path) "" | replace "/" "-" | replace "_" "-" | replace "." "-" | replace " " "-" | lower }}
+---
+apiVersion: monitoring.coreos.com/v1
+kind: PrometheusRule
+metadata:
+  name: {{ printf "%s-%s" $ctx.Chart.Name $name }}
+  namespace: {{ $namespace }}
+  {{- include "ai_models.module_labels" (list $ctx (dict "prometheus" "main" "component" "rules")) | nindent 2 }}
+spec:
+  groups:
+    {{- toYaml $groups | nindent 4 }}
+{{- end }}
+{{- end }}
+{{- end -}}
+{{- end -}}
+
+{{- /* One cluster-scoped GrafanaDashboardDefinition per monitoring/grafana-dashboards/<folder>/**.json;
+the first directory names the Grafana folder ("ai-models" -> "Ai Models"). Named
+d8-<module>-<path with "/", "_", "." as "-">. Fails on a dashboard outside a folder or on invalid
+JSON. Renders only when ai_models.grafana_dashboards_available.
+Usage: include "ai_models.grafana_dashboard_definitions" . */ -}}
+{{- define "ai_models.grafana_dashboard_definitions" -}}
+{{- $ctx := . -}}
+{{- if include "ai_models.grafana_dashboards_available" $ctx -}}
+{{- $root := "monitoring/grafana-dashboards/" -}}
+{{- range $path, $_ := $ctx.Files.Glob (printf "%s**.json" $root) }}
+{{- $relative := trimPrefix $root $path -}}
+{{- $parts := splitList "/" $relative -}}
+{{- if lt (len $parts) 2 -}}
+{{- fail (printf "%s must be in a folder under %s (the folder names the Grafana folder)" $path $root) -}}
+{{- end -}}
+{{- $definition := $ctx.Files.Get $path -}}
+{{- if hasKey ($definition | fromJson) "Error" -}}
+{{- fail (printf "%s is not valid JSON: %s" $path ($definition | fromJson).Error) -}}
+{{- end -}}
+{{- $name := trimSuffix ".json" $relative | replace "/" "-" | replace "_" "-" | replace "." "-" | replace " " "-" | lower }}
+---
+apiVersion: deckhouse.io/v1
+kind: GrafanaDashboardDefinition
+metadata:
+  name: {{ printf "d8-%s-%s" $ctx.Chart.Name $name }}
+  {{- include "ai_models.module_labels" (list $ctx (dict "prometheus.deckhouse.io/grafana-dashboard" "")) | nindent 2 }}
+spec:
+  folder: {{ first $parts | replace "-" " " | title | quote }}
+  definition: |
+    {{- $definition | trim | nindent 4 }}
+{{- end }}
+{{- end -}}
+{{- end -}}

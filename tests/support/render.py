@@ -8,8 +8,10 @@ touches that private call, so an SDK upgrade breaks exactly one file.
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import helm_python
@@ -19,6 +21,8 @@ from helm_python import _native
 from support.paths import REPO_ROOT
 
 KUBE_VERSION = "v1.34.0"
+# What Helm loads from the repository root (everything else is .helmignore-d or not a chart part).
+CHART_PARTS = ("Chart.yaml", ".helmignore", "templates", "monitoring", "charts")
 RELEASE_NAME = "ai-models"
 RELEASE_NAMESPACE = "d8-ai-models"
 
@@ -46,12 +50,13 @@ def render_chart(
     *,
     api_versions: Iterable[str] = (),
     kube_version: str = KUBE_VERSION,
+    chart_dir: Path = REPO_ROOT,
 ) -> RenderedChart:
-    """Render the module chart from the repository root with the real Helm engine.
+    """Render the module chart (the repository root, or a copy of it) with the real Helm engine.
 
     Raises `helm_python.HelmError` subclasses (e.g. `HelmRenderError` for a template `fail`).
     """
-    chart = helm_python.Chart.load(str(REPO_ROOT))
+    chart = helm_python.Chart.load(str(chart_dir))
     options = {
         "name": RELEASE_NAME,
         "namespace": RELEASE_NAMESPACE,
@@ -67,3 +72,29 @@ def render_chart(
             continue
         objects.extend(doc for doc in yaml.safe_load_all(files[path]) if doc)
     return RenderedChart(files=files, objects=objects)
+
+
+def copy_chart(destination: Path) -> Path:
+    """Copy the parts of the module chart Helm reads into `destination` and return it.
+
+    Tests add probe templates or sample monitoring files to the copy, never to the repository.
+    """
+    destination.mkdir(parents=True, exist_ok=True)
+    for part in CHART_PARTS:
+        source = REPO_ROOT / part
+        if source.is_dir():
+            shutil.copytree(source, destination / part, dirs_exist_ok=True)
+        elif source.is_file():
+            shutil.copy2(source, destination / part)
+    return destination
+
+
+def to_multidoc(rendered: RenderedChart) -> str:
+    """The rendered chart as `helm template` prints it: documents with `# Source:` comments."""
+    chunks: list[str] = []
+    for path in sorted(rendered.files):
+        for document in rendered.files[path].split("\n---"):
+            body = document.strip().removeprefix("---").strip()
+            if body and any(not line.lstrip().startswith("#") for line in body.splitlines()):
+                chunks.append(f"---\n# Source: {path}\n{body}\n")
+    return "".join(chunks)

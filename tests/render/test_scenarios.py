@@ -1,0 +1,79 @@
+"""Every value scenario renders with the real engine into valid manifests a reviewer accepts."""
+
+from __future__ import annotations
+
+from functools import cache
+
+import pytest
+
+from support.manifest_schemas import validate_object
+from support.manifests import DEFAULT_CLUSTER_DOMAIN, ClusterExpectations, find_cluster_local, review
+from support.render import RenderedChart, to_multidoc
+from support.scenarios import Scenario, load_scenarios, scenario
+
+SCENARIOS = load_scenarios()
+# Cluster situations the test bed must always cover (see the module's design).
+REQUIRED = {
+    "minimal",
+    "ha-module-setting",
+    "ha-global-discovery",
+    "https-custom-certificate",
+    "https-cert-manager",
+    "https-disabled",
+    "https-only-in-uri",
+    "gateway-api-present",
+    "gateway-api-absent",
+    "delivery-node-cache",
+    "custom-placement",
+    "no-system-nodes",
+    "monitoring-crds-absent",
+    "custom-cluster-domain",
+}
+
+
+# Where the default domain would be wrong, it must not appear in any rendered byte.
+CUSTOM_DOMAIN = tuple(
+    item
+    for item in SCENARIOS
+    if ClusterExpectations.from_values(item.values()).cluster_domain != DEFAULT_CLUSTER_DOMAIN
+)
+
+
+@cache
+def rendered(name: str) -> RenderedChart:
+    return scenario(name).render()
+
+
+def ids(item: Scenario) -> str:
+    return item.name
+
+
+def test_the_required_cluster_situations_have_scenarios() -> None:
+    assert {item.name for item in SCENARIOS} >= REQUIRED
+
+
+@pytest.mark.parametrize("item", SCENARIOS, ids=ids)
+def test_scenario_renders_objects(item: Scenario) -> None:
+    assert rendered(item.name).objects, f"{item.name} rendered nothing"
+
+
+@pytest.mark.parametrize("item", SCENARIOS, ids=ids)
+def test_every_rendered_object_matches_its_schema(item: Scenario) -> None:
+    for obj in rendered(item.name).objects:
+        validate_object(obj)
+
+
+@pytest.mark.parametrize("item", SCENARIOS, ids=ids)
+def test_rendered_objects_pass_the_reviewer_checks(item: Scenario) -> None:
+    expectations = ClusterExpectations.from_values(item.values())
+    assert review(rendered(item.name).objects, expectations) == []
+
+
+@pytest.mark.parametrize("item", CUSTOM_DOMAIN, ids=ids)
+def test_nothing_hard_codes_the_default_cluster_domain(item: Scenario) -> None:
+    assert find_cluster_local(to_multidoc(rendered(item.name))) == []
+
+
+def test_the_cluster_domain_check_runs_on_a_custom_domain() -> None:
+    assert "custom-cluster-domain" in {item.name for item in CUSTOM_DOMAIN}
+    assert scenario("custom-cluster-domain").values()["global"]["discovery"]["clusterDomain"] == "corp.local"

@@ -250,7 +250,7 @@ tolerations:
 {{- end -}}
 {{- end -}}
 
-{{- /* `priorityClassName:` line; fails on a class Deckhouse does not ship.
+{{- /* `priorityClassName:` line; fails on a class Deckhouse does not ship. Reads nothing.
 Usage: include "ai_models.priority_class" (list . "cluster-medium") | nindent 6 */ -}}
 {{- define "ai_models.priority_class" -}}
 {{- $class := index . 1 -}}

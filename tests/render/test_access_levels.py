@@ -299,7 +299,7 @@ def test_no_module_role_uses_wildcards_or_touches_foreign_resources() -> None:
         ("ADMIN_GUIDE.md", ("cumulative", "without a namespace limit", "403", "catalogimports")),
         (
             "ADMIN_GUIDE.ru.md",
-            ("накопительные", "без ограничения по пространствам имён", "403", "catalogimports"),
+            ("накопительные", "без ограничения по пространствам имен", "403", "catalogimports"),
         ),
     ],
 )

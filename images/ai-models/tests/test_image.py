@@ -1,0 +1,25 @@
+"""The image definition agrees with the package and the chart's security context."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+IMAGE_DIR = Path(__file__).resolve().parents[1]
+
+
+def test_image_runs_the_entry_point_as_the_deckhouse_user() -> None:
+    dockerfile = (IMAGE_DIR / "Dockerfile").read_text(encoding="utf-8")
+    package = tomllib.loads((IMAGE_DIR / "pyproject.toml").read_text(encoding="utf-8"))
+    assert package["project"]["scripts"] == {"ai-models": "ai_models.cli:main"}
+    assert 'ENTRYPOINT ["ai-models"]' in dockerfile
+    # The chart's restricted pod security context runs every module pod as 64535:64535.
+    assert re.search(r"^USER 64535:64535$", dockerfile, re.MULTILINE)
+    assert re.search(r"^FROM \$\{BASE_PYTHON\}$", dockerfile, re.MULTILINE)
+
+
+def test_runtime_dependencies_are_pinned() -> None:
+    package = tomllib.loads((IMAGE_DIR / "pyproject.toml").read_text(encoding="utf-8"))
+    for requirement in package["project"]["dependencies"]:
+        assert re.fullmatch(r"[A-Za-z0-9._-]+(\[[a-z0-9,]+\])?==[0-9][0-9A-Za-z.+-]*", requirement), requirement

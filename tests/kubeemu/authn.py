@@ -1,0 +1,75 @@
+"""Bearer-token authentication: every token maps to an identity (user name + groups), as a static
+token file does for a real apiserver. Unknown or missing tokens are rejected with 401."""
+
+from __future__ import annotations
+
+import secrets
+import threading
+from dataclasses import dataclass
+
+SUPERUSER_GROUP = "system:masters"
+AUTHENTICATED_GROUP = "system:authenticated"
+SUPERUSER_NAME = "kubeemu-admin"
+
+
+@dataclass(frozen=True)
+class Identity:
+    """A user the emulator recognises by its bearer token."""
+
+    name: str
+    token: str
+    groups: tuple[str, ...] = ()
+    uid: str = ""
+
+    @classmethod
+    def service_account(cls, namespace: str, name: str, *, token: str | None = None) -> Identity:
+        """The identity Kubernetes gives a ServiceAccount token."""
+        return cls(
+            name=f"system:serviceaccount:{namespace}:{name}",
+            token=token or new_token(),
+            groups=("system:serviceaccounts", f"system:serviceaccounts:{namespace}"),
+        )
+
+    @classmethod
+    def superuser(cls, token: str | None = None) -> Identity:
+        return cls(name=SUPERUSER_NAME, token=token or new_token(), groups=(SUPERUSER_GROUP,))
+
+    @property
+    def all_groups(self) -> tuple[str, ...]:
+        """Groups as the apiserver reports them: every authenticated user is in system:authenticated."""
+        if AUTHENTICATED_GROUP in self.groups:
+            return self.groups
+        return (*self.groups, AUTHENTICATED_GROUP)
+
+    @property
+    def service_account_ref(self) -> tuple[str, str] | None:
+        parts = self.name.split(":")
+        if len(parts) == 4 and parts[:2] == ["system", "serviceaccount"]:
+            return parts[2], parts[3]
+        return None
+
+
+def new_token() -> str:
+    return secrets.token_urlsafe(24)
+
+
+class Authenticator:
+    def __init__(self, identities: list[Identity]) -> None:
+        self._lock = threading.Lock()
+        self._by_token = {identity.token: identity for identity in identities}
+
+    def add(self, identity: Identity) -> None:
+        with self._lock:
+            self._by_token[identity.token] = identity
+
+    def by_token(self, token: str) -> Identity | None:
+        with self._lock:
+            return self._by_token.get(token)
+
+    def authenticate(self, authorization_header: str | None) -> Identity | None:
+        if not authorization_header:
+            return None
+        scheme, _, token = authorization_header.partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            return None
+        return self.by_token(token.strip())

@@ -1,0 +1,463 @@
+"""HTTP front of the emulator: authentication, authorization, content negotiation, and the
+mapping of requests onto `Cluster` operations."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+from aiohttp import web
+
+from kubeemu import discovery, errors, protobuf, reviews
+from kubeemu.authn import Identity
+from kubeemu.authz import Attributes, forbidden_message
+from kubeemu.cluster import Cluster, WriteOptions
+from kubeemu.jsonutil import dumps, loads_checking_duplicates
+from kubeemu.openapi import OpenAPIDocuments
+from kubeemu.patching import APPLY_PATCH_YAML, JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH
+from kubeemu.requestinfo import RequestInfo, parse_request
+from kubeemu.resources import ResourceType
+from kubeemu.selectors import parse_field_selector, parse_label_selector
+from kubeemu.tables import Negotiated, negotiate, partial_metadata, table
+from kubeemu.watch import INITIAL_EVENTS_END, WatchRequest, WatchSubscription, stream
+
+log = logging.getLogger("kubeemu")
+
+DEFAULT_WATCH_TIMEOUT = 1800.0
+_PATCH_TYPES = (JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH, APPLY_PATCH_YAML)
+
+
+@dataclass
+class AppState:
+    cluster: Cluster
+    openapi: OpenAPIDocuments
+    bookmark_interval: float
+    server_address: str = ""
+    stopping: asyncio.Event = field(default_factory=asyncio.Event)
+    watches: set[WatchSubscription] = field(default_factory=set)
+
+
+STATE: web.AppKey[AppState] = web.AppKey("kubeemu_state", AppState)
+
+
+def json_response(
+    obj: Any, *, status: int = 200, warnings: list[str] | None = None, content_type: str = "application/json"
+) -> web.Response:
+    headers = {"Content-Type": content_type}
+    response = web.Response(body=dumps(obj), status=status, headers=headers)
+    for warning in warnings or []:
+        response.headers.add("Warning", f"299 - {json.dumps(warning)}")
+    return response
+
+
+@web.middleware
+async def error_middleware(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
+    started = time.monotonic()
+    status = 500
+    try:
+        response = await handler(request)
+        status = response.status
+        return response
+    except errors.APIError as exc:
+        status = exc.code
+        return json_response(exc.status(), status=exc.code)
+    except web.HTTPException:
+        raise
+    except Exception as exc:
+        log.exception("internal error serving %s %s", request.method, request.path_qs)
+        return json_response(errors.internal(repr(exc)).status(), status=500)
+    finally:
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug(
+                "%s %s -> %s (%.1f ms)",
+                request.method,
+                request.path_qs,
+                status,
+                (time.monotonic() - started) * 1000,
+            )
+
+
+def _authenticate(state: AppState, request: web.Request) -> Identity:
+    identity = state.cluster.authn.authenticate(request.headers.get("Authorization"))
+    if identity is None:
+        raise errors.unauthorized()
+    return identity
+
+
+def _authorize(state: AppState, identity: Identity, info: RequestInfo) -> None:
+    attrs = Attributes(
+        user=identity.name,
+        groups=identity.all_groups,
+        verb=info.verb,
+        resource_request=info.resource_request,
+        namespace=info.namespace,
+        api_group=info.group,
+        api_version=info.version,
+        resource=info.resource,
+        subresource=info.subresource,
+        name=info.name,
+        path=info.path,
+    )
+    if not state.cluster.authz.authorize(attrs).allowed:
+        raise errors.forbidden(
+            group=info.group,
+            resource=info.resource if info.resource_request else "",
+            name=info.name,
+            message=forbidden_message(attrs),
+        )
+
+
+async def handle(request: web.Request) -> web.StreamResponse:
+    state = request.app[STATE]
+    info = parse_request(request.method, request.path, request.query)
+    identity = _authenticate(state, request)
+    _authorize(state, identity, info)
+    if not info.resource_request:
+        return _non_resource(state, request, info)
+    return await _resource(state, request, info, identity)
+
+
+# --- non-resource endpoints: version, health, discovery, OpenAPI --------------------------------
+
+
+def _non_resource(state: AppState, request: web.Request, info: RequestInfo) -> web.StreamResponse:
+    if info.verb != "get":
+        raise errors.method_not_allowed(f"the server does not allow this method on the requested resource")
+    path = "/" + info.path.strip("/")
+    registry = state.cluster.registry
+    accept = request.headers.get("Accept")
+    if path == "/version":
+        return json_response(discovery.KUBERNETES_VERSION)
+    if path in ("/healthz", "/livez", "/readyz"):
+        return web.Response(text="ok", content_type="text/plain")
+    if path in ("/api", "/apis"):
+        if discovery.wants_aggregated(accept):
+            return json_response(
+                discovery.aggregated(registry, legacy=path == "/api"), content_type=discovery.AGGREGATED_V2
+            )
+        if path == "/api":
+            return json_response(discovery.api_versions(state.server_address))
+        return json_response(discovery.api_group_list(registry, state.server_address))
+    parts = path.strip("/").split("/")
+    if parts[0] == "apis" and len(parts) == 2:
+        doc = discovery.api_group(registry, parts[1], state.server_address)
+        if doc is not None:
+            return json_response(doc)
+    if (parts[0] == "api" and len(parts) == 2) or (parts[0] == "apis" and len(parts) == 3):
+        group, version = ("", parts[1]) if parts[0] == "api" else (parts[1], parts[2])
+        resource_list = discovery.api_resource_list(registry, group, version)
+        if resource_list is not None:
+            return json_response(resource_list)
+    if path == "/openapi/v3":
+        return json_response(state.openapi.index())
+    if path.startswith("/openapi/v3/"):
+        body = state.openapi.document(path[len("/openapi/v3/") :])
+        if body is not None:
+            return web.Response(body=body, headers={"Content-Type": "application/json"})
+    raise errors.path_not_found()
+
+
+# --- resource endpoints ------------------------------------------------------------------------
+
+
+def _field_validation(request: web.Request) -> str:
+    value = request.query.get("fieldValidation", "") or "Warn"
+    if value not in ("Strict", "Warn", "Ignore"):
+        raise errors.bad_request(f'fieldValidation "{value}" is invalid: must be one of Ignore, Warn, Strict')
+    return value
+
+
+async def _read_body(request: web.Request) -> tuple[Any, tuple[str, ...]]:
+    raw = await request.read()
+    content_type = request.content_type or "application/json"
+    if content_type == "application/vnd.kubernetes.protobuf":
+        try:
+            return protobuf.decode(raw), ()
+        except protobuf.ProtobufError as exc:
+            raise errors.APIError(code=415, reason="UnsupportedMediaType", message=str(exc)) from exc
+    if content_type in ("application/yaml", "application/apply-patch+yaml", "text/yaml"):
+        try:
+            return yaml.safe_load(raw) if raw else None, ()
+        except yaml.YAMLError as exc:
+            raise errors.bad_request(f"error converting YAML to JSON: {exc}") from exc
+    if not raw:
+        return None, ()
+    try:
+        value, duplicates = loads_checking_duplicates(raw)
+    except ValueError as exc:
+        raise errors.bad_request(f"couldn't get version/kind; json parse error: {exc}") from exc
+    return value, tuple(duplicates)
+
+
+def _write_options(request: web.Request, duplicates: tuple[str, ...]) -> WriteOptions:
+    return WriteOptions(
+        dry_run="All" in request.query.getall("dryRun", []),
+        field_validation=_field_validation(request),
+        duplicates=duplicates,
+        field_manager=request.query.get("fieldManager", ""),
+    )
+
+
+def _render_one(
+    obj: Mapping[str, Any],
+    rtype: ResourceType,
+    negotiated: Negotiated,
+    request: web.Request,
+    *,
+    with_headers: bool = True,
+) -> Any:
+    if negotiated.kind == "Table":
+        return table(
+            rtype,
+            [obj],
+            list_meta={"resourceVersion": obj["metadata"].get("resourceVersion", "")},
+            include_object=request.query.get("includeObject", "Metadata"),
+            version=negotiated.version,
+            with_headers=with_headers,
+        )
+    if negotiated.kind.startswith("PartialObjectMetadata"):
+        return partial_metadata(obj, negotiated.version)
+    return obj
+
+
+async def _resource(
+    state: AppState, request: web.Request, info: RequestInfo, identity: Identity
+) -> web.StreamResponse:
+    cluster = state.cluster
+    rtype = cluster.resource(info.group, info.version, info.resource)
+    if rtype is None or (info.namespace and not rtype.namespaced and info.resource != "namespaces"):
+        raise errors.path_not_found()
+    if len(info.parts) > 3 or (info.subresource and info.subresource not in rtype.subresources):
+        raise errors.path_not_found()
+    namespace = info.namespace if rtype.namespaced else ""
+    name = info.parts[1] if len(info.parts) > 1 else ""
+    if rtype.virtual or info.subresource == "token":
+        return await _review(state, request, info, rtype, identity, namespace=namespace, name=name)
+    negotiated = negotiate(request.headers.get("Accept"))
+    verb = info.verb
+    if verb == "get":
+        obj = cluster.get(rtype, namespace=namespace, name=name)
+        return json_response(_render_one(obj, rtype, negotiated, request))
+    if verb in ("list", "watch", "deletecollection"):
+        labels = parse_label_selector(request.query.get("labelSelector"))
+        fields = parse_field_selector(request.query.get("fieldSelector"))
+        cluster.check_field_selector(rtype, fields)
+        scope = namespace or None
+        if verb == "watch":
+            return await _watch(state, request, rtype, scope, labels, fields, negotiated)
+        if verb == "deletecollection":
+            body, _ = await _read_body(request)
+            return json_response(
+                cluster.delete_collection(
+                    rtype,
+                    namespace=scope,
+                    labels=labels,
+                    fields=fields,
+                    options=body if isinstance(body, dict) else None,
+                )
+            )
+        try:
+            limit = int(request.query.get("limit") or 0)
+        except ValueError as exc:
+            raise errors.bad_request("limit must be an integer") from exc
+        listed = cluster.list(
+            rtype,
+            namespace=scope,
+            labels=labels,
+            fields=fields,
+            limit=limit,
+            continue_token=request.query.get("continue", ""),
+        )
+        if negotiated.kind == "Table":
+            return json_response(
+                table(
+                    rtype,
+                    listed["items"],
+                    list_meta=listed["metadata"],
+                    include_object=request.query.get("includeObject", "Metadata"),
+                    version=negotiated.version,
+                )
+            )
+        if negotiated.kind.startswith("PartialObjectMetadata"):
+            return json_response(
+                {
+                    "kind": "PartialObjectMetadataList",
+                    "apiVersion": f"meta.k8s.io/{negotiated.version}",
+                    "metadata": listed["metadata"],
+                    "items": [partial_metadata(o, negotiated.version) for o in listed["items"]],
+                }
+            )
+        return json_response(listed)
+    if verb == "create":
+        if name:
+            raise errors.method_not_allowed("the server does not allow this method on the requested resource")
+        body, duplicates = await _read_body(request)
+        result = cluster.create(rtype, body, namespace=namespace, options=_write_options(request, duplicates))
+        return json_response(result.object, status=201, warnings=result.warnings)
+    if verb == "update":
+        body, duplicates = await _read_body(request)
+        result = cluster.update(
+            rtype,
+            body,
+            namespace=namespace,
+            name=name,
+            subresource=info.subresource,
+            options=_write_options(request, duplicates),
+        )
+        return json_response(_render_one(result.object, rtype, negotiated, request), warnings=result.warnings)
+    if verb == "patch":
+        patch_type = request.content_type
+        if patch_type not in _PATCH_TYPES:
+            allowed = [t for t in _PATCH_TYPES if t != STRATEGIC_MERGE_PATCH or not rtype.is_custom]
+            raise errors.unsupported_media_type(patch_type, allowed)
+        raw = await request.read()
+        if patch_type == APPLY_PATCH_YAML:
+            body: Any = raw
+            duplicates: tuple[str, ...] = ()
+        else:
+            try:
+                body, dup_list = loads_checking_duplicates(raw)
+            except ValueError as exc:
+                raise errors.bad_request(f"error decoding patch: {exc}") from exc
+            duplicates = tuple(dup_list)
+        result = cluster.patch(
+            rtype,
+            patch_type,
+            body,
+            namespace=namespace,
+            name=name,
+            subresource=info.subresource,
+            options=_write_options(request, duplicates),
+        )
+        status = 201 if result.created else 200
+        return json_response(
+            _render_one(result.object, rtype, negotiated, request), status=status, warnings=result.warnings
+        )
+    if verb == "delete":
+        body, _ = await _read_body(request)
+        options = dict(body) if isinstance(body, dict) else {}
+        if "propagationPolicy" in request.query:
+            options["propagationPolicy"] = request.query["propagationPolicy"]
+        dry_run = "All" in request.query.getall("dryRun", []) or "All" in (options.get("dryRun") or [])
+        return json_response(
+            cluster.delete(rtype, namespace=namespace, name=name, options=options, dry_run=dry_run)
+        )
+    raise errors.method_not_allowed("the server does not allow this method on the requested resource")
+
+
+async def _review(
+    state: AppState,
+    request: web.Request,
+    info: RequestInfo,
+    rtype: ResourceType,
+    identity: Identity,
+    *,
+    namespace: str,
+    name: str,
+) -> web.StreamResponse:
+    if info.verb != "create":
+        raise errors.method_not_allowed("the server does not allow this method on the requested resource")
+    body, _ = await _read_body(request)
+    if not isinstance(body, dict):
+        raise errors.bad_request("the body of the request must be an object")
+    cluster = state.cluster
+    if info.subresource == "token":
+        cluster.get(rtype, namespace=namespace, name=name)  # 404 unless the ServiceAccount exists
+        return json_response(
+            reviews.token_request(cluster.authn, namespace=namespace, service_account=name, body=body),
+            status=201,
+        )
+    answers: dict[str, Callable[[], dict[str, Any]]] = {
+        "tokenreviews": lambda: reviews.token_review(cluster.authn, body),
+        "subjectaccessreviews": lambda: reviews.subject_access_review(cluster.authz, body),
+        "localsubjectaccessreviews": lambda: reviews.subject_access_review(
+            cluster.authz, body, namespace=namespace
+        ),
+        "selfsubjectaccessreviews": lambda: reviews.self_subject_access_review(cluster.authz, identity, body),
+        "selfsubjectrulesreviews": lambda: reviews.self_subject_rules_review(cluster.authz, identity, body),
+        "selfsubjectreviews": lambda: reviews.self_subject_review(identity, body),
+    }
+    answer = answers[rtype.plural]()
+    answer["apiVersion"], answer["kind"] = rtype.api_version, rtype.kind
+    return json_response(answer, status=201)
+
+
+def _watch_request(
+    request: web.Request, rtype: ResourceType, namespace: str | None, bookmark_interval: float
+) -> WatchRequest:
+    query = request.query
+    send_initial = query.get("sendInitialEvents", "").lower() == "true"
+    rv_text = query.get("resourceVersion", "")
+    since: int | None = None
+    if rv_text not in ("", "0") and not send_initial:
+        try:
+            since = int(rv_text)
+        except ValueError as exc:
+            raise errors.bad_request(
+                f'resourceVersion: Invalid value: "{rv_text}": must be an integer'
+            ) from exc
+    try:
+        timeout = float(query.get("timeoutSeconds") or DEFAULT_WATCH_TIMEOUT)
+    except ValueError as exc:
+        raise errors.bad_request("timeoutSeconds must be a number") from exc
+    return WatchRequest(
+        storage_key=rtype.storage_key,
+        namespace=namespace,
+        since=since,
+        send_initial_events=send_initial,
+        allow_bookmarks=query.get("allowWatchBookmarks", "").lower() == "true",
+        timeout=timeout,
+        bookmark_interval=bookmark_interval,
+    )
+
+
+async def _watch(
+    state: AppState,
+    request: web.Request,
+    rtype: ResourceType,
+    namespace: str | None,
+    labels: Any,
+    fields: Any,
+    negotiated: Negotiated,
+) -> web.StreamResponse:
+    cluster = state.cluster
+    converts = rtype.storage_key != f"{rtype.group}/{rtype.plural}"
+
+    def matches(stored: Mapping[str, Any]) -> bool:
+        obj = cluster.served(rtype, stored) if converts else stored
+        return cluster.matches(rtype, obj, labels=labels, fields=fields)
+
+    first_table = [True]
+
+    def render(event_type: str, stored: Mapping[str, Any]) -> Any:
+        obj = cluster.served(rtype, stored)
+        if negotiated.kind == "Table":
+            out = _render_one(obj, rtype, negotiated, request, with_headers=first_table[0])
+            first_table[0] = False
+            return out
+        return _render_one(obj, rtype, negotiated, request)
+
+    def bookmark(rv: int, end_of_initial: bool) -> Mapping[str, Any]:
+        meta: dict[str, Any] = {"resourceVersion": str(rv), "creationTimestamp": None}
+        if end_of_initial:
+            meta["annotations"] = {INITIAL_EVENTS_END: "true"}
+        return {"kind": rtype.kind, "apiVersion": rtype.api_version, "metadata": meta}
+
+    return await stream(
+        request,
+        store=cluster.store,
+        watch=_watch_request(request, rtype, namespace, state.bookmark_interval),
+        matches=matches,
+        render=render,
+        bookmark=bookmark,
+        stopping=state.stopping,
+        active=state.watches,
+    )

@@ -1,0 +1,183 @@
+"""Object storage with one global resourceVersion counter, a bounded event log and watch subscribers.
+
+Stored objects are never mutated in place: every write stores a new dict, so a list snapshot or a
+logged watch event can keep references to them safely. Callers copy before changing anything.
+Every public method takes the lock, so a write, its log entry and its fan-out to subscribers are
+one atomic step, and a new watch takes its snapshot (or replay) and subscribes atomically too:
+no event can fall between a list and a watch started from its resourceVersion.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from kubeemu import errors
+
+ObjectKey = tuple[str, str, str]  # (storage key, namespace or "", name)
+
+
+@dataclass(frozen=True)
+class WatchEvent:
+    type: str  # ADDED | MODIFIED | DELETED
+    rv: int
+    obj: dict[str, Any]
+    old: dict[str, Any] | None = None
+
+
+class Subscriber(Protocol):
+    def offer(self, event: WatchEvent) -> None:
+        """Called under the store lock for every event of the subscribed storage; must not block."""
+
+
+def _meta(obj: dict[str, Any]) -> dict[str, Any]:
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, dict) else {}
+
+
+def _owner_uids(obj: dict[str, Any]) -> set[str]:
+    refs = _meta(obj).get("ownerReferences") or []
+    return {ref["uid"] for ref in refs if isinstance(ref, dict) and isinstance(ref.get("uid"), str)}
+
+
+class Store:
+    def __init__(self, *, event_log_size: int = 2000) -> None:
+        self.lock = threading.RLock()
+        self._event_log_size = event_log_size
+        self._objects: dict[str, dict[tuple[str, str], dict[str, Any]]] = {}
+        self._log: dict[str, deque[WatchEvent]] = {}
+        self._evicted_up_to: dict[str, int] = {}
+        self._subscribers: dict[str, set[Subscriber]] = {}
+        self._dependents: dict[str, set[ObjectKey]] = {}
+        self._uids: dict[str, ObjectKey] = {}
+        self._rv = 0
+
+    @property
+    def resource_version(self) -> int:
+        return self._rv
+
+    def get(self, key: str, namespace: str, name: str) -> dict[str, Any] | None:
+        with self.lock:
+            return self._objects.get(key, {}).get((namespace, name))
+
+    def list(self, key: str, namespace: str | None = None) -> tuple[list[dict[str, Any]], int]:
+        """Objects sorted like etcd keys (namespace, name) and the resourceVersion of this snapshot."""
+        with self.lock:
+            bucket = self._objects.get(key, {})
+            keys = sorted(k for k in bucket if namespace is None or k[0] == namespace)
+            return [bucket[k] for k in keys], self._rv
+
+    def count(self, key: str) -> int:
+        with self.lock:
+            return len(self._objects.get(key, {}))
+
+    def keys(self) -> list[str]:
+        with self.lock:
+            return [k for k, bucket in self._objects.items() if bucket]
+
+    def put(self, key: str, obj: dict[str, Any]) -> WatchEvent:
+        """Store `obj` (ADDED or MODIFIED), stamping a fresh resourceVersion into its metadata."""
+        with self.lock:
+            meta = _meta(obj)
+            ident = (meta.get("namespace") or "", meta["name"])
+            bucket = self._objects.setdefault(key, {})
+            old = bucket.get(ident)
+            self._rv += 1
+            meta["resourceVersion"] = str(self._rv)
+            bucket[ident] = obj
+            if isinstance(meta.get("uid"), str):
+                self._uids[meta["uid"]] = (key, *ident)
+            self._reindex_owners((key, *ident), old, obj)
+            event = WatchEvent("MODIFIED" if old is not None else "ADDED", self._rv, obj, old)
+            self._emit(key, event)
+            return event
+
+    def remove(self, key: str, namespace: str, name: str) -> WatchEvent | None:
+        with self.lock:
+            bucket = self._objects.get(key, {})
+            old = bucket.pop((namespace, name), None)
+            if old is None:
+                return None
+            self._rv += 1
+            # The DELETED event carries the last state with the deletion's resourceVersion, as etcd does.
+            final = dict(old)
+            final["metadata"] = {**_meta(old), "resourceVersion": str(self._rv)}
+            self._uids.pop(_meta(old).get("uid", ""), None)
+            self._reindex_owners((key, namespace, name), old, None)
+            event = WatchEvent("DELETED", self._rv, final, old)
+            self._emit(key, event)
+            return event
+
+    def key_of_uid(self, uid: str) -> ObjectKey | None:
+        with self.lock:
+            return self._uids.get(uid)
+
+    def in_namespace(self, namespace: str) -> list[ObjectKey]:
+        """Every object stored in `namespace`, across all resources (namespace deletion needs it)."""
+        with self.lock:
+            return sorted(
+                (key, ns, name)
+                for key, bucket in self._objects.items()
+                for (ns, name) in bucket
+                if ns == namespace
+            )
+
+    def dependents(self, owner_uid: str) -> list[ObjectKey]:
+        with self.lock:
+            return sorted(self._dependents.get(owner_uid, ()))
+
+    def subscribe(
+        self, key: str, subscriber: Subscriber, *, since: int | None
+    ) -> tuple[list[WatchEvent], int]:
+        """Start a watch: returns what it must send first and the resourceVersion it starts at.
+
+        `since=None` means "current state": a synthetic ADDED per existing object. Otherwise the
+        logged events after `since` are replayed; if some were already evicted from the log the
+        watch cannot be resumed and 410 Expired is raised, as the apiserver's watch cache does.
+        """
+        with self.lock:
+            if since is None:
+                objects, rv = self.list(key)
+                initial = [WatchEvent("ADDED", int(_meta(o)["resourceVersion"]), o) for o in objects]
+            else:
+                if since < self._evicted_up_to.get(key, 0):
+                    raise errors.expired(f"too old resource version: {since} ({self._evicted_up_to[key]})")
+                initial = [e for e in self._log.get(key, ()) if e.rv > since]
+                rv = self._rv
+            self._subscribers.setdefault(key, set()).add(subscriber)
+            return initial, rv
+
+    def unsubscribe(self, key: str, subscriber: Subscriber) -> None:
+        with self.lock:
+            self._subscribers.get(key, set()).discard(subscriber)
+
+    def subscribers(self, key: str) -> Iterable[Subscriber]:
+        with self.lock:
+            return list(self._subscribers.get(key, ()))
+
+    def _emit(self, key: str, event: WatchEvent) -> None:
+        log = self._log.get(key)
+        if log is None:
+            log = self._log[key] = deque(maxlen=self._event_log_size)
+        if len(log) == log.maxlen:
+            self._evicted_up_to[key] = log[0].rv
+        log.append(event)
+        for subscriber in list(self._subscribers.get(key, ())):
+            subscriber.offer(event)
+
+    def _reindex_owners(
+        self, ident: ObjectKey, old: dict[str, Any] | None, new: dict[str, Any] | None
+    ) -> None:
+        before = _owner_uids(old) if old else set()
+        after = _owner_uids(new) if new else set()
+        for uid in before - after:
+            deps = self._dependents.get(uid)
+            if deps is not None:
+                deps.discard(ident)
+                if not deps:
+                    del self._dependents[uid]
+        for uid in after - before:
+            self._dependents.setdefault(uid, set()).add(ident)

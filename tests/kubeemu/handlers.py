@@ -89,7 +89,32 @@ def _authenticate(state: AppState, request: web.Request) -> Identity:
     identity = state.cluster.authn.authenticate(request.headers.get("Authorization"))
     if identity is None:
         raise errors.unauthorized()
-    return identity
+    return _impersonate(state, request, identity)
+
+
+def _impersonate(state: AppState, request: web.Request, identity: Identity) -> Identity:
+    """`Impersonate-User`/`-Group` headers (kubectl --as/--as-group), authorized with verb impersonate."""
+    user = request.headers.get("Impersonate-User")
+    groups = tuple(request.headers.getall("Impersonate-Group", []))
+    if not user and not groups:
+        return identity
+    if not user:
+        raise errors.bad_request(f"requested {list(groups)} without impersonating a user")
+    checks: list[tuple[str, str, str]] = []
+    parts = user.split(":")
+    if len(parts) == 4 and parts[:2] == ["system", "serviceaccount"]:
+        checks.append(("serviceaccounts", parts[2], parts[3]))
+        if not groups:
+            groups = ("system:serviceaccounts", f"system:serviceaccounts:{parts[2]}")
+    else:
+        checks.append(("users", "", user))
+    checks.extend(("groups", "", group) for group in groups)
+    for resource, namespace, name in checks:
+        attrs = Attributes(user=identity.name, groups=identity.all_groups, verb="impersonate", namespace=namespace,
+                           resource=resource, name=name)
+        if not state.cluster.authz.authorize(attrs).allowed:
+            raise errors.forbidden(group="", resource=resource, name=name, message=forbidden_message(attrs))
+    return Identity(name=user, token="", groups=groups)
 
 
 def _authorize(state: AppState, identity: Identity, info: RequestInfo) -> None:

@@ -126,9 +126,9 @@ class EmulatorServer:
 
     async def _serve(self) -> None:
         app = build_app(self.cluster, bookmark_interval=self._bookmark_interval)
-        self._runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
+        self._runner = web.AppRunner(app, handler_cancellation=True, access_log=None, shutdown_timeout=2.0)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port, shutdown_timeout=2.0, ssl_context=self._ssl)
+        site = web.TCPSite(self._runner, self.host, self.port, ssl_context=self._ssl)
         await site.start()
         sockets = getattr(site._server, "sockets", None) or []
         if sockets:
@@ -184,9 +184,9 @@ async def serve_forever(
 ) -> None:
     """Serve until `stop` is set (the standalone and `make dev` entry points)."""
     app = build_app(cluster, bookmark_interval=bookmark_interval)
-    runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
+    runner = web.AppRunner(app, handler_cancellation=True, access_log=None, shutdown_timeout=2.0)
     await runner.setup()
-    site = web.TCPSite(runner, host, port, shutdown_timeout=2.0, ssl_context=ssl_context)
+    site = web.TCPSite(runner, host, port, ssl_context=ssl_context)
     await site.start()
     sockets = getattr(site._server, "sockets", None) or []
     bound = sockets[0].getsockname()[1] if sockets else port

@@ -1,0 +1,187 @@
+"""`make dev`: the local ai-models stack on this machine.
+
+Starts the Kubernetes API emulator (HTTPS on 127.0.0.1; kubectl sends tokens only over TLS) with the
+module's CRDs, the `d8-ai-models` namespace and the module's access-level ClusterRoles rendered from
+the chart by the real Helm engine, plus three dev identities:
+
+- `cluster-admin` (Deckhouse ClusterAdmin level, cluster-wide; the kubeconfig's current context),
+- `user` (User level, cluster-wide),
+- `namespace-user` (User level, limited to namespace `default`).
+
+Writes `<out>/kubeconfig` (one context per identity), `<out>/env` (shell: KUBECONFIG, server URL,
+CA file and `AI_MODELS_TOKEN_*`) and `<out>/ca.crt`, prints example commands, and serves until
+Ctrl-C/SIGTERM (exit 0; the files stay). `<out>` is `AI_MODELS_DEV_DIR` or `--out-dir` (default
+`.dev` in the repository); the port is `AI_MODELS_DEV_PORT` or `--port` (default 18443, 0 = any).
+
+Run as `PYTHONPATH=tests .venv/bin/python -m kubeemu.devstack`. Later issues add the controller and
+API processes to `build_stack`/`run_stack`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import shlex
+import signal
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kubeemu.access_levels import grant_access_level
+from kubeemu.authn import Identity, new_token
+from kubeemu.cluster import Cluster
+from kubeemu.crds import load_crd_manifests
+from kubeemu.kubeconfig import kubeconfig_document, write_kubeconfig
+from kubeemu.server import serve_forever, tls_context
+
+log = logging.getLogger("kubeemu.devstack")
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_PORT = 18443
+MODULE_NAMESPACE = "d8-ai-models"
+# Templates whose objects the stack loads (the module's RBAC for users).
+ROLE_TEMPLATES = ("templates/user-authz-cluster-roles.yaml", "templates/rbacv2/")
+
+
+@dataclass
+class DevIdentity:
+    context: str
+    env_var: str
+    identity: Identity
+    level: str
+    namespace: str | None = None
+
+
+@dataclass
+class DevStack:
+    cluster: Cluster
+    out_dir: Path
+    identities: list[DevIdentity] = field(default_factory=list)
+
+
+def module_rbac_objects() -> list[dict[str, Any]]:
+    """The module's ClusterRoles (user-authz levels and rbacv2), rendered from the chart with Helm."""
+    from support.render import render_chart
+    from support.values import module_values
+
+    rendered = render_chart(module_values())
+    objects: list[dict[str, Any]] = []
+    for path, text in sorted(rendered.files.items()):
+        relative = path.split("/", 1)[1] if "/" in path else path
+        if relative.startswith(ROLE_TEMPLATES) or relative in ROLE_TEMPLATES:
+            objects.extend(d for d in yaml.safe_load_all(text) if isinstance(d, dict) and d.get("kind"))
+    return objects
+
+
+def build_stack(*, out_dir: Path, crd_dir: Path = REPO_ROOT / "crds") -> DevStack:
+    """The emulated cluster with everything the module expects, and the dev identities bound."""
+    dev = [
+        DevIdentity("cluster-admin", "AI_MODELS_TOKEN_CLUSTER_ADMIN",
+                    Identity(name="dev-cluster-admin", token=new_token()), "ClusterAdmin"),
+        DevIdentity("user", "AI_MODELS_TOKEN_USER", Identity(name="dev-user", token=new_token()), "User"),
+        DevIdentity("namespace-user", "AI_MODELS_TOKEN_NAMESPACE_USER",
+                    Identity(name="dev-namespace-user", token=new_token()), "User", namespace="default"),
+    ]
+    cluster = Cluster(identities=[d.identity for d in dev])
+    cluster.load_crds(load_crd_manifests(crd_dir))
+    cluster.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": MODULE_NAMESPACE}})
+    for obj in module_rbac_objects():
+        cluster.apply(obj)
+    for entry in dev:
+        grant_access_level(cluster, entry.identity, entry.level, namespace=entry.namespace)
+    return DevStack(cluster=cluster, out_dir=out_dir, identities=dev)
+
+
+def write_client_files(stack: DevStack, *, url: str, ca_pem: str) -> None:
+    out = stack.out_dir
+    out.mkdir(parents=True, exist_ok=True)
+    ca_file = out / "ca.crt"
+    ca_file.write_text(ca_pem)
+    kubeconfig = write_kubeconfig(out / "kubeconfig", kubeconfig_document(
+        url, [(d.context, d.identity) for d in stack.identities], current="cluster-admin",
+        namespaces={d.context: d.namespace for d in stack.identities if d.namespace}, ca_pem=ca_pem))
+    lines = [
+        "# ai-models dev stack: `source` this file.",
+        f"export KUBECONFIG={shlex.quote(str(kubeconfig.resolve()))}",
+        f"export AI_MODELS_DEV_SERVER={shlex.quote(url)}",
+        f"export AI_MODELS_DEV_CA_FILE={shlex.quote(str(ca_file.resolve()))}",
+        *(f"export {d.env_var}={shlex.quote(d.identity.token)}" for d in stack.identities),
+    ]
+    # Written last and renamed into place: its appearance means the stack is ready.
+    partial = out / "env.partial"
+    partial.write_text("\n".join(lines) + "\n")
+    partial.chmod(0o600)
+    partial.replace(out / "env")
+
+
+def banner(stack: DevStack, url: str) -> str:
+    out = stack.out_dir
+    return f"""
+ai-models dev stack is up: {url}
+  source {out}/env          # KUBECONFIG (contexts cluster-admin, user, namespace-user) and AI_MODELS_TOKEN_*
+  kubectl apply -f docs/examples/model-hf.yaml
+  kubectl get models -A -w
+  kubectl apply -f - <<'EOF'     # rejected: spec.source must have exactly one of url, upload, catalog
+apiVersion: ai.deckhouse.io/v1alpha1
+kind: Model
+metadata: {{name: invalid, namespace: default}}
+spec: {{source: {{url: https://huggingface.co/org/repo, upload: {{}}}}}}
+EOF
+  kubectl auth can-i create models --context user                       # no
+  kubectl auth can-i list models -n default --context namespace-user    # yes
+  kubectl auth can-i list models -n kube-system --context namespace-user  # no
+  kubectl get clustermodels --context namespace-user                     # Forbidden: cluster-scoped
+Stop with Ctrl-C.
+"""
+
+
+async def run_stack(stack: DevStack, *, host: str, port: int, stop: asyncio.Event) -> None:
+    context, ca_file = tls_context(stack.out_dir / "tls")
+    loop = asyncio.get_running_loop()
+    ready: asyncio.Future[str] = loop.create_future()
+    server = asyncio.create_task(serve_forever(stack.cluster, host=host, port=port, stop=stop,
+                                               ssl_context=context, ready=ready))
+    await asyncio.wait({server, ready}, return_when=asyncio.FIRST_COMPLETED)
+    if not ready.done():
+        await server  # it failed before binding (e.g. the port is taken): raise its error
+    url = ready.result()
+    write_client_files(stack, url=url, ca_pem=ca_file.read_text())
+    print(banner(stack, url), flush=True)
+    await server
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m kubeemu.devstack", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--port", type=int, default=int(os.environ.get("AI_MODELS_DEV_PORT", DEFAULT_PORT)))
+    parser.add_argument("--out-dir", type=Path,
+                        default=Path(os.environ.get("AI_MODELS_DEV_DIR", str(REPO_ROOT / ".dev"))))
+    parser.add_argument("--debug", action="store_true", help="log one line per API request")
+    return parser.parse_args(argv)
+
+
+async def _main(args: argparse.Namespace) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    stack = build_stack(out_dir=args.out_dir)
+    await run_stack(stack, host="127.0.0.1", port=args.port, stop=stop)
+    log.info("dev stack stopped")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s %(message)s")
+    logging.getLogger("kubeemu").setLevel(logging.DEBUG if args.debug else logging.INFO)
+    asyncio.run(_main(args))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -6,11 +6,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes import client
+from kubernetes import client as typed_client
 
 from kubeemu.access_levels import ACCESS_LEVELS, included_levels, module_role_name
 from kubeemu.authn import Identity
 from kubeemu.pytest_fixtures import EmulatorFactory, RunningEmulator
+
+# The generated client types its parameters as pydantic models; tests pass plain dicts, as
+# callers do at runtime, so the client is used untyped here.
+client: Any = typed_client
 
 # One marker rule per level, so every binding can be told apart by what it allows.
 _MARKERS = {
@@ -25,10 +29,15 @@ _MARKERS = {
 
 def _role(level: str) -> dict[str, Any]:
     verb, resource = _MARKERS[level]
-    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-            "metadata": {"name": module_role_name(level),
-                         "annotations": {"user-authz.deckhouse.io/access-level": level}},
-            "rules": [{"apiGroups": ["example.test"], "resources": [resource], "verbs": [verb]}]}
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {
+            "name": module_role_name(level),
+            "annotations": {"user-authz.deckhouse.io/access-level": level},
+        },
+        "rules": [{"apiGroups": ["example.test"], "resources": [resource], "verbs": [verb]}],
+    }
 
 
 @pytest.fixture
@@ -39,10 +48,21 @@ def levelled(kube_emulator_factory: EmulatorFactory) -> RunningEmulator:
     return emulator
 
 
-def _can(emulator: RunningEmulator, identity: Identity, verb: str, resource: str, namespace: str = "") -> bool:
+def _can(
+    emulator: RunningEmulator, identity: Identity, verb: str, resource: str, namespace: str = ""
+) -> bool:
     review = client.AuthorizationV1Api(emulator.api_client(identity)).create_self_subject_access_review(
-        {"spec": {"resourceAttributes": {"group": "example.test", "verb": verb, "resource": resource,
-                                         "namespace": namespace}}})
+        {
+            "spec": {
+                "resourceAttributes": {
+                    "group": "example.test",
+                    "verb": verb,
+                    "resource": resource,
+                    "namespace": namespace,
+                }
+            }
+        }
+    )
     allowed: bool = review.status.allowed
     return allowed
 
@@ -79,5 +99,12 @@ def test_cluster_admin_gets_the_deckhouse_stand_in_for_core_kinds(levelled: Runn
     levelled.grant(user, "User")
     client.CoreV1Api(levelled.api_client(admin)).create_namespace({"metadata": {"name": "made-by-admin"}})
     assert levelled.request("GET", "/api/v1/namespaces", identity=user)[0] == 403
-    assert levelled.request("POST", "/apis/rbac.authorization.k8s.io/v1/clusterroles", identity=admin,
-                            body={"metadata": {"name": "x"}})[0] == 403  # no RBAC writes
+    assert (
+        levelled.request(
+            "POST",
+            "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+            identity=admin,
+            body={"metadata": {"name": "x"}},
+        )[0]
+        == 403
+    )  # no RBAC writes

@@ -2,28 +2,35 @@
 
 from __future__ import annotations
 
+import base64
+import json
 import re
 from typing import Any
 
 import pytest
-from kubernetes import client
-from kubernetes.client.rest import ApiException
+from kubernetes import client as typed_client
+from kubernetes.client.exceptions import ApiException
 
-from kubeemu.pytest_fixtures import RunningEmulator
+from kubeemu.pytest_fixtures import RunningEmulator, api_status
+
+# The generated client types its parameters as pydantic models; tests pass plain dicts, as
+# callers do at runtime, so the client is used untyped here.
+client: Any = typed_client
 
 GROUP, VERSION = "example.test", "v1"
 
 
 def widget(name: str, **spec: Any) -> dict[str, Any]:
-    return {"apiVersion": "example.test/v1", "kind": "Widget", "metadata": {"name": name},
-            "spec": {"source": {"url": "https://example.test/m"}, **spec}}
+    return {
+        "apiVersion": "example.test/v1",
+        "kind": "Widget",
+        "metadata": {"name": name},
+        "spec": {"source": {"url": "https://example.test/m"}, **spec},
+    }
 
 
 def status_of(exc: ApiException) -> dict[str, Any]:
-    import json
-
-    body: dict[str, Any] = json.loads(exc.body)
-    return body
+    return api_status(exc)
 
 
 def test_initial_namespaces_exist(api: Any) -> None:
@@ -43,7 +50,9 @@ def test_created_object_gets_uid_timestamp_generation_and_resource_version(api: 
 
 
 def test_lists_carry_kind_api_version_and_resource_version(emulator: RunningEmulator) -> None:
-    emulator.cluster.apply({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "default"}})
+    emulator.cluster.apply(
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "default"}}
+    )
     _, _, body = emulator.request("GET", "/api/v1/namespaces/default/configmaps")
     assert body["kind"] == "ConfigMapList"
     assert body["apiVersion"] == "v1"
@@ -66,7 +75,9 @@ def test_duplicate_create_is_409_already_exists(api: Any) -> None:
 
 def test_missing_object_is_404_with_group_in_message(api: Any) -> None:
     with pytest.raises(ApiException) as caught:
-        client.CustomObjectsApi(api).get_namespaced_custom_object(GROUP, VERSION, "default", "widgets", "nope")
+        client.CustomObjectsApi(api).get_namespaced_custom_object(
+            GROUP, VERSION, "default", "widgets", "nope"
+        )
     status = status_of(caught.value)
     assert (caught.value.status, status["reason"]) == (404, "NotFound")
     assert status["message"] == 'widgets.example.test "nope" not found'
@@ -88,7 +99,9 @@ def test_stale_resource_version_is_409_conflict(api: Any) -> None:
         core.replace_namespaced_config_map("c", "default", created)
     status = status_of(caught.value)
     assert (caught.value.status, status["reason"]) == (409, "Conflict")
-    assert status["message"].startswith('Operation cannot be fulfilled on configmaps "c": the object has been modified')
+    assert status["message"].startswith(
+        'Operation cannot be fulfilled on configmaps "c": the object has been modified'
+    )
 
 
 def test_replace_with_current_resource_version_succeeds_and_bumps_it(api: Any) -> None:
@@ -112,15 +125,19 @@ def test_custom_resource_replace_without_resource_version_is_invalid(api: Any) -
     custom = client.CustomObjectsApi(api)
     custom.create_namespaced_custom_object(GROUP, VERSION, "default", "widgets", widget("w"))
     with pytest.raises(ApiException) as caught:
-        custom.replace_namespaced_custom_object(GROUP, VERSION, "default", "widgets", "w", widget("w", size=2))
+        custom.replace_namespaced_custom_object(
+            GROUP, VERSION, "default", "widgets", "w", widget("w", size=2)
+        )
     assert caught.value.status == 422
     assert "metadata.resourceVersion" in status_of(caught.value)["message"]
 
 
 def test_generate_name_appends_five_random_characters(api: Any) -> None:
     core = client.CoreV1Api(api)
-    made = {core.create_namespaced_config_map("default", {"metadata": {"generateName": "gen-"}}).metadata.name
-            for _ in range(3)}
+    made = {
+        core.create_namespaced_config_map("default", {"metadata": {"generateName": "gen-"}}).metadata.name
+        for _ in range(3)
+    }
     assert len(made) == 3
     assert all(re.fullmatch(r"gen-[bcdfghjklmnpqrstvwxz2456789]{5}", name) for name in made)
 
@@ -129,20 +146,28 @@ def test_generation_counts_spec_changes_only_for_custom_resources(api: Any) -> N
     custom = client.CustomObjectsApi(api)
     created = custom.create_namespaced_custom_object(GROUP, VERSION, "default", "widgets", widget("g"))
     assert created["metadata"]["generation"] == 1
-    labelled = custom.patch_namespaced_custom_object(GROUP, VERSION, "default", "widgets", "g",
-                                                     {"metadata": {"labels": {"a": "b"}}})
+    labelled = custom.patch_namespaced_custom_object(
+        GROUP, VERSION, "default", "widgets", "g", {"metadata": {"labels": {"a": "b"}}}
+    )
     assert labelled["metadata"]["generation"] == 1
-    statused = custom.patch_namespaced_custom_object_status(GROUP, VERSION, "default", "widgets", "g",
-                                                            {"status": {"phase": "Ready"}})
+    statused = custom.patch_namespaced_custom_object_status(
+        GROUP, VERSION, "default", "widgets", "g", {"status": {"phase": "Ready"}}
+    )
     assert statused["metadata"]["generation"] == 1
-    resized = custom.patch_namespaced_custom_object(GROUP, VERSION, "default", "widgets", "g", {"spec": {"size": 4}})
+    resized = custom.patch_namespaced_custom_object(
+        GROUP, VERSION, "default", "widgets", "g", {"spec": {"size": 4}}
+    )
     assert resized["metadata"]["generation"] == 2
 
 
 def test_cluster_scoped_custom_resource_crud(api: Any) -> None:
     custom = client.CustomObjectsApi(api)
-    body = {"apiVersion": "example.test/v1", "kind": "Gadget", "metadata": {"name": "g1"},
-            "spec": {"color": "red", "extra": {"kept": True}}}
+    body = {
+        "apiVersion": "example.test/v1",
+        "kind": "Gadget",
+        "metadata": {"name": "g1"},
+        "spec": {"color": "red", "extra": {"kept": True}},
+    }
     created = custom.create_cluster_custom_object(GROUP, VERSION, "gadgets", body)
     assert "namespace" not in created["metadata"]
     assert created["spec"]["extra"] == {"kept": True}
@@ -154,8 +179,12 @@ def test_cluster_scoped_custom_resource_crud(api: Any) -> None:
 
 def test_objects_are_served_in_every_version_of_their_crd(api: Any) -> None:
     custom = client.CustomObjectsApi(api)
-    custom.create_cluster_custom_object(GROUP, VERSION, "gadgets",
-                                        {"apiVersion": "example.test/v1", "kind": "Gadget", "metadata": {"name": "x"}})
+    custom.create_cluster_custom_object(
+        GROUP,
+        VERSION,
+        "gadgets",
+        {"apiVersion": "example.test/v1", "kind": "Gadget", "metadata": {"name": "x"}},
+    )
     beta = custom.get_cluster_custom_object(GROUP, "v1beta1", "gadgets", "x")
     assert beta["apiVersion"] == "example.test/v1beta1"
 
@@ -188,11 +217,10 @@ def test_limit_and_continue_page_through_a_consistent_snapshot(api: Any) -> None
 
 
 def test_unknown_continue_token_is_410_expired(emulator: RunningEmulator) -> None:
-    import base64
-    import json
-
     token = base64.urlsafe_b64encode(json.dumps({"id": "gone", "rv": "1"}).encode()).decode()
-    status, _, body = emulator.request("GET", f"/api/v1/namespaces/default/configmaps?limit=1&continue={token}")
+    status, _, body = emulator.request(
+        "GET", f"/api/v1/namespaces/default/configmaps?limit=1&continue={token}"
+    )
     assert (status, body["reason"]) == (410, "Expired")
 
 
@@ -216,8 +244,11 @@ def test_invalid_name_is_422_with_rfc1123_message(api: Any) -> None:
 
 
 def test_dry_run_create_stores_nothing(emulator: RunningEmulator) -> None:
-    status, _, _ = emulator.request("POST", "/api/v1/namespaces/default/configmaps?dryRun=All",
-                                    body={"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "dry"}})
+    status, _, _ = emulator.request(
+        "POST",
+        "/api/v1/namespaces/default/configmaps?dryRun=All",
+        body={"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "dry"}},
+    )
     assert status == 201
     status, _, _ = emulator.request("GET", "/api/v1/namespaces/default/configmaps/dry")
     assert status == 404

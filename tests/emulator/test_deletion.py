@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
-from kubernetes import client, watch
-from kubernetes.client.rest import ApiException
+from kubernetes import client as typed_client
+from kubernetes import watch as typed_watch
+from kubernetes.client.exceptions import ApiException
+
+from kubeemu.pytest_fixtures import api_status
+
+# The generated client types its parameters as pydantic models; tests pass plain dicts, as
+# callers do at runtime, so the client is used untyped here.
+client: Any = typed_client
+watch: Any = typed_watch
 
 
 def configmap(name: str, **meta: Any) -> dict[str, Any]:
@@ -18,25 +25,36 @@ def gone(read: Any) -> bool:
     try:
         read()
     except ApiException as exc:
-        return exc.status == 404
+        return bool(exc.status == 404)
     return False
 
 
 def test_delete_with_finalizers_marks_then_last_finalizer_removal_deletes(api: Any) -> None:
     core = client.CoreV1Api(api)
-    created = core.create_namespaced_config_map("default", configmap("f", finalizers=["example.test/a",
-                                                                                     "example.test/b"]))
+    created = core.create_namespaced_config_map(
+        "default", configmap("f", finalizers=["example.test/a", "example.test/b"])
+    )
     marked = core.delete_namespaced_config_map("f", "default")
     assert marked["metadata"]["deletionTimestamp"]
     assert marked["metadata"]["deletionGracePeriodSeconds"] == 0
     still = core.read_namespaced_config_map("f", "default")
     assert still.metadata.deletion_timestamp is not None
-    stream = watch.Watch().stream(core.list_namespaced_config_map, "default", field_selector="metadata.name=f",
-                                  resource_version=still.metadata.resource_version, timeout_seconds=5)
-    core.patch_namespaced_config_map("f", "default", {"metadata": {"finalizers": ["example.test/b"]}},
-                                     _content_type="application/merge-patch+json")
-    core.patch_namespaced_config_map("f", "default", {"metadata": {"finalizers": None}},
-                                     _content_type="application/merge-patch+json")
+    stream = watch.Watch().stream(
+        core.list_namespaced_config_map,
+        "default",
+        field_selector="metadata.name=f",
+        resource_version=still.metadata.resource_version,
+        timeout_seconds=5,
+    )
+    core.patch_namespaced_config_map(
+        "f",
+        "default",
+        {"metadata": {"finalizers": ["example.test/b"]}},
+        _content_type="application/merge-patch+json",
+    )
+    core.patch_namespaced_config_map(
+        "f", "default", {"metadata": {"finalizers": None}}, _content_type="application/merge-patch+json"
+    )
     events = []
     for event in stream:
         events.append(event["type"])
@@ -52,10 +70,16 @@ def test_no_new_finalizers_once_deleting(api: Any) -> None:
     core.create_namespaced_config_map("default", configmap("f", finalizers=["example.test/a"]))
     core.delete_namespaced_config_map("f", "default")
     with pytest.raises(ApiException) as caught:
-        core.patch_namespaced_config_map("f", "default", {"metadata": {"finalizers": ["example.test/a", "x/new"]}},
-                                         _content_type="application/merge-patch+json")
+        core.patch_namespaced_config_map(
+            "f",
+            "default",
+            {"metadata": {"finalizers": ["example.test/a", "x/new"]}},
+            _content_type="application/merge-patch+json",
+        )
     assert caught.value.status == 422
-    assert "no new finalizers can be added if the object is being deleted" in json.loads(caught.value.body)["message"]
+    assert (
+        "no new finalizers can be added if the object is being deleted" in api_status(caught.value)["message"]
+    )
 
 
 def test_delete_precondition_on_uid_is_409(api: Any) -> None:
@@ -78,9 +102,10 @@ def test_namespace_deletion_removes_its_content(api: Any) -> None:
     with pytest.raises(ApiException) as caught:
         core.create_namespaced_config_map("doomed", configmap("new"))
     assert caught.value.status == 403
-    assert "because it is being terminated" in json.loads(caught.value.body)["message"]
-    core.patch_namespaced_config_map("held", "doomed", {"metadata": {"finalizers": None}},
-                                     _content_type="application/merge-patch+json")
+    assert "because it is being terminated" in api_status(caught.value)["message"]
+    core.patch_namespaced_config_map(
+        "held", "doomed", {"metadata": {"finalizers": None}}, _content_type="application/merge-patch+json"
+    )
     assert gone(lambda: core.read_namespace("doomed"))
 
 
@@ -109,8 +134,12 @@ def test_orphan_propagation_keeps_dependents_without_the_owner_reference(api: An
 
 def test_deleting_a_crd_unregisters_its_resources(api: Any) -> None:
     custom = client.CustomObjectsApi(api)
-    custom.create_cluster_custom_object("example.test", "v1", "gadgets",
-                                        {"apiVersion": "example.test/v1", "kind": "Gadget", "metadata": {"name": "g"}})
+    custom.create_cluster_custom_object(
+        "example.test",
+        "v1",
+        "gadgets",
+        {"apiVersion": "example.test/v1", "kind": "Gadget", "metadata": {"name": "g"}},
+    )
     client.ApiextensionsV1Api(api).delete_custom_resource_definition("gadgets.example.test")
     with pytest.raises(ApiException) as caught:
         custom.list_cluster_custom_object("example.test", "v1", "gadgets")

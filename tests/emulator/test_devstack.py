@@ -21,11 +21,21 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.fixture
 def devstack(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], Path]]:
     out = tmp_path / "dev"
-    env = {**os.environ, "AI_MODELS_DEV_PORT": "0", "AI_MODELS_DEV_DIR": str(out),
-           "PYTHONPATH": str(REPO / "tests")}
+    env = {
+        **os.environ,
+        "AI_MODELS_DEV_PORT": "0",
+        "AI_MODELS_DEV_DIR": str(out),
+        "PYTHONPATH": str(REPO / "tests"),
+    }
     env.pop("KUBECONFIG", None)
-    process = subprocess.Popen([sys.executable, "-m", "kubeemu.devstack"], cwd=REPO, env=env, text=True,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "kubeemu.devstack"],
+        cwd=REPO,
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     try:
         deadline = time.monotonic() + 60
         while not (out / "env").exists():
@@ -39,20 +49,37 @@ def devstack(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], Path]]:
         process.communicate(timeout=10)
 
 
-def run_kubectl(out: Path, *args: str, context: str | None = None, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    command = [str(KUBECTL), "--kubeconfig", str(out / "kubeconfig"), "--cache-dir", str(out / "cache"), *args]
+def run_kubectl(
+    out: Path, *args: str, context: str | None = None, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    command = [
+        str(KUBECTL),
+        "--kubeconfig",
+        str(out / "kubeconfig"),
+        "--cache-dir",
+        str(out / "cache"),
+        *args,
+    ]
     if context:
         command += ["--context", context]
     return subprocess.run(command, input=stdin, capture_output=True, text=True, timeout=30, check=False)
 
 
 def test_dev_stack_serves_the_module_api_to_its_three_identities(
-        devstack: tuple[subprocess.Popen[str], Path]) -> None:
+    devstack: tuple[subprocess.Popen[str], Path],
+) -> None:
     process, out = devstack
     env_lines = (out / "env").read_text().splitlines()
-    exported = dict(line.removeprefix("export ").split("=", 1) for line in env_lines if line.startswith("export"))
-    assert {"KUBECONFIG", "AI_MODELS_DEV_SERVER", "AI_MODELS_TOKEN_CLUSTER_ADMIN", "AI_MODELS_TOKEN_USER",
-            "AI_MODELS_TOKEN_NAMESPACE_USER"} <= set(exported)
+    exported = dict(
+        line.removeprefix("export ").split("=", 1) for line in env_lines if line.startswith("export")
+    )
+    assert {
+        "KUBECONFIG",
+        "AI_MODELS_DEV_SERVER",
+        "AI_MODELS_TOKEN_CLUSTER_ADMIN",
+        "AI_MODELS_TOKEN_USER",
+        "AI_MODELS_TOKEN_NAMESPACE_USER",
+    } <= set(exported)
     kubeconfig = yaml.safe_load((out / "kubeconfig").read_text())
     assert kubeconfig["current-context"] == "cluster-admin"
     assert [c["name"] for c in kubeconfig["contexts"]] == ["cluster-admin", "user", "namespace-user"]
@@ -62,13 +89,17 @@ def test_dev_stack_serves_the_module_api_to_its_three_identities(
     applied = run_kubectl(out, "apply", "-f", "-", stdin=example)
     assert applied.returncode == 0, applied.stderr
     assert run_kubectl(out, "get", "models", "-n", "default", "-o", "name").stdout.split() == [
-        f"model.ai.deckhouse.io/{name}"]
+        f"model.ai.deckhouse.io/{name}"
+    ]
     invalid = yaml.safe_load(example)
     invalid["metadata"]["name"] = "invalid"
     invalid["spec"]["source"]["upload"] = {}
     rejected = run_kubectl(out, "apply", "-f", "-", stdin=yaml.safe_dump(invalid))
     assert rejected.returncode == 1
-    assert "spec.source: Invalid value: \"object\": exactly one of url, upload or catalog must be set" in rejected.stderr
+    assert (
+        'spec.source: Invalid value: "object": exactly one of url, upload or catalog must be set'
+        in rejected.stderr
+    )
 
     def can_i(context: str, *args: str) -> str:
         return run_kubectl(out, "auth", "can-i", *args, context=context).stdout.strip()

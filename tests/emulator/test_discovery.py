@@ -6,9 +6,15 @@ import json
 from typing import Any
 
 import pytest
-from kubernetes import client, dynamic
+from kubernetes import client as typed_client
+from kubernetes import dynamic as typed_dynamic
 
 from kubeemu.pytest_fixtures import RunningEmulator
+
+# The generated client types its parameters as pydantic models; tests pass plain dicts, as
+# callers do at runtime, so the client is used untyped here.
+client: Any = typed_client
+dynamic: Any = typed_dynamic
 
 
 def test_version_reports_kubernetes_1_34(api: Any) -> None:
@@ -18,9 +24,23 @@ def test_version_reports_kubernetes_1_34(api: Any) -> None:
     assert info.git_version.startswith("v1.34.")
 
 
-@pytest.mark.parametrize("path", ["/api", "/api/", "/apis", "/apis/", "/api/v1", "/api/v1/", "/apis/apps/v1",
-                                  "/apis/apps/v1/", "/apis/example.test", "/apis/example.test/", "/version",
-                                  "/version/"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/api",
+        "/api/",
+        "/apis",
+        "/apis/",
+        "/api/v1",
+        "/api/v1/",
+        "/apis/apps/v1",
+        "/apis/apps/v1/",
+        "/apis/example.test",
+        "/apis/example.test/",
+        "/version",
+        "/version/",
+    ],
+)
 def test_discovery_paths_answer_with_and_without_trailing_slash(emulator: RunningEmulator, path: str) -> None:
     status, headers, body = emulator.request("GET", path)
     assert status == 200, body
@@ -36,7 +56,9 @@ def test_core_and_group_discovery_carry_server_addresses(api: Any) -> None:
     assert {v.version for v in groups["example.test"].versions} == {"v1", "v1beta1"}
 
 
-def test_resource_list_describes_kinds_subresources_short_names_and_categories(emulator: RunningEmulator) -> None:
+def test_resource_list_describes_kinds_subresources_short_names_and_categories(
+    emulator: RunningEmulator,
+) -> None:
     _, _, body = emulator.request("GET", "/apis/example.test/v1")
     resources = {r["name"]: r for r in body["resources"]}
     widget = resources["widgets"]
@@ -56,7 +78,9 @@ def test_aggregated_discovery_lists_every_group_for_kubectl(emulator: RunningEmu
     assert "as=APIGroupDiscoveryList" in headers["Content-Type"]
     groups = {item["metadata"]["name"]: item for item in body["items"]}
     assert "" not in groups
-    widgets = next(r for r in groups["example.test"]["versions"][0]["resources"] if r["resource"] == "widgets")
+    widgets = next(
+        r for r in groups["example.test"]["versions"][0]["resources"] if r["resource"] == "widgets"
+    )
     assert widgets["scope"] == "Namespaced"
     assert widgets["subresources"][0]["subresource"] == "status"
     _, _, core = emulator.request("GET", "/api", headers={"Accept": accept})
@@ -66,8 +90,15 @@ def test_aggregated_discovery_lists_every_group_for_kubectl(emulator: RunningEmu
 def test_dynamic_client_discovers_and_lists_custom_and_core_resources(api: Any) -> None:
     dyn = dynamic.DynamicClient(api)
     widgets = dyn.resources.get(api_version="example.test/v1", kind="Widget")
-    created = widgets.create(body={"apiVersion": "example.test/v1", "kind": "Widget", "metadata": {"name": "w1"},
-                                   "spec": {"source": {"url": "https://example.test/a"}}}, namespace="default")
+    created = widgets.create(
+        body={
+            "apiVersion": "example.test/v1",
+            "kind": "Widget",
+            "metadata": {"name": "w1"},
+            "spec": {"source": {"url": "https://example.test/a"}},
+        },
+        namespace="default",
+    )
     assert created.metadata.uid
     listed = widgets.get(namespace="default")
     assert listed.kind == "WidgetList"
@@ -83,7 +114,11 @@ def test_openapi_v3_declares_field_validation_on_patch_for_kubectl(emulator: Run
     _, _, document = emulator.request("GET", url)
     item = document["paths"]["/apis/example.test/v1/namespaces/{namespace}/widgets/{name}"]
     patch = item["patch"]
-    assert patch["x-kubernetes-group-version-kind"] == {"group": "example.test", "version": "v1", "kind": "Widget"}
+    assert patch["x-kubernetes-group-version-kind"] == {
+        "group": "example.test",
+        "version": "v1",
+        "kind": "Widget",
+    }
     assert "fieldValidation" in [p["name"] for p in patch["parameters"] if p["in"] == "query"]
     assert "application/strategic-merge-patch+json" not in patch["requestBody"]["content"]
     schema = document["components"]["schemas"]["test.example.v1.Widget"]
@@ -92,14 +127,26 @@ def test_openapi_v3_declares_field_validation_on_patch_for_kubectl(emulator: Run
 
 def test_openapi_documents_follow_crd_registration(emulator: RunningEmulator) -> None:
     _, _, before = emulator.request("GET", "/openapi/v3")
-    emulator.cluster.apply({
-        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {"name": "things.other.test"},
-        "spec": {"group": "other.test", "scope": "Namespaced",
-                 "names": {"plural": "things", "kind": "Thing"},
-                 "versions": [{"name": "v1", "served": True, "storage": True,
-                               "schema": {"openAPIV3Schema": {"type": "object"}}}]},
-    })
+    emulator.cluster.apply(
+        {
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "metadata": {"name": "things.other.test"},
+            "spec": {
+                "group": "other.test",
+                "scope": "Namespaced",
+                "names": {"plural": "things", "kind": "Thing"},
+                "versions": [
+                    {
+                        "name": "v1",
+                        "served": True,
+                        "storage": True,
+                        "schema": {"openAPIV3Schema": {"type": "object"}},
+                    }
+                ],
+            },
+        }
+    )
     _, _, after = emulator.request("GET", "/openapi/v3")
     assert "apis/other.test/v1" not in before["paths"]
     assert "apis/other.test/v1" in after["paths"]

@@ -7,9 +7,13 @@ import sys
 import time
 from typing import Any
 
-from kubernetes import client
+from kubernetes import client as typed_client
 
 from kubeemu.pytest_fixtures import RunningEmulator
+
+# The generated client types its parameters as pydantic models; tests pass plain dicts, as
+# callers do at runtime, so the client is used untyped here.
+client: Any = typed_client
 
 ELECTOR = """
 import sys, time
@@ -32,7 +36,8 @@ def lead():
         time.sleep(0.2)
 
 
-config = electionconfig.Config(LeaseLock("election", "default", identity), lease_duration=2, renew_deadline=1.5,
+config = electionconfig.Config(LeaseLock("election", "default", identity), lease_duration=2,
+                               renew_deadline=1.5,
                                retry_period=1, onstarted_leading=lead, onstopped_leading=None)
 leaderelection.LeaderElection(config).run()
 """
@@ -42,11 +47,19 @@ def test_core_event_with_generate_name_is_listable_by_involved_object(api: Any) 
     core = client.CoreV1Api(api)
     target = core.create_namespaced_config_map("default", {"metadata": {"name": "claim"}})
     for uid in (target.metadata.uid, "someone-else"):
-        core.create_namespaced_event("default", {
-            "metadata": {"generateName": "claim."}, "type": "Warning", "reason": "ProvisioningFailed",
-            "message": "no storage", "involvedObject": {"kind": "ConfigMap", "name": "claim", "uid": uid,
-                                                         "namespace": "default"}})
-    events = core.list_namespaced_event("default", field_selector=f"involvedObject.uid={target.metadata.uid}").items
+        core.create_namespaced_event(
+            "default",
+            {
+                "metadata": {"generateName": "claim."},
+                "type": "Warning",
+                "reason": "ProvisioningFailed",
+                "message": "no storage",
+                "involvedObject": {"kind": "ConfigMap", "name": "claim", "uid": uid, "namespace": "default"},
+            },
+        )
+    events = core.list_namespaced_event(
+        "default", field_selector=f"involvedObject.uid={target.metadata.uid}"
+    ).items
     assert len(events) == 1
     assert events[0].metadata.name.startswith("claim.")
     assert events[0].reason == "ProvisioningFailed"
@@ -55,10 +68,20 @@ def test_core_event_with_generate_name_is_listable_by_involved_object(api: Any) 
 def test_events_k8s_io_events_share_storage_with_core_events(api: Any) -> None:
     core = client.CoreV1Api(api)
     events_api = client.EventsV1Api(api)
-    events_api.create_namespaced_event("default", {
-        "metadata": {"name": "ev1"}, "eventTime": "2025-01-01T00:00:00.000000Z", "reason": "Published",
-        "note": "artifact published", "type": "Normal", "action": "Publish", "reportingController": "ai-models",
-        "reportingInstance": "controller-0", "regarding": {"kind": "Model", "name": "m1", "namespace": "default"}})
+    events_api.create_namespaced_event(
+        "default",
+        {
+            "metadata": {"name": "ev1"},
+            "eventTime": "2025-01-01T00:00:00.000000Z",
+            "reason": "Published",
+            "note": "artifact published",
+            "type": "Normal",
+            "action": "Publish",
+            "reportingController": "ai-models",
+            "reportingInstance": "controller-0",
+            "regarding": {"kind": "Model", "name": "m1", "namespace": "default"},
+        },
+    )
     as_core = core.read_namespaced_event("ev1", "default")
     assert as_core.message == "artifact published"
     assert as_core.involved_object.name == "m1"
@@ -84,17 +107,31 @@ def _wait_for(predicate: Any, timeout: float) -> bool:
     return False
 
 
-def test_leader_election_fails_over_when_the_leader_stops_renewing(emulator: RunningEmulator, api: Any) -> None:
+def test_leader_election_fails_over_when_the_leader_stops_renewing(
+    emulator: RunningEmulator, api: Any
+) -> None:
     def elector(identity: str) -> subprocess.Popen[str]:
-        return subprocess.Popen([sys.executable, "-c", ELECTOR, emulator.url, emulator.superuser.token,
-                                 str(emulator.server.ca_file), identity], stdout=subprocess.PIPE,
-                                stderr=subprocess.DEVNULL, text=True)
+        return subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                ELECTOR,
+                emulator.url,
+                emulator.superuser.token,
+                str(emulator.server.ca_file),
+                identity,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
 
     first = elector("alpha")
     second = None
     try:
         assert _wait_for(lambda: _lease_holder(api) == "alpha", 15)
-        assert first.stdout is not None and first.stdout.readline().split() == ["LEADING", "alpha"]
+        assert first.stdout is not None
+        assert first.stdout.readline().split() == ["LEADING", "alpha"]
         second = elector("beta")
         time.sleep(2.5)  # beta keeps trying while alpha renews
         assert _lease_holder(api) == "alpha"
@@ -102,7 +139,8 @@ def test_leader_election_fails_over_when_the_leader_stops_renewing(emulator: Run
         first.kill()
         first.wait(5)
         assert _wait_for(lambda: _lease_holder(api) == "beta", 10)
-        assert second.stdout is not None and second.stdout.readline().split() == ["LEADING", "beta"]
+        assert second.stdout is not None
+        assert second.stdout.readline().split() == ["LEADING", "beta"]
         taken = client.CoordinationV1Api(api).read_namespaced_lease("election", "default")
         assert int(taken.metadata.resource_version) > int(renewed.metadata.resource_version)
     finally:

@@ -53,17 +53,35 @@ def included_levels(level: str) -> tuple[str, ...]:
 
 def cluster_admin_stand_in() -> dict[str, Any]:
     rules = [
-        {"apiGroups": [""], "resources": ["namespaces", "configmaps", "secrets", "serviceaccounts", "services",
-                                          "endpoints", "pods", "pods/log", "events", "persistentvolumeclaims",
-                                          "resourcequotas", "limitranges"], "verbs": _ALL},
+        {
+            "apiGroups": [""],
+            "resources": [
+                "namespaces",
+                "configmaps",
+                "secrets",
+                "serviceaccounts",
+                "services",
+                "endpoints",
+                "pods",
+                "pods/log",
+                "events",
+                "persistentvolumeclaims",
+                "resourcequotas",
+                "limitranges",
+            ],
+            "verbs": _ALL,
+        },
         {"apiGroups": [""], "resources": ["nodes", "persistentvolumes"], "verbs": _READ},
         {"apiGroups": ["apps", "batch", "policy", "networking.k8s.io"], "resources": ["*"], "verbs": _ALL},
         {"apiGroups": ["events.k8s.io", "coordination.k8s.io"], "resources": ["*"], "verbs": _ALL},
         {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["*"], "verbs": _READ},
         {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"], "verbs": _READ},
         {"apiGroups": ["storage.k8s.io"], "resources": ["*"], "verbs": _READ},
-        {"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews", "localsubjectaccessreviews"],
-         "verbs": ["create"]},
+        {
+            "apiGroups": ["authorization.k8s.io"],
+            "resources": ["subjectaccessreviews", "localsubjectaccessreviews"],
+            "verbs": ["create"],
+        },
     ]
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
@@ -80,8 +98,9 @@ def _subject(identity: Identity) -> dict[str, str]:
     return {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": identity.name}
 
 
-def grant_access_level(cluster: Cluster, identity: Identity, level: str, *, namespace: str | None = None,
-                       module: str = MODULE) -> list[dict[str, Any]]:
+def grant_access_level(
+    cluster: Cluster, identity: Identity, level: str, *, namespace: str | None = None, module: str = MODULE
+) -> list[dict[str, Any]]:
     """Bind `identity` to the module roles of `level` (and below); returns the bindings created."""
     roles = [module_role_name(included, module=module) for included in included_levels(level)]
     if level == "ClusterAdmin":
@@ -92,8 +111,10 @@ def grant_access_level(cluster: Cluster, identity: Identity, level: str, *, name
         binding: dict[str, Any] = {
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "RoleBinding" if namespace else "ClusterRoleBinding",
-            "metadata": {"name": f"kubeemu:{kebab(level)}:{identity.name}:{role}",
-                         "labels": {"app.kubernetes.io/managed-by": "kubeemu"}},
+            "metadata": {
+                "name": f"kubeemu:{kebab(level)}:{identity.name}:{role}",
+                "labels": {"app.kubernetes.io/managed-by": "kubeemu"},
+            },
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
             "subjects": [_subject(identity)],
         }

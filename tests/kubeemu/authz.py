@@ -51,7 +51,10 @@ def forbidden_message(attrs: Attributes) -> str:
             f'User "{attrs.user}" cannot {attrs.verb} resource "{resource}" in API group '
             f'"{attrs.api_group}" in the namespace "{attrs.namespace}"'
         )
-    return f'User "{attrs.user}" cannot {attrs.verb} resource "{resource}" in API group "{attrs.api_group}" at the cluster scope'
+    return (
+        f'User "{attrs.user}" cannot {attrs.verb} resource "{resource}" in API group "{attrs.api_group}" '
+        "at the cluster scope"
+    )
 
 
 def _has(values: Iterable[str], wanted: str) -> bool:
@@ -65,7 +68,7 @@ def rule_allows(rule: Mapping[str, Any], attrs: Attributes) -> bool:
         return False
     if not attrs.resource_request:
         for url in rule.get("nonResourceURLs") or []:
-            if url == "*" or url == attrs.path or (url.endswith("*") and attrs.path.startswith(url[:-1])):
+            if url in ("*", attrs.path) or (url.endswith("*") and attrs.path.startswith(url[:-1])):
                 return True
         return False
     if not _has(rule.get("apiGroups") or [], attrs.api_group):
@@ -119,7 +122,7 @@ class RBACAuthorizer:
     def _applicable(
         self, user: str, groups: tuple[str, ...], namespace: str
     ) -> Iterator[tuple[str, list[Any]]]:
-        bindings, _ = self._store.list(CLUSTER_ROLE_BINDINGS)
+        bindings, _ = self._store.list_objects(CLUSTER_ROLE_BINDINGS)
         for binding in bindings:
             subject = self._matching_subject(binding, user, groups, "")
             if subject is None:
@@ -134,7 +137,7 @@ class RBACAuthorizer:
             yield describe, self._cluster_role_rules(ref.get("name", ""))
         if not namespace:
             return
-        bindings, _ = self._store.list(ROLE_BINDINGS, namespace)
+        bindings, _ = self._store.list_objects(ROLE_BINDINGS, namespace)
         for binding in bindings:
             subject = self._matching_subject(binding, user, groups, namespace)
             if subject is None:
@@ -170,7 +173,7 @@ class RBACAuthorizer:
         aggregation = role.get("aggregationRule")
         if isinstance(aggregation, Mapping):
             # What the clusterrole-aggregation controller would have written into `rules`.
-            all_roles, _ = self._store.list(CLUSTER_ROLES)
+            all_roles, _ = self._store.list_objects(CLUSTER_ROLES)
             for selector_obj in aggregation.get("clusterRoleSelectors") or []:
                 selector = selector_from_object(selector_obj)
                 if selector is None:

@@ -37,7 +37,6 @@ from kubeemu.patching import (
     CUSTOM_RESOURCE_PATCH_TYPES,
     JSON_PATCH,
     MERGE_PATCH,
-    STRATEGIC_MERGE_PATCH,
     json_patch,
     merge_patch,
     strategic_merge_patch,
@@ -173,7 +172,7 @@ class Cluster:
             return False
         return fields.matches(obj, field_value)
 
-    def list(
+    def list_objects(
         self,
         rtype: ResourceType,
         *,
@@ -188,7 +187,9 @@ class Cluster:
             if continue_token:
                 snapshot_id, rv, items = self._resume(continue_token)
             else:
-                stored, rv_int = self.store.list(rtype.storage_key, namespace if rtype.namespaced else None)
+                stored, rv_int = self.store.list_objects(
+                    rtype.storage_key, namespace if rtype.namespaced else None
+                )
                 rv = str(rv_int)
                 items = [
                     o
@@ -246,7 +247,8 @@ class Cluster:
                 body_namespace = meta.get("namespace")
                 if body_namespace and namespace and body_namespace != namespace:
                     raise errors.bad_request(
-                        "the namespace of the provided object does not match the namespace sent on the request"
+                        "the namespace of the provided object does not match the namespace sent "
+                        "on the request"
                     )
                 namespace = namespace or body_namespace or ""
                 if not namespace:
@@ -419,10 +421,7 @@ class Cluster:
             config.setdefault("metadata", {}).setdefault("name", name)
             return self.create(rtype, config, namespace=namespace, options=options)
         current = self.served(rtype, stored)
-        if rtype.is_custom:
-            patched = merge_patch(current, config)
-        else:
-            patched = self._strategic(rtype, current, config)
+        patched = merge_patch(current, config) if rtype.is_custom else self._strategic(rtype, current, config)
         self._check_patched_rv(rtype, current, patched, name)
         return self._write_update(rtype, current, patched, subresource=subresource, options=options)
 
@@ -472,7 +471,8 @@ class Cluster:
                         (
                             "FieldValueForbidden",
                             "metadata.finalizers",
-                            f"Forbidden: no new finalizers can be added if the object is being deleted, found new "
+                            "Forbidden: no new finalizers can be added if the object is being "
+                            "deleted, found new "
                             f"finalizers []string{{{quoted}}}",
                         )
                     ],
@@ -586,7 +586,8 @@ class Cluster:
                     resource=rtype.plural,
                     name=name,
                     why=(
-                        f"Precondition failed: ResourceVersion in precondition: {preconditions['resourceVersion']}, "
+                        "Precondition failed: ResourceVersion in precondition: "
+                        f"{preconditions['resourceVersion']}, "
                         f"ResourceVersion in object meta: {meta['resourceVersion']}"
                     ),
                 )
@@ -634,7 +635,7 @@ class Cluster:
         options: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
         with self.store.lock:
-            listed = self.list(rtype, namespace=namespace, labels=labels, fields=fields)
+            listed = self.list_objects(rtype, namespace=namespace, labels=labels, fields=fields)
             for item in listed["items"]:
                 meta = item["metadata"]
                 try:
@@ -744,7 +745,8 @@ class Cluster:
             raise errors.APIError(
                 code=403,
                 reason="Forbidden",
-                message=f"unable to create new content in namespace {namespace} because it is being terminated",
+                message=f"unable to create new content in namespace {namespace} because it is "
+                "being terminated",
                 details={"name": namespace, "kind": "namespaces"},
                 causes=(
                     errors.Cause(
@@ -773,7 +775,7 @@ class Cluster:
         name = _meta(crd)["name"]
         gone = self.registry.remove_crd(name)
         for storage_key in {rt.storage_key for rt in gone}:
-            for obj in self.store.list(storage_key)[0]:
+            for obj in self.store.list_objects(storage_key)[0]:
                 meta = _meta(obj)
                 self.store.remove(storage_key, meta.get("namespace", ""), meta["name"])
 

@@ -38,6 +38,8 @@ from kubeemu.cluster import Cluster
 from kubeemu.crds import load_crd_manifests
 from kubeemu.kubeconfig import kubeconfig_document, write_kubeconfig
 from kubeemu.server import serve_forever, tls_context
+from support.render import render_chart
+from support.values import module_values
 
 log = logging.getLogger("kubeemu.devstack")
 
@@ -66,9 +68,6 @@ class DevStack:
 
 def module_rbac_objects() -> list[dict[str, Any]]:
     """The module's ClusterRoles (user-authz levels and rbacv2), rendered from the chart with Helm."""
-    from support.render import render_chart
-    from support.values import module_values
-
     rendered = render_chart(module_values())
     objects: list[dict[str, Any]] = []
     for path, text in sorted(rendered.files.items()):
@@ -81,11 +80,20 @@ def module_rbac_objects() -> list[dict[str, Any]]:
 def build_stack(*, out_dir: Path, crd_dir: Path = REPO_ROOT / "crds") -> DevStack:
     """The emulated cluster with everything the module expects, and the dev identities bound."""
     dev = [
-        DevIdentity("cluster-admin", "AI_MODELS_TOKEN_CLUSTER_ADMIN",
-                    Identity(name="dev-cluster-admin", token=new_token()), "ClusterAdmin"),
+        DevIdentity(
+            "cluster-admin",
+            "AI_MODELS_TOKEN_CLUSTER_ADMIN",
+            Identity(name="dev-cluster-admin", token=new_token()),
+            "ClusterAdmin",
+        ),
         DevIdentity("user", "AI_MODELS_TOKEN_USER", Identity(name="dev-user", token=new_token()), "User"),
-        DevIdentity("namespace-user", "AI_MODELS_TOKEN_NAMESPACE_USER",
-                    Identity(name="dev-namespace-user", token=new_token()), "User", namespace="default"),
+        DevIdentity(
+            "namespace-user",
+            "AI_MODELS_TOKEN_NAMESPACE_USER",
+            Identity(name="dev-namespace-user", token=new_token()),
+            "User",
+            namespace="default",
+        ),
     ]
     cluster = Cluster(identities=[d.identity for d in dev])
     cluster.load_crds(load_crd_manifests(crd_dir))
@@ -102,9 +110,16 @@ def write_client_files(stack: DevStack, *, url: str, ca_pem: str) -> None:
     out.mkdir(parents=True, exist_ok=True)
     ca_file = out / "ca.crt"
     ca_file.write_text(ca_pem)
-    kubeconfig = write_kubeconfig(out / "kubeconfig", kubeconfig_document(
-        url, [(d.context, d.identity) for d in stack.identities], current="cluster-admin",
-        namespaces={d.context: d.namespace for d in stack.identities if d.namespace}, ca_pem=ca_pem))
+    kubeconfig = write_kubeconfig(
+        out / "kubeconfig",
+        kubeconfig_document(
+            url,
+            [(d.context, d.identity) for d in stack.identities],
+            current="cluster-admin",
+            namespaces={d.context: d.namespace for d in stack.identities if d.namespace},
+            ca_pem=ca_pem,
+        ),
+    )
     lines = [
         "# ai-models dev stack: `source` this file.",
         f"export KUBECONFIG={shlex.quote(str(kubeconfig.resolve()))}",
@@ -144,9 +159,11 @@ async def run_stack(stack: DevStack, *, host: str, port: int, stop: asyncio.Even
     context, ca_file = tls_context(stack.out_dir / "tls")
     loop = asyncio.get_running_loop()
     ready: asyncio.Future[str] = loop.create_future()
-    server = asyncio.create_task(serve_forever(stack.cluster, host=host, port=port, stop=stop,
-                                               ssl_context=context, ready=ready))
-    await asyncio.wait({server, ready}, return_when=asyncio.FIRST_COMPLETED)
+    server = asyncio.create_task(
+        serve_forever(stack.cluster, host=host, port=port, stop=stop, ssl_context=context, ready=ready)
+    )
+    waiting: set[asyncio.Future[Any]] = {server, ready}
+    await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
     if not ready.done():
         await server  # it failed before binding (e.g. the port is taken): raise its error
     url = ready.result()
@@ -156,11 +173,15 @@ async def run_stack(stack: DevStack, *, host: str, port: int, stop: asyncio.Even
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m kubeemu.devstack", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m kubeemu.devstack",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--port", type=int, default=int(os.environ.get("AI_MODELS_DEV_PORT", DEFAULT_PORT)))
-    parser.add_argument("--out-dir", type=Path,
-                        default=Path(os.environ.get("AI_MODELS_DEV_DIR", str(REPO_ROOT / ".dev"))))
+    parser.add_argument(
+        "--out-dir", type=Path, default=Path(os.environ.get("AI_MODELS_DEV_DIR", str(REPO_ROOT / ".dev")))
+    )
     parser.add_argument("--debug", action="store_true", help="log one line per API request")
     return parser.parse_args(argv)
 

@@ -110,8 +110,14 @@ def _impersonate(state: AppState, request: web.Request, identity: Identity) -> I
         checks.append(("users", "", user))
     checks.extend(("groups", "", group) for group in groups)
     for resource, namespace, name in checks:
-        attrs = Attributes(user=identity.name, groups=identity.all_groups, verb="impersonate", namespace=namespace,
-                           resource=resource, name=name)
+        attrs = Attributes(
+            user=identity.name,
+            groups=identity.all_groups,
+            verb="impersonate",
+            namespace=namespace,
+            resource=resource,
+            name=name,
+        )
         if not state.cluster.authz.authorize(attrs).allowed:
             raise errors.forbidden(group="", resource=resource, name=name, message=forbidden_message(attrs))
     return Identity(name=user, token="", groups=groups)
@@ -155,7 +161,7 @@ async def handle(request: web.Request) -> web.StreamResponse:
 
 def _non_resource(state: AppState, request: web.Request, info: RequestInfo) -> web.StreamResponse:
     if info.verb != "get":
-        raise errors.method_not_allowed(f"the server does not allow this method on the requested resource")
+        raise errors.method_not_allowed("the server does not allow this method on the requested resource")
     path = "/" + info.path.strip("/")
     registry = state.cluster.registry
     accept = request.headers.get("Accept")
@@ -277,7 +283,15 @@ async def _resource(
         cluster.check_field_selector(rtype, fields)
         scope = namespace or None
         if verb == "watch":
-            return await _watch(state, request, rtype, scope, labels, fields, negotiated)
+            return await _watch(
+                state,
+                request,
+                rtype=rtype,
+                namespace=scope,
+                labels=labels,
+                fields=fields,
+                negotiated=negotiated,
+            )
         if verb == "deletecollection":
             body, _ = await _read_body(request)
             return json_response(
@@ -293,7 +307,7 @@ async def _resource(
             limit = int(request.query.get("limit") or 0)
         except ValueError as exc:
             raise errors.bad_request("limit must be an integer") from exc
-        listed = cluster.list(
+        listed = cluster.list_objects(
             rtype,
             namespace=scope,
             labels=labels,
@@ -344,23 +358,22 @@ async def _resource(
             allowed = [t for t in _PATCH_TYPES if t != STRATEGIC_MERGE_PATCH or not rtype.is_custom]
             raise errors.unsupported_media_type(patch_type, allowed)
         raw = await request.read()
-        if patch_type == APPLY_PATCH_YAML:
-            body: Any = raw
-            duplicates: tuple[str, ...] = ()
-        else:
+        patch: Any = raw
+        repeated: tuple[str, ...] = ()
+        if patch_type != APPLY_PATCH_YAML:
             try:
-                body, dup_list = loads_checking_duplicates(raw)
+                patch, dup_list = loads_checking_duplicates(raw)
             except ValueError as exc:
                 raise errors.bad_request(f"error decoding patch: {exc}") from exc
-            duplicates = tuple(dup_list)
+            repeated = tuple(dup_list)
         result = cluster.patch(
             rtype,
             patch_type,
-            body,
+            patch,
             namespace=namespace,
             name=name,
             subresource=info.subresource,
-            options=_write_options(request, duplicates),
+            options=_write_options(request, repeated),
         )
         status = 201 if result.created else 200
         return json_response(
@@ -447,6 +460,7 @@ def _watch_request(
 async def _watch(
     state: AppState,
     request: web.Request,
+    *,
     rtype: ResourceType,
     namespace: str | None,
     labels: Any,

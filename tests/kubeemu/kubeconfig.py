@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 import base64
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-
 import yaml
+from kubernetes import client
 
 from kubeemu.authn import Identity
 
@@ -55,8 +55,6 @@ def write_kubeconfig(path: Path, document: dict[str, Any]) -> Path:
 
 def client_configuration(server: str, token: str, *, ca_file: Path | None = None) -> Any:
     """A `kubernetes.client.Configuration` for `server` authenticating with `token`."""
-    from kubernetes import client
-
     configuration = client.Configuration()
     configuration.host = server
     configuration.api_key = {"authorization": token}
@@ -68,6 +66,4 @@ def client_configuration(server: str, token: str, *, ca_file: Path | None = None
 
 def api_client(server: str, token: str, *, ca_file: Path | None = None) -> Any:
     """A `kubernetes.client.ApiClient` for `server`; close it when done."""
-    from kubernetes import client
-
     return client.ApiClient(client_configuration(server, token, ca_file=ca_file))

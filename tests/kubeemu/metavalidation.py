@@ -78,8 +78,10 @@ def _qualified_key_errors(path: str, key: str) -> list[str]:
         problems.append("prefix part " + _SUBDOMAIN_MSG)
     if not name or len(name) > 63 or not _QUALIFIED_NAME.match(name):
         problems.append(
-            "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an "
-            "alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is "
+            "name part must consist of alphanumeric characters, '-', '_' or '.', and must start "
+            "and end with an "
+            "alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for "
+            "validation is "
             "'([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"
         )
     del path
@@ -106,8 +108,10 @@ def validate_metadata(rtype: ResourceType, obj: Mapping[str, Any]) -> list[Field
                 FieldError(
                     "metadata.labels",
                     "Invalid",
-                    "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', "
-                    "and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or "
+                    "a valid label must be an empty string or consist of alphanumeric characters, "
+                    "'-', '_' or '.', "
+                    "and must start and end with an alphanumeric character (e.g. 'MyValue',  or "
+                    "'my_value',  or "
                     "'12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')",
                     value=value,
                 )

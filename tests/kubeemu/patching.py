@@ -42,7 +42,7 @@ def json_patch(target: dict[str, Any], operations: Any) -> dict[str, Any]:
         raise errors.bad_request("json: cannot unmarshal object into Go value of type jsonpatch.Patch")
     try:
         patch = jsonpatch.JsonPatch(operations)
-        result = patch.apply(target)
+        result: Any = patch.apply(target)
     except jsonpatch.InvalidJsonPatch as exc:
         raise errors.bad_request(str(exc)) from exc
     except (
@@ -84,7 +84,10 @@ def strategic_merge_patch(
 def _merge_map(original: Any, patch: dict[str, Any], schema: Any, field_meta: FieldMeta) -> dict[str, Any]:
     directive = patch.get(_DIRECTIVE)
     if directive == "replace":
-        return _strip_directives({k: v for k, v in patch.items() if k != _DIRECTIVE}, schema, field_meta)
+        replaced: dict[str, Any] = _strip_directives(
+            {k: v for k, v in patch.items() if k != _DIRECTIVE}, schema, field_meta
+        )
+        return replaced
     if directive == "delete":
         return {}
     if directive not in (None, "merge"):

@@ -195,6 +195,7 @@ def _fields(data: bytes) -> list[tuple[int, int, Any]]:
     while pos < len(data):
         key, pos = _varint(data, pos)
         number, wire = key >> 3, key & 7
+        value: Any
         if wire == 0:
             value, pos = _varint(data, pos)
         elif wire == 2:
@@ -257,7 +258,7 @@ def decode(body: bytes) -> dict[str, Any]:
             f"protobuf encoding of {api_version}/{kind} is not supported by the emulator; use JSON"
         )
     raw = base64.b64decode(unknown.get("raw", ""))
-    obj = _message(_ALIASES.get(kind, kind), raw)
+    obj: dict[str, Any] = _message(_ALIASES.get(kind, kind), raw)
     obj["apiVersion"], obj["kind"] = api_version, kind
     obj.setdefault("metadata", {})
     return obj

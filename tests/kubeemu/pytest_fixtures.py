@@ -2,7 +2,8 @@
 
 Import them into a conftest.py::
 
-    from kubeemu.pytest_fixtures import kube_emulator, kube_emulator_factory, kube_api_client, kubectl  # noqa: F401
+    from kubeemu.pytest_fixtures import (  # noqa: F401
+        kube_api_client, kube_emulator, kube_emulator_factory, kubectl)
 
 - `kube_emulator_factory(crd_dirs=..., identities=..., bookmark_interval=..., tls=True)` starts an
   emulator (HTTPS on 127.0.0.1, ephemeral port) and returns a `RunningEmulator`; all are stopped at
@@ -82,9 +83,17 @@ class RunningEmulator:
             return http.client.HTTPSConnection(host, port, timeout=timeout, context=context)
         return http.client.HTTPConnection(host, port, timeout=timeout)
 
-    def request(self, method: str, path: str, *, body: Any = None, identity: Identity | None = None,
-                token: str | None = None, headers: dict[str, str] | None = None,
-                content_type: str = "application/json") -> tuple[int, http.client.HTTPMessage, Any]:
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        identity: Identity | None = None,
+        token: str | None = None,
+        headers: dict[str, str] | None = None,
+        content_type: str = "application/json",
+    ) -> tuple[int, http.client.HTTPMessage, Any]:
         """One raw HTTP request; returns (status, headers, decoded JSON body or text)."""
         sent = dict(headers or {})
         if token is None:
@@ -113,17 +122,32 @@ class RunningEmulator:
         who = identity or self.superuser
         path = self.workdir / f"kubeconfig-{abs(hash(who.token))}"
         if not path.exists():
-            write_kubeconfig(path, kubeconfig_document(self.url, [("emulator", who)], ca_pem=self.server.ca_pem))
+            write_kubeconfig(
+                path, kubeconfig_document(self.url, [("emulator", who)], ca_pem=self.server.ca_pem)
+            )
         return path
 
-    def kubectl(self, *args: str, identity: Identity | None = None, input: str | None = None, check: bool = True,
-                timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    def kubectl(
+        self,
+        *args: str,
+        identity: Identity | None = None,
+        input: str | None = None,
+        check: bool = True,
+        timeout: float = 30,
+    ) -> subprocess.CompletedProcess[str]:
         """Run the venv's kubectl against this emulator; raises on failure unless check=False."""
-        command = [str(KUBECTL), "--kubeconfig", str(self.kubeconfig(identity)),
-                   "--cache-dir", str(self.workdir / "kubectl-cache"), *args]
+        command = [
+            str(KUBECTL),
+            "--kubeconfig",
+            str(self.kubeconfig(identity)),
+            "--cache-dir",
+            str(self.workdir / "kubectl-cache"),
+            *args,
+        ]
         env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
-        result = subprocess.run(command, input=input, capture_output=True, text=True, timeout=timeout, env=env,
-                                check=False)
+        result = subprocess.run(
+            command, input=input, capture_output=True, text=True, timeout=timeout, env=env, check=False
+        )
         if check and result.returncode != 0:
             raise AssertionError(f"kubectl {' '.join(args)} failed ({result.returncode}):\n{result.stderr}")
         return result
@@ -135,9 +159,16 @@ class RunningEmulator:
         self.server.stop()
 
 
-def start_emulator(workdir: Path, *, crd_dirs: Iterable[Path] = (), crds: Iterable[dict[str, Any]] = (),
-                   identities: Sequence[Identity] = (), bookmark_interval: float = DEFAULT_BOOKMARK_INTERVAL,
-                   tls: bool = True, event_log_size: int = 2000) -> RunningEmulator:
+def start_emulator(
+    workdir: Path,
+    *,
+    crd_dirs: Iterable[Path] = (),
+    crds: Iterable[dict[str, Any]] = (),
+    identities: Sequence[Identity] = (),
+    bookmark_interval: float = DEFAULT_BOOKMARK_INTERVAL,
+    tls: bool = True,
+    event_log_size: int = 2000,
+) -> RunningEmulator:
     cluster = Cluster(identities=identities, event_log_size=event_log_size)
     for directory in crd_dirs:
         if directory.is_dir():
@@ -152,6 +183,13 @@ def start_emulator(workdir: Path, *, crd_dirs: Iterable[Path] = (), crds: Iterab
 
 
 EmulatorFactory = Callable[..., RunningEmulator]
+
+
+def api_status(exc: Exception) -> dict[str, Any]:
+    """The Status object a `kubernetes` client ApiException carries."""
+    body = getattr(exc, "body", None)
+    status: dict[str, Any] = json.loads(body or "{}")
+    return status
 
 
 @pytest.fixture

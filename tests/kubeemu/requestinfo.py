@@ -62,11 +62,10 @@ def parse_request(method: str, path: str, query: Mapping[str, str]) -> RequestIn
         watch_prefix = True
         rest = rest[1:]
     namespace = ""
-    if rest and rest[0] == "namespaces":
-        if len(rest) > 1:
-            namespace = rest[1]
-            if len(rest) > 2 and rest[2] not in _NAMESPACE_SUBRESOURCES:
-                rest = rest[2:]
+    if rest and rest[0] == "namespaces" and len(rest) > 1:
+        namespace = rest[1]
+        if len(rest) > 2 and rest[2] not in _NAMESPACE_SUBRESOURCES:
+            rest = rest[2:]
     resource = rest[0] if rest else ""
     name = rest[1] if len(rest) > 1 else ""
     subresource = rest[2] if len(rest) > 2 else ""

@@ -71,7 +71,8 @@ def _attributes(user: str, groups: tuple[str, ...], spec: Mapping[str, Any]) -> 
             (
                 "FieldValueInvalid",
                 "spec.resourceAttributes",
-                'Invalid value: "null": exactly one of nonResourceAttributes or resourceAttributes must be specified',
+                'Invalid value: "null": exactly one of nonResourceAttributes or '
+                "resourceAttributes must be specified",
             )
         ],
     )

@@ -63,7 +63,7 @@ class Store:
         with self.lock:
             return self._objects.get(key, {}).get((namespace, name))
 
-    def list(self, key: str, namespace: str | None = None) -> tuple[list[dict[str, Any]], int]:
+    def list_objects(self, key: str, namespace: str | None = None) -> tuple[list[dict[str, Any]], int]:
         """Objects sorted like etcd keys (namespace, name) and the resourceVersion of this snapshot."""
         with self.lock:
             bucket = self._objects.get(key, {})
@@ -140,7 +140,7 @@ class Store:
         """
         with self.lock:
             if since is None:
-                objects, rv = self.list(key)
+                objects, rv = self.list_objects(key)
                 initial = [WatchEvent("ADDED", int(_meta(o)["resourceVersion"]), o) for o in objects]
             else:
                 if since < self._evicted_up_to.get(key, 0):

@@ -18,7 +18,8 @@ _NAME_COLUMN = {
     "type": "string",
     "format": "name",
     "priority": 0,
-    "description": "Name must be unique within a namespace. Is required when creating resources, although some "
+    "description": "Name must be unique within a namespace. Is required when creating resources, "
+    "although some "
     "resources may allow a client to request the generation of an appropriate name automatically. "
     "Name is primarily intended for creation idempotence and configuration definition. Cannot be "
     "updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names",

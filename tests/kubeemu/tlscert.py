@@ -76,10 +76,10 @@ def _oid(dotted: str) -> bytes:
     body = bytearray([40 * arcs[0] + arcs[1]])
     for arc in arcs[2:]:
         chunk = [arc & 0x7F]
-        arc >>= 7
-        while arc:
-            chunk.append(0x80 | (arc & 0x7F))
-            arc >>= 7
+        rest = arc >> 7
+        while rest:
+            chunk.append(0x80 | (rest & 0x7F))
+            rest >>= 7
         body.extend(reversed(chunk))
     return _tlv(0x06, bytes(body))
 

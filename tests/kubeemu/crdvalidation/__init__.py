@@ -2,7 +2,8 @@
 
 Public API (stable; the CRD test suite builds on it)::
 
-    from kubeemu.crdvalidation import CRDSchema, FieldError, CELRule, NonStructuralSchemaError, RuleCompileError
+    from kubeemu.crdvalidation import CRDSchema, FieldError, CELRule
+    from kubeemu.crdvalidation import NonStructuralSchemaError, RuleCompileError
 
     schema = CRDSchema.from_crd(crd_dict, version="v1alpha1")   # default version: the storage one
     #   raises NonStructuralSchemaError (not structural / invalid defaults) or RuleCompileError
@@ -21,7 +22,8 @@ Public API (stable; the CRD test suite builds on it)::
     invalid_message(kind=..., group=..., name=..., errors=...) -> str   # the 422 Status message
 
     FieldError(field="spec.source", type="Invalid", detail="exactly one of ...", value="object", rule=...)
-    str(error) == 'spec.source: Invalid value: "object": exactly one of ...'; error.reason == "FieldValueInvalid"
+    str(error) == 'spec.source: Invalid value: "object": exactly one of ...'
+    error.reason == "FieldValueInvalid"
 
 Semantics follow Kubernetes 1.34: unknown fields pruned unless x-kubernetes-preserve-unknown-fields,
 defaults applied after pruning, kube-openapi checks with their messages, x-kubernetes-list-type

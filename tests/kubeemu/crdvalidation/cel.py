@@ -11,6 +11,7 @@ from typing import Any
 import celpy
 import celpy.celtypes as ct
 import lark
+from celpy.celparser import CELParseError
 from celpy.evaluation import CELEvalError
 
 from kubeemu.crdvalidation.celcheck import check_rule, uses_variable
@@ -66,7 +67,7 @@ class CELRule:
         return self.message.strip() if self.message else f"failed rule: {self.rule.strip()}"
 
 
-def _compile(text: str) -> lark.Tree:
+def _compile(text: str) -> lark.Tree[Any]:
     return _environment().compile(text)
 
 
@@ -108,7 +109,7 @@ def compile_rules(
         )
         try:
             ast = _compile(rule.rule)
-        except (celpy.CELParseError, lark.exceptions.LarkError) as exc:
+        except (CELParseError, lark.exceptions.LarkError) as exc:
             errors.append(
                 f"{where}.rule: Invalid value: {rule.rule!r}: compilation failed: "
                 f"{_one_line(str(exc))} (not supported by the emulator's CEL if valid in Kubernetes)"
@@ -131,7 +132,7 @@ def compile_rules(
         if rule.message_expression:
             try:
                 msg_ast = _compile(rule.message_expression)
-            except (celpy.CELParseError, lark.exceptions.LarkError) as exc:
+            except (CELParseError, lark.exceptions.LarkError) as exc:
                 errors.append(
                     f"{where}.messageExpression: Invalid value: {rule.message_expression!r}: "
                     f"messageExpression compilation failed: {_one_line(str(exc))}"

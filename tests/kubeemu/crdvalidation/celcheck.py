@@ -7,11 +7,12 @@ says; anything dynamic (preserve-unknown-fields, int-or-string, function results
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import lark
 
-from kubeemu.crdvalidation.celvalues import escape
 from kubeemu.crdvalidation.cellib import KNOWN_FUNCTIONS
+from kubeemu.crdvalidation.celvalues import escape
 from kubeemu.crdvalidation.node import SchemaNode
 
 _MACROS = {"all", "exists", "exists_one", "map", "filter"}
@@ -32,19 +33,19 @@ class CheckError(Exception):
     pass
 
 
-def _token(tree: lark.Tree, index: int) -> str:
+def _token(tree: lark.Tree[Any], index: int) -> str:
     child = tree.children[index]
     return str(child)
 
 
-def _position(tree: lark.Tree) -> str:
+def _position(tree: lark.Tree[Any]) -> str:
     meta = getattr(tree, "meta", None)
     line = getattr(meta, "line", 1) if meta is not None else 1
     column = getattr(meta, "column", 1) if meta is not None else 1
     return f"<input>:{line}:{column}"
 
 
-def check_rule(ast: lark.Tree, *, self_schema: SchemaNode, is_root: bool) -> list[str]:
+def check_rule(ast: lark.Tree[Any], *, self_schema: SchemaNode, is_root: bool) -> list[str]:
     """Type-check errors in cel-go's wording (`ERROR: <input>:1:5: undefined field 'sorce'`)."""
     errors: list[str] = []
     base = _Typed(node=self_schema, resource=is_root)
@@ -52,11 +53,11 @@ def check_rule(ast: lark.Tree, *, self_schema: SchemaNode, is_root: bool) -> lis
     return errors
 
 
-def uses_variable(ast: lark.Tree, name: str) -> bool:
+def uses_variable(ast: lark.Tree[Any], name: str) -> bool:
     return any(str(t.children[0]) == name for t in ast.find_data("ident"))
 
 
-def _field(typed: _Typed, name: str, tree: lark.Tree, errors: list[str]) -> _Typed:
+def _field(typed: _Typed, name: str, tree: lark.Tree[Any], errors: list[str]) -> _Typed:
     if typed.meta:
         if name in ("name", "generateName"):
             return _Typed(scalar="string")
@@ -98,7 +99,7 @@ def _element(typed: _Typed) -> _Typed:
     return _ANY
 
 
-def _infer(tree: lark.Tree | lark.Token, env: dict[str, _Typed], errors: list[str]) -> _Typed:
+def _infer(tree: lark.Tree[Any] | lark.Token, env: dict[str, _Typed], errors: list[str]) -> _Typed:
     if not isinstance(tree, lark.Tree):
         return _ANY
     kind = tree.data
@@ -125,7 +126,7 @@ def _infer(tree: lark.Tree | lark.Token, env: dict[str, _Typed], errors: list[st
         for child in tree.children[1:]:
             _infer(child, env, errors)
         return _ANY
-    if kind == "dot_ident" or kind == "dot_ident_arg":
+    if kind in {"dot_ident", "dot_ident_arg"}:
         errors.append(f"ERROR: {_position(tree)}: leading-dot identifiers are not supported")
         return _ANY
     if len(tree.children) == 1 and kind in {
@@ -146,7 +147,7 @@ def _infer(tree: lark.Tree | lark.Token, env: dict[str, _Typed], errors: list[st
     return _ANY
 
 
-def _method(tree: lark.Tree, env: dict[str, _Typed], errors: list[str]) -> _Typed:
+def _method(tree: lark.Tree[Any], env: dict[str, _Typed], errors: list[str]) -> _Typed:
     target, name = tree.children[0], _token(tree, 1)
     args = tree.children[2] if len(tree.children) > 2 else None
     base = _infer(target, env, errors)

@@ -22,7 +22,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import celpy.celtypes as ct
-import re2
+import re2  # type: ignore[import-untyped]
 from celpy.evaluation import base_functions
 
 
@@ -286,11 +286,11 @@ def _get_query(u: URL) -> Any:
 # --- quantities ------------------------------------------------------------------------------
 
 _QUANTITY = re.compile(r"^([+-]?[0-9.]+)([eE][+-]?[0-9]+|[a-zA-Z]*)$")
-_SUFFIX = {
+_SUFFIX_TEXT: dict[str, int | str] = {
     "": 1,
-    "n": Decimal("1e-9"),
-    "u": Decimal("1e-6"),
-    "m": Decimal("1e-3"),
+    "n": "1e-9",
+    "u": "1e-6",
+    "m": "1e-3",
     "k": 10**3,
     "M": 10**6,
     "G": 10**9,
@@ -304,6 +304,7 @@ _SUFFIX = {
     "Pi": 2**50,
     "Ei": 2**60,
 }
+_SUFFIX = {suffix: Decimal(factor) for suffix, factor in _SUFFIX_TEXT.items()}
 
 
 def _parse_quantity(text: str) -> Quantity | None:

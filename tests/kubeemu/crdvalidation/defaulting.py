@@ -52,7 +52,7 @@ def _prune(value: Any, schema: SchemaNode | None, path: str, removed: list[str],
         for key in list(value):
             if (is_resource or schema.embedded) and key in ("apiVersion", "kind", "metadata"):
                 continue
-            sub = schema.properties.get(key)
+            sub: SchemaNode | None = schema.properties.get(key)
             if sub is None:
                 sub = schema.additional
             if sub is not None:
@@ -99,9 +99,9 @@ def _default(value: Any, schema: SchemaNode | None) -> None:
             if current is MISSING and prop.default is not MISSING:
                 value[key] = jsoncopy(prop.default)
         for key, current in list(value.items()):
-            prop = schema.properties.get(key)
-            if prop is not None:
-                _default(current, prop)
+            declared = schema.properties.get(key)
+            if declared is not None:
+                _default(current, declared)
             elif schema.additional is not None:
                 if (
                     current is None

@@ -101,4 +101,4 @@ class NonStructuralSchemaError(CRDSchemaError):
 
 
 class RuleCompileError(CRDSchemaError):
-    """An `x-kubernetes-validations` rule or messageExpression does not compile (or uses CEL the emulator lacks)."""
+    """A validation rule or messageExpression does not compile, or needs CEL the emulator lacks."""

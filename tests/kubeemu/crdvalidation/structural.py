@@ -1,8 +1,8 @@
 """The apiserver's acceptance checks on a CRD version's openAPIV3Schema: structural-schema rules
 (k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/validation and .../schema) in their message shape.
 
-Each check returns strings like
-`spec.versions[0].schema.openAPIV3Schema.properties[spec].type: Required value: must not be empty for specified object fields`.
+Each check returns strings like `spec.versions[0].schema.openAPIV3Schema.properties[spec].type:
+Required value: must not be empty for specified object fields`.
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ def _check_root_fields(root: SchemaNode, errors: list[str]) -> None:
             f"{metadata.schema_path}: Forbidden: must not specify anything other than name and generateName, "
             "but metadata is implicitly specified"
         )
-    for name, prop in metadata.properties.items():
+    for prop in metadata.properties.values():
         if prop.type and prop.type != "string":
             errors.append(f"{prop.schema_path}.type: Invalid value: {prop.type!r}: must be string")
 
@@ -88,7 +88,8 @@ def _check_node(
         errors.append(f"{path}.items: Forbidden: items must be a schema object and not an array")
     if "properties" in raw and "additionalProperties" in raw:
         errors.append(
-            f"{path}.additionalProperties: Forbidden: additionalProperties and properties are mutual exclusive"
+            f"{path}.additionalProperties: Forbidden: "
+            "additionalProperties and properties are mutual exclusive"
         )
     if raw.get("additionalProperties") is False:
         errors.append(f"{path}.additionalProperties: Forbidden: additionalProperties cannot be set to false")
@@ -221,7 +222,8 @@ def _check_list_map(node: SchemaNode, errors: list[str]) -> None:
         if key not in items.required and "default" not in prop.raw and not prop.nullable:
             errors.append(
                 f"{path}.items.properties[{key}]: Required value: "
-                "this property is in x-kubernetes-list-map-keys, so it must have a default or be a required property"
+                "this property is in x-kubernetes-list-map-keys, "
+                "so it must have a default or be a required property"
             )
 
 

@@ -1,0 +1,26 @@
+"""kubeemu: the project's Kubernetes API emulator (a test bed, not product).
+
+An aiohttp server that behaves like a Kubernetes 1.34 apiserver for the official `kubernetes`
+client, kopf and kubectl 1.36: discovery (legacy and aggregated), OpenAPI v3, CRUD with
+resourceVersion/generation/finalizer/GC semantics, all patch types, watches, Tables, RBAC with
+token identities, review APIs, and CRDs enforced like the apiserver (structural schemas, pruning,
+defaulting, OpenAPI validation and CEL). It serves HTTPS on 127.0.0.1 with a throwaway self-signed
+certificate because kubectl never sends tokens to a plain-HTTP server.
+
+Layout (lower modules never import higher ones):
+- errors, jsonutil, clock, selectors, jsonpath       small shared pieces
+- resources, builtin_resources, builtin_schemas       what is served (built-ins + CRD types)
+- store                                               objects, global resourceVersion, event log, watch fan-out
+- patching, conversion, metavalidation, crds          write-path building blocks
+- crdvalidation/                                      CRD schemas: structural checks, prune/default, OpenAPI, CEL
+- authn, authz, access_levels, reviews                identities, RBAC, Deckhouse access levels, review APIs
+- cluster                                             the apiserver's object semantics, HTTP-free
+- requestinfo, discovery, openapi, tables, watch,
+  protobuf, handlers                                  the HTTP front
+- tlscert, kubeconfig, server, __main__               serving and client configuration
+- pytest_fixtures, devstack                           test-suite fixtures and `make dev`
+
+Entry points: `python -m kubeemu --crds DIR --kubeconfig PATH` (standalone),
+`python -m kubeemu.devstack` (`make dev`), `kubeemu.pytest_fixtures` (fixtures for test suites),
+`kubeemu.server.EmulatorServer` (in-process), `kubeemu.crdvalidation` (CRD checks without a server).
+"""

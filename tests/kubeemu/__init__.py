@@ -10,9 +10,9 @@ certificate because kubectl never sends tokens to a plain-HTTP server.
 Layout (lower modules never import higher ones):
 - errors, jsonutil, clock, selectors, jsonpath       small shared pieces
 - resources, builtin_resources, builtin_schemas       what is served (built-ins + CRD types)
-- store                                               objects, global resourceVersion, event log, watch fan-out
+- store                                               objects, resourceVersion counter, event log, watches
 - patching, conversion, metavalidation, crds          write-path building blocks
-- crdvalidation/                                      CRD schemas: structural checks, prune/default, OpenAPI, CEL
+- crdvalidation/                                      CRD schemas: structural, prune/default, OpenAPI, CEL
 - authn, authz, access_levels, reviews                identities, RBAC, Deckhouse access levels, review APIs
 - cluster                                             the apiserver's object semantics, HTTP-free
 - requestinfo, discovery, openapi, tables, watch,

@@ -15,12 +15,18 @@ from typing import Any
 
 import pytest
 
+from support.access_matrix import (
+    GUIDES,
+    RESOURCES,
+    Matrix,
+    documented_capabilities,
+    documented_matrix,
+)
 from support.paths import DOCS_DIR
 from support.render import RenderedChart
 from support.scenarios import scenario
 
 GROUP = "ai.deckhouse.io"
-RESOURCES = ("models", "clustermodels", "modelcatalogsources", "catalogimports")
 READ = {
     "models": {"get", "list", "watch"},
     "clustermodels": {"get", "list", "watch"},
@@ -58,15 +64,6 @@ RBACV2_ROLES = (
     "d8:manage:permission:module:ai-models:view",
     "d8:manage:permission:module:ai-models:edit",
 )
-DOC_WORDS = {"read": "read", "write": "write", "чтение": "read", "запись": "write"}
-DOC_COLUMNS = {
-    "Model": "models",
-    "ClusterModel": "clustermodels",
-    "ModelCatalogSource": "modelcatalogsources",
-}
-GUIDES = ("ADMIN_GUIDE.md", "ADMIN_GUIDE.ru.md")
-
-Matrix = dict[str, dict[str, frozenset[str]]]
 
 
 @cache
@@ -122,62 +119,6 @@ def rendered_matrix() -> Matrix:
             for resource in RESOURCES
         }
         for level in INCLUDES
-    }
-
-
-def markdown_tables(text: str) -> list[list[list[str]]]:
-    """Every pipe table in a markdown text, as rows of stripped cells (separator rows dropped)."""
-    tables: list[list[list[str]]] = []
-    current: list[list[str]] = []
-    for line in [*text.splitlines(), ""]:
-        if line.strip().startswith("|"):
-            cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
-            if not all(re.fullmatch(r":?-{3,}:?", cell) for cell in cells):
-                current.append(cells)
-        elif current:
-            tables.append(current)
-            current = []
-    return tables
-
-
-def column_resource(header: str) -> str:
-    if "catalogimports" in header:
-        return "catalogimports"
-    if "ModuleConfig" in header:
-        return "moduleconfigs"
-    return DOC_COLUMNS[header]
-
-
-def cell_access(cell: str) -> frozenset[str]:
-    if cell == "—":
-        return frozenset()
-    return frozenset(DOC_WORDS[word.strip()] for word in cell.split(","))
-
-
-def table_starting_with(guide: str, first_header: tuple[str, ...]) -> list[list[str]]:
-    text = (DOCS_DIR / guide).read_text(encoding="utf-8")
-    matching = [table for table in markdown_tables(text) if table[0][0] in first_header]
-    assert len(matching) == 1, f"{guide}: expected one table headed {first_header}, found {len(matching)}"
-    return matching[0]
-
-
-def documented_matrix(guide: str) -> Matrix:
-    header, *rows = table_starting_with(guide, ("Access level", "Уровень доступа"))
-    resources = [column_resource(cell) for cell in header[1:]]
-    return {
-        row[0]: {res: cell_access(cell) for res, cell in zip(resources, row[1:], strict=True)} for row in rows
-    }
-
-
-def documented_capabilities(guide: str) -> dict[str, tuple[str, dict[str, frozenset[str]]]]:
-    header, *rows = table_starting_with(guide, ("Capability",))
-    resources = [column_resource(cell) for cell in header[2:]]
-    return {
-        row[0].strip("`"): (
-            row[1],
-            {res: cell_access(cell) for res, cell in zip(resources, row[2:], strict=True)},
-        )
-        for row in rows
     }
 
 

@@ -80,6 +80,7 @@ def test_dev_stack_serves_the_module_api_to_its_three_identities(
         "AI_MODELS_TOKEN_USER",
         "AI_MODELS_TOKEN_NAMESPACE_USER",
     } <= set(exported)
+    assert exported["PATH"] == f"{KUBECTL.parent}:$PATH"
     kubeconfig = yaml.safe_load((out / "kubeconfig").read_text())
     assert kubeconfig["current-context"] == "cluster-admin"
     assert [c["name"] for c in kubeconfig["contexts"]] == ["cluster-admin", "user", "namespace-user"]
@@ -96,10 +97,25 @@ def test_dev_stack_serves_the_module_api_to_its_three_identities(
     invalid["spec"]["source"]["upload"] = {}
     rejected = run_kubectl(out, "apply", "-f", "-", stdin=yaml.safe_dump(invalid))
     assert rejected.returncode == 1
+    # The exact line docs/USER_GUIDE.md shows a user.
     assert (
-        'spec.source: Invalid value: "object": exactly one of url, upload or catalog must be set'
-        in rejected.stderr
+        'The Model "invalid" is invalid: spec.source: Invalid value: "object": '
+        "exactly one of url, upload or catalog must be set" in rejected.stderr
     )
+    changed = run_kubectl(
+        out,
+        "patch",
+        "model",
+        name,
+        "-n",
+        "default",
+        "--type",
+        "merge",
+        "-p",
+        '{"spec": {"source": {"url": "https://huggingface.co/org/other"}}}',
+    )
+    assert changed.returncode == 1
+    assert 'spec.source: Invalid value: "object": spec.source is immutable' in changed.stderr
 
     def can_i(context: str, *args: str) -> str:
         return run_kubectl(out, "auth", "can-i", *args, context=context).stdout.strip()

@@ -123,6 +123,8 @@ def write_client_files(stack: DevStack, *, url: str, ca_pem: str) -> None:
     lines = [
         "# ai-models dev stack: `source` this file.",
         f"export KUBECONFIG={shlex.quote(str(kubeconfig.resolve()))}",
+        # The project's own kubectl (and later the `ai-models` CLI) come first, not the machine's.
+        f"export PATH={shlex.quote(str(Path(sys.executable).parent))}:$PATH",
         f"export AI_MODELS_DEV_SERVER={shlex.quote(url)}",
         f"export AI_MODELS_DEV_CA_FILE={shlex.quote(str(ca_file.resolve()))}",
         *(f"export {d.env_var}={shlex.quote(d.identity.token)}" for d in stack.identities),
@@ -138,7 +140,8 @@ def banner(stack: DevStack, url: str) -> str:
     out = stack.out_dir
     return f"""
 ai-models dev stack is up: {url}
-  source {out}/env          # KUBECONFIG (contexts cluster-admin, user, namespace-user) and AI_MODELS_TOKEN_*
+  source {out}/env          # PATH (.venv kubectl), KUBECONFIG (contexts cluster-admin, user,
+                            # namespace-user) and the tokens AI_MODELS_TOKEN_*
   kubectl apply -f docs/examples/model-hf.yaml
   kubectl get models -A -w
   kubectl apply -f - <<'EOF'     # rejected: spec.source must have exactly one of url, upload, catalog

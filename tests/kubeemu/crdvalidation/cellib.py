@@ -22,7 +22,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import celpy.celtypes as ct
-import re2  # type: ignore[import-untyped]
+import re2
 from celpy.evaluation import base_functions
 
 

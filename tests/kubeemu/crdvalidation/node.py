@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import re2  # type: ignore[import-untyped]
+import re2
 
 MISSING: Any = object()
 

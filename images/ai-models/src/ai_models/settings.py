@@ -39,6 +39,27 @@ class Settings(BaseSettings):
         description="`json` for log collectors, `text` for people; `auto` picks JSON inside a pod.",
     )
 
+    store_url: str | None = Field(
+        default=None,
+        description=(
+            "Object store: `s3://<bucket>` (endpoint and credentials below and in AWS_* variables) "
+            "or `file:///<directory>` (the local stack)."
+        ),
+    )
+    s3_endpoint: str | None = Field(default=None, description="URL of the S3-compatible endpoint.")
+    s3_region: str = Field(default="us-east-1", description="Region of the bucket.")
+    s3_use_path_style: bool = Field(default=True, description="Address the bucket by path, not by host.")
+    s3_insecure: bool = Field(default=False, description="Skip TLS verification of the S3 endpoint.")
+    s3_ca_file: str | None = Field(default=None, description="CA bundle that signed the S3 endpoint.")
+    hf_endpoint: str = Field(
+        default="https://huggingface.co",
+        description="Hugging Face endpoint (module setting sources.huggingFace.endpoint).",
+    )
+    capacity_limit_bytes: int | None = Field(
+        default=None, ge=1, description="Storage budget in bytes (module setting artifacts.capacityLimit)."
+    )
+    namespace: str = Field(default="d8-ai-models", description="Namespace of the module's own objects.")
+
     def effective_log_format(self) -> LogFormat:
         if self.log_format is not LogFormat.AUTO:
             return self.log_format

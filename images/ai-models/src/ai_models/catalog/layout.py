@@ -1,12 +1,15 @@
 """Where the catalog lives in the object store; the indexer writes it, the api reads it.
 
     catalog/<source>/manifest.json                               the generation being served
-    catalog/<source>/generations/<generation>/chunk-<NNNNN>.jsonl  one CatalogRecord per line
+    catalog/<source>/generations/<generation>/chunk-<OFFSET>.jsonl one CatalogRecord per line
 
 A pass writes a new generation chunk by chunk; only when every chunk is written does it replace
 `manifest.json` (one object PUT, atomic in S3 and in the directory store), so readers switch from
 one complete generation to the next and never see a partial one. Chunks are numbered from the
-resume checkpoint, so a chunk re-written after a restart replaces itself instead of duplicating.
+offset of their first record in the pass (the checkpoint's processed count when the chunk was
+started), so a chunk re-written after a restart replaces itself instead of duplicating. A model
+can still appear in two chunks when the provider's order shifts between pages; readers keep one
+record per (source, id), the one from the later chunk.
 """
 
 from __future__ import annotations
@@ -41,12 +44,13 @@ def generation_prefix(source: str, generation: str) -> str:
     return f"{source_prefix(source)}generations/{generation}/"
 
 
-def chunk_name(index: int) -> str:
-    return f"chunk-{index:05d}.jsonl"
+def chunk_name(offset: int) -> str:
+    """Zero-padded so the object store's key order is the pass order."""
+    return f"chunk-{offset:09d}.jsonl"
 
 
-def chunk_key(source: str, generation: str, index: int) -> str:
-    return generation_prefix(source, generation) + chunk_name(index)
+def chunk_key(source: str, generation: str, offset: int) -> str:
+    return generation_prefix(source, generation) + chunk_name(offset)
 
 
 def new_generation(now: datetime.datetime) -> str:

@@ -6,11 +6,30 @@ stack. One place parses and checks them, so a typo fails at start with the varia
 
 from __future__ import annotations
 
+import decimal
 import enum
 import os
+import re
+import socket
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+_QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$")
+_SUFFIXES: dict[str | None, int] = {
+    None: 1,
+    **{suffix: 1024 ** (index + 1) for index, suffix in enumerate(("Ki", "Mi", "Gi", "Ti", "Pi", "Ei"))},
+    **{suffix: 1000 ** (index + 1) for index, suffix in enumerate(("k", "M", "G", "T", "P", "E"))},
+}
+
+
+def parse_quantity(text: str) -> int:
+    """Bytes of a Kubernetes quantity such as `500Gi` or `1.5T` (the forms the settings schema allows)."""
+    match = _QUANTITY.match(text.strip())
+    if not match:
+        raise ValueError(f"{text!r} is not a quantity such as 500Gi or 2T")
+    number, suffix = match.groups()
+    return int(decimal.Decimal(number) * _SUFFIXES[suffix])
 
 
 class LogLevel(enum.StrEnum):
@@ -56,9 +75,23 @@ class Settings(BaseSettings):
         description="Hugging Face endpoint (module setting sources.huggingFace.endpoint).",
     )
     capacity_limit_bytes: int | None = Field(
-        default=None, ge=1, description="Storage budget in bytes (module setting artifacts.capacityLimit)."
+        default=None,
+        ge=1,
+        description="Storage budget (setting artifacts.capacityLimit): bytes or a Kubernetes quantity.",
     )
     namespace: str = Field(default="d8-ai-models", description="Namespace of the module's own objects.")
+
+    pod_name: str = Field(
+        default_factory=socket.gethostname, description="This replica's identity (leader election, logs)."
+    )
+
+    @field_validator("capacity_limit_bytes", mode="before")
+    @classmethod
+    def _quantity(cls, value: object) -> object:
+        # Helm passes the module setting as written (`500Gi`); the process needs bytes.
+        if isinstance(value, str) and value.strip():
+            return parse_quantity(value)
+        return None if value == "" else value
 
     def effective_log_format(self) -> LogFormat:
         if self.log_format is not LogFormat.AUTO:

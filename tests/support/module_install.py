@@ -36,7 +36,9 @@ def install_module(emulator: RunningEmulator, *, rendered: RenderedChart | None 
             namespace = obj["metadata"].get("namespace")
             if namespace and namespace != MODULE_NAMESPACE:
                 # Objects the module puts into other namespaces (d8-monitoring) need those to exist.
-                emulator.cluster.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+                emulator.cluster.apply(
+                    {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
+                )
             emulator.cluster.apply(obj)
     accounts = {
         account["metadata"]["name"]: emulator.add_identity(

@@ -710,3 +710,248 @@ spec:
 {{- end }}
 {{- end -}}
 {{- end -}}
+
+
+{{- /* ===== Module processes (controller, api) ================================================ */ -}}
+
+{{- /* "true" when VerticalPodAutoscaler objects can be applied: the vertical-pod-autoscaler-crd
+module is enabled or autoscaling.k8s.io/v1 VerticalPodAutoscaler is served. Reads
+global.enabledModules and .Capabilities.APIVersions. Usage: if (include "ai_models.vpa_available" .) */ -}}
+{{- define "ai_models.vpa_available" -}}
+{{- if or (has "vertical-pod-autoscaler-crd" (dig "enabledModules" list (.Values.global | default dict))) (.Capabilities.APIVersions.Has "autoscaling.k8s.io/v1/VerticalPodAutoscaler") -}}true{{- end -}}
+{{- end -}}
+
+{{- /* "true" when ServiceMonitor objects can be applied: the operator-prometheus-crd module is
+enabled or monitoring.coreos.com/v1 ServiceMonitor is served. Reads global.enabledModules and
+.Capabilities.APIVersions. Usage: if (include "ai_models.service_monitors_available" .) */ -}}
+{{- define "ai_models.service_monitors_available" -}}
+{{- if or (has "operator-prometheus-crd" (dig "enabledModules" list (.Values.global | default dict))) (.Capabilities.APIVersions.Has "monitoring.coreos.com/v1/ServiceMonitor") -}}true{{- end -}}
+{{- end -}}
+
+{{- /* Directory where a module process finds the object store CA (key ca.crt of the Secret
+ai-models-artifacts-ca). Reads nothing. Usage: include "ai_models.artifacts_ca_dir" . */ -}}
+{{- define "ai_models.artifacts_ca_dir" -}}
+/etc/ai-models/artifacts-ca
+{{- end -}}
+
+{{- /* `env` entries every module process (controller, api, jobs) reads through its settings
+(prefix AI_MODELS_), plus the S3 credentials as AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY from the
+Secret ai-models-artifacts-credentials (keys accessKey, secretKey) that a hook copies into the
+module namespace. AI_MODELS_S3_CA_FILE only with aiModels.artifacts.caSecretName (mount
+ai_models.artifacts_ca_volume with it); AI_MODELS_CAPACITY_LIMIT_BYTES only with
+aiModels.artifacts.capacityLimit, passed as written (a Kubernetes quantity). Reads aiModels.logLevel,
+aiModels.artifacts.*, aiModels.sources.huggingFace.endpoint. Renders list items, no `env:` key.
+Usage: env:
+       {{- include "ai_models.process_env" . | nindent 8 }} */ -}}
+{{- define "ai_models.process_env" -}}
+{{- $moduleValues := index .Values (include "ai_models.module_camelcase_name" .) | default dict -}}
+{{- $artifacts := $moduleValues.artifacts | default dict -}}
+- name: AI_MODELS_LOG_LEVEL
+  value: {{ $moduleValues.logLevel | default "Info" | quote }}
+- name: AI_MODELS_LOG_FORMAT
+  value: json
+- name: AI_MODELS_STORE_URL
+  value: {{ printf "s3://%s" (required "aiModels.artifacts.bucket is required" $artifacts.bucket) | quote }}
+- name: AI_MODELS_S3_ENDPOINT
+  value: {{ required "aiModels.artifacts.endpoint is required" $artifacts.endpoint | quote }}
+- name: AI_MODELS_S3_REGION
+  value: {{ dig "region" "us-east-1" $artifacts | quote }}
+- name: AI_MODELS_S3_USE_PATH_STYLE
+  value: {{ dig "usePathStyle" true $artifacts | toString | quote }}
+- name: AI_MODELS_S3_INSECURE
+  value: {{ dig "insecure" false $artifacts | toString | quote }}
+{{- if $artifacts.caSecretName }}
+- name: AI_MODELS_S3_CA_FILE
+  value: {{ printf "%s/ca.crt" (include "ai_models.artifacts_ca_dir" .) | quote }}
+{{- end }}
+- name: AI_MODELS_HF_ENDPOINT
+  value: {{ dig "sources" "huggingFace" "endpoint" "https://huggingface.co" $moduleValues | quote }}
+{{- if $artifacts.capacityLimit }}
+- name: AI_MODELS_CAPACITY_LIMIT_BYTES
+  value: {{ $artifacts.capacityLimit | toString | quote }}
+{{- end }}
+- name: AI_MODELS_NAMESPACE
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.namespace
+- name: AI_MODELS_POD_NAME
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.name
+- name: AWS_ACCESS_KEY_ID
+  valueFrom:
+    secretKeyRef:
+      name: ai-models-artifacts-credentials
+      key: accessKey
+- name: AWS_SECRET_ACCESS_KEY
+  valueFrom:
+    secretKeyRef:
+      name: ai-models-artifacts-credentials
+      key: secretKey
+{{- end -}}
+
+{{- /* `volumeMounts` entry of the object store CA at ai_models.artifacts_ca_dir, read-only; renders
+nothing without aiModels.artifacts.caSecretName. Reads that setting.
+Usage: include "ai_models.artifacts_ca_volume_mount" . | nindent 8 (inside volumeMounts:) */ -}}
+{{- define "ai_models.artifacts_ca_volume_mount" -}}
+{{- $moduleValues := index .Values (include "ai_models.module_camelcase_name" .) | default dict -}}
+{{- if dig "artifacts" "caSecretName" "" $moduleValues -}}
+- name: artifacts-ca
+  mountPath: {{ include "ai_models.artifacts_ca_dir" . }}
+  readOnly: true
+{{- end -}}
+{{- end -}}
+
+{{- /* `volumes` entry with ca.crt of the Secret ai-models-artifacts-ca (copied into the module
+namespace by a hook from aiModels.artifacts.caSecretName); renders nothing without that setting.
+Usage: include "ai_models.artifacts_ca_volume" . | nindent 6 (inside volumes:) */ -}}
+{{- define "ai_models.artifacts_ca_volume" -}}
+{{- $moduleValues := index .Values (include "ai_models.module_camelcase_name" .) | default dict -}}
+{{- if dig "artifacts" "caSecretName" "" $moduleValues -}}
+- name: artifacts-ca
+  secret:
+    secretName: ai-models-artifacts-ca
+    items:
+    - key: ca.crt
+      path: ca.crt
+{{- end -}}
+{{- end -}}
+
+{{- /* kube-rbac-proxy sidecar container that publishes the process's metrics (plain HTTP on
+127.0.0.1:8080) as https-metrics on port 8443 to clients allowed to get the prometheus-metrics
+subresource of the named workload in the module namespace (Prometheus, see rbac-to-us.yaml);
+/livez answers probes without authorization. Needs ai_models.kube_rbac_proxy_volume in the pod and
+TokenReview/SubjectAccessReview rights for the pod's ServiceAccount (ClusterRole d8:rbac-proxy).
+Requests stay static next to a VPA (see ai_models.kube_rbac_proxy_vpa_container_policy).
+Reads the common image kubeRbacProxy. Renders a `containers` list item.
+Usage: include "ai_models.kube_rbac_proxy_container" (list . "deployments" "ai-models-controller") | nindent 6 */ -}}
+{{- define "ai_models.kube_rbac_proxy_container" -}}
+{{- $ctx := index . 0 -}}
+{{- $resource := index . 1 -}}
+{{- $name := index . 2 -}}
+{{- if not (has $resource (list "deployments" "daemonsets" "statefulsets")) -}}
+{{- fail (printf "ai_models.kube_rbac_proxy_container: unknown workload resource %q (deployments, daemonsets, statefulsets)" $resource) -}}
+{{- end -}}
+{{- $attributes := dict
+      "namespace" (include "ai_models.module_namespace" $ctx)
+      "apiGroup" "apps"
+      "apiVersion" "v1"
+      "resource" $resource
+      "subresource" "prometheus-metrics"
+      "name" $name -}}
+{{- $config := dict "upstreams" (list (dict
+      "upstream" "http://127.0.0.1:8080/"
+      "path" "/"
+      "authorization" (dict "resourceAttributes" $attributes))) -}}
+- name: kube-rbac-proxy
+  image: {{ include "ai_models.module_common_image" (list $ctx "kubeRbacProxy") }}
+  args:
+  - "--secure-listen-address=$(KUBE_RBAC_PROXY_LISTEN_ADDRESS):8443"
+  - "--client-ca-file=/etc/kube-rbac-proxy/ca.crt"
+  - "--v=2"
+  - "--logtostderr=true"
+  - "--stale-cache-interval=1h30m"
+  - "--livez-path=/livez"
+  env:
+  - name: KUBE_RBAC_PROXY_LISTEN_ADDRESS
+    valueFrom:
+      fieldRef:
+        fieldPath: status.podIP
+  - name: KUBE_RBAC_PROXY_CONFIG
+    value: |
+      {{- toYaml $config | nindent 6 }}
+  {{- include "ai_models.container_security_context_pss_restricted" $ctx | nindent 2 }}
+  ports:
+  - name: https-metrics
+    containerPort: 8443
+    protocol: TCP
+  livenessProbe:
+    httpGet:
+      path: /livez
+      port: https-metrics
+      scheme: HTTPS
+    periodSeconds: 10
+    timeoutSeconds: 5
+  readinessProbe:
+    httpGet:
+      path: /livez
+      port: https-metrics
+      scheme: HTTPS
+    periodSeconds: 10
+    timeoutSeconds: 5
+  volumeMounts:
+  - name: kube-rbac-proxy-ca
+    mountPath: /etc/kube-rbac-proxy
+    readOnly: true
+  resources:
+    requests:
+      {{- include "ai_models.ephemeral_storage_logs" $ctx | nindent 6 }}
+      cpu: 10m
+      memory: 25Mi
+{{- end -}}
+
+{{- /* `volumes` entry with the kube-rbac-proxy client CA (ConfigMap kube-rbac-proxy-ca.crt, see
+ai_models.kube_rbac_proxy_ca_certificate). Reads nothing.
+Usage: include "ai_models.kube_rbac_proxy_volume" . | nindent 6 (inside volumes:) */ -}}
+{{- define "ai_models.kube_rbac_proxy_volume" -}}
+- name: kube-rbac-proxy-ca
+  configMap:
+    name: kube-rbac-proxy-ca.crt
+{{- end -}}
+
+{{- /* VPA `containerPolicies` entry of the kube-rbac-proxy sidecar. Reads nothing.
+Usage: include "ai_models.kube_rbac_proxy_vpa_container_policy" . | nindent 4 (inside containerPolicies:) */ -}}
+{{- define "ai_models.kube_rbac_proxy_vpa_container_policy" -}}
+- containerName: kube-rbac-proxy
+  minAllowed:
+    cpu: 10m
+    memory: 25Mi
+  maxAllowed:
+    cpu: 100m
+    memory: 64Mi
+{{- end -}}
+
+{{- /* ServiceMonitor <name> in d8-monitoring (label prometheus: main) scraping the https-metrics
+port of the module-namespace Services with the given labels through kube-rbac-proxy, with the
+Prometheus token; series get job=<name>, tier=cluster, d8_source=dkp and node. Renders only when
+ai_models.service_monitors_available. Usage:
+include "ai_models.service_monitor" (list . "ai-models-api" (dict "app" "ai-models-api")) */ -}}
+{{- define "ai_models.service_monitor" -}}
+{{- $ctx := index . 0 -}}
+{{- $name := index . 1 -}}
+{{- $labels := index . 2 -}}
+{{- if include "ai_models.service_monitors_available" $ctx }}
+---
+apiVersion: monitoring.coreos.com/v1
+kind: ServiceMonitor
+metadata:
+  name: {{ $name }}
+  namespace: d8-monitoring
+  {{- include "ai_models.module_labels" (list $ctx (dict "prometheus" "main")) | nindent 2 }}
+spec:
+  selector:
+    matchLabels:
+      {{- toYaml $labels | nindent 6 }}
+  namespaceSelector:
+    matchNames:
+    - {{ include "ai_models.module_namespace" $ctx }}
+  endpoints:
+  - port: https-metrics
+    scheme: https
+    path: /metrics
+    bearerTokenSecret:
+      name: prometheus-token
+      key: token
+    tlsConfig:
+      insecureSkipVerify: true
+    relabelings:
+    - targetLabel: job
+      replacement: {{ $name }}
+    - targetLabel: tier
+      replacement: cluster
+    - targetLabel: d8_source
+      replacement: dkp
+    - sourceLabels: [__meta_kubernetes_pod_node_name]
+      targetLabel: node
+{{- end }}
+{{- end -}}

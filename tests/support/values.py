@@ -20,12 +20,17 @@ from support.paths import OPENAPI_DIR
 
 MODULE_VALUES_KEY = "aiModels"
 IMAGE_DIGEST = "sha256:" + "a1" * 32
+COMMON_IMAGE_DIGEST = "sha256:" + "c2" * 32
 
 # What Deckhouse puts under `global` in a typical cluster; scenarios override pieces of it.
 DEFAULT_GLOBAL: dict[str, Any] = {
     "modulesImages": {
         "registry": {"base": "registry.deckhouse.io/deckhouse/ce"},
-        "digests": {MODULE_VALUES_KEY: {"aiModels": IMAGE_DIGEST}},
+        "digests": {
+            MODULE_VALUES_KEY: {"aiModels": IMAGE_DIGEST},
+            # Deckhouse's shared images; the metrics sidecars use kube-rbac-proxy.
+            "common": {"kubeRbacProxy": COMMON_IMAGE_DIGEST},
+        },
     },
     "discovery": {
         "clusterDomain": "cluster.local",

@@ -83,7 +83,10 @@ def test_common_image_fails_naming_the_missing_digest(probe_chart: ProbeChart) -
     with pytest.raises(
         helm_python.HelmRenderError, match=r"global\.modulesImages\.digests\.common\.kubeRbacProxy"
     ):
-        probe_chart.evaluate('{{ include "ai_models.module_common_image" (list . "kubeRbacProxy") }}')
+        probe_chart.evaluate(
+            '{{ include "ai_models.module_common_image" (list . "kubeRbacProxy") }}',
+            module_values(global_overrides={"modulesImages": {"digests": {"common": None}}}),
+        )
 
 
 def test_image_pull_secrets_name_the_module_registry_secret(probe_chart: ProbeChart) -> None:

@@ -69,6 +69,9 @@ class ClusterExpectations:
     cluster_domain: str
     module_image_base: str
     common_image_base: str
+    # Digests of the module's own images: with the global registry base, module and common
+    # images (kube-rbac-proxy) share one base, so the digest tells the module's processes apart.
+    module_image_digests: frozenset[str] = frozenset()
 
     @classmethod
     def from_values(cls, values: Mapping[str, Any]) -> ClusterExpectations:
@@ -99,6 +102,7 @@ class ClusterExpectations:
         images = global_.get("modulesImages") or {}
         global_base = str((images.get("registry") or {}).get("base") or "").rstrip("/")
         module_base = str((module.get("registry") or {}).get("base") or "").strip("/")
+        module_digests = (images.get("digests") or {}).get(MODULE_VALUES_KEY) or {}
         return cls(
             node_selector=node_selector,
             tolerations=tolerations,
@@ -106,6 +110,7 @@ class ClusterExpectations:
             cluster_domain=str(discovery.get("clusterDomain") or DEFAULT_CLUSTER_DOMAIN),
             module_image_base=f"{module_base}/{MODULE}" if module_base else global_base,
             common_image_base=global_base,
+            module_image_digests=frozenset(str(digest) for digest in module_digests.values()),
         )
 
 
@@ -280,7 +285,8 @@ def check_workload(
                 handlers = [handler for handler in PROBE_HANDLERS if handler in (probe or {})]
                 if len(handlers) != 1:
                     messages.append(f"container {cname} needs a {probe_name} with exactly one handler")
-            if str(container.get("image", "")).startswith(f"{expectations.module_image_base}@"):
+            base, _, digest = str(container.get("image", "")).partition("@")
+            if base == expectations.module_image_base and digest in expectations.module_image_digests:
                 startup = container.get("startupProbe") or {}
                 if (startup.get("httpGet") or {}).get("path") != "/healthz":
                     messages.append(f"container {cname} needs a startupProbe on httpGet /healthz")

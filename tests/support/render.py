@@ -25,6 +25,7 @@ KUBE_VERSION = "v1.34.0"
 CHART_PARTS = ("Chart.yaml", ".helmignore", "templates", "monitoring", "charts")
 RELEASE_NAME = "ai-models"
 RELEASE_NAMESPACE = "d8-ai-models"
+_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,8 @@ def render_chart(
     for path in sorted(files):
         if not path.endswith((".yaml", ".yml")):
             continue
-        objects.extend(doc for doc in yaml.safe_load_all(files[path]) if doc)
+        # libyaml's safe loader: the pure-Python one dominated the suite's time (~10 ms per workload).
+        objects.extend(doc for doc in yaml.load_all(files[path], Loader=_SAFE_LOADER) if doc)
     return RenderedChart(files=files, objects=objects)
 
 

@@ -23,6 +23,14 @@ def _version(_args: argparse.Namespace, _settings: Settings) -> int:
     return 0
 
 
+def _controller(_args: argparse.Namespace, _settings: Settings) -> int:
+    # Imported here: kopf and the kubernetes client take a second to import, `version` should not.
+    from ai_models.controller.main import run  # noqa: PLC0415
+    from ai_models.controller.settings import ControllerSettings  # noqa: PLC0415
+
+    return run(ControllerSettings())
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ai-models",
@@ -32,6 +40,10 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     version = commands.add_parser("version", help="print the version and exit")
     version.set_defaults(handler=_version)
+    controller = commands.add_parser(
+        "controller", help="run the controller (reconciles on the Lease holder; probes on every replica)"
+    )
+    controller.set_defaults(handler=_controller)
     return parser
 
 

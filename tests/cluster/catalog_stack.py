@@ -1,0 +1,128 @@
+"""A catalog stack for cluster tests: emulator + module RBAC + fake Hub + directory store + controller."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client as typed_client
+
+from fakes.hub import FakeHub
+from kubeemu.pytest_fixtures import RunningEmulator
+from support.module_install import InstalledModule
+from support.processes import ModuleProcess, free_port
+
+client: Any = typed_client
+GROUP, VERSION, PLURAL = "ai.deckhouse.io", "v1alpha1", "modelcatalogsources"
+
+
+@dataclasses.dataclass
+class CatalogStack:
+    module: InstalledModule
+    hub: FakeHub
+    store_dir: Path
+    workdir: Path
+    processes: list[ModuleProcess] = dataclasses.field(default_factory=list)
+
+    @property
+    def emulator(self) -> RunningEmulator:
+        return self.module.emulator
+
+    @property
+    def objects(self) -> Any:
+        return client.CustomObjectsApi(self.emulator.api_client())
+
+    def controller(self, replica: str = "controller-0", **env: str) -> ModuleProcess:
+        process = ModuleProcess(
+            "controller",
+            env={
+                "KUBECONFIG": str(self.module.kubeconfig("controller")),
+                "AI_MODELS_STORE_URL": f"file://{self.store_dir}",
+                "AI_MODELS_HF_ENDPOINT": self.hub.url,
+                "AI_MODELS_NAMESPACE": "d8-ai-models",
+                "AI_MODELS_POD_NAME": replica,
+                "AI_MODELS_CONTROLLER_HEALTH_PORT": str(free_port()),
+                "AI_MODELS_CONTROLLER_METRICS_PORT": str(free_port()),
+                # Short leases keep fail-over tests quick; the production values come from Helm.
+                "AI_MODELS_CONTROLLER_LEASE_DURATION_SECONDS": "4",
+                "AI_MODELS_CONTROLLER_RENEW_DEADLINE_SECONDS": "3",
+                "AI_MODELS_CONTROLLER_RETRY_PERIOD_SECONDS": "1",
+                "AI_MODELS_CATALOG_RETRY_BASE_SECONDS": "0.5",
+                "AI_MODELS_CATALOG_RETRY_CAP_SECONDS": "2",
+                **env,
+            },
+            log_path=self.workdir / f"{replica}.log",
+        ).start()
+        self.processes.append(process)
+        return process
+
+    def create_source(self, name: str, *, opted_in: bool, spec: dict[str, Any] | None = None) -> None:
+        annotations = {"ai.deckhouse.io/catalog-sync": "Enabled"} if opted_in else {}
+        self.objects.create_cluster_custom_object(
+            GROUP,
+            VERSION,
+            PLURAL,
+            {
+                "apiVersion": f"{GROUP}/{VERSION}",
+                "kind": "ModelCatalogSource",
+                "metadata": {"name": name, "annotations": annotations},
+                "spec": spec or {"provider": "HuggingFace", "huggingFace": {}, "chunkSize": 50},
+            },
+        )
+
+    def annotate(self, name: str, annotations: dict[str, str]) -> None:
+        self.objects.patch_cluster_custom_object(
+            GROUP, VERSION, PLURAL, name, {"metadata": {"annotations": annotations}}
+        )
+
+    def source(self, name: str) -> dict[str, Any]:
+        found: dict[str, Any] = self.objects.get_cluster_custom_object(GROUP, VERSION, PLURAL, name)
+        return found
+
+    def condition(self, name: str, type_: str) -> dict[str, Any]:
+        for item in self.source(name).get("status", {}).get("conditions", []):
+            if item["type"] == type_:
+                return dict(item)
+        return {}
+
+    def manifest(self, source: str) -> dict[str, Any] | None:
+        path = self.store_dir / "catalog" / source / "manifest.json"
+        return json.loads(path.read_text()) if path.exists() else None
+
+    def served_ids(self, source: str) -> list[str]:
+        manifest = self.manifest(source)
+        assert manifest is not None
+        ids: list[str] = []
+        for chunk in manifest["chunks"]:
+            chunk_path = self.store_dir / "catalog" / source / "generations" / manifest["generation"] / chunk
+            ids.extend(json.loads(line)["id"] for line in chunk_path.read_text().splitlines() if line)
+        return ids
+
+    def events(self, reason: str) -> list[Any]:
+        listed = client.CoreV1Api(self.emulator.api_client()).list_event_for_all_namespaces()
+        return [event for event in listed.items if event.reason == reason]
+
+    def stop_all(self) -> None:
+        for process in self.processes:
+            process.kill()
+
+
+def eventually(check: Callable[[], bool], *, timeout: float = 30, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+def stack_fixture(module: InstalledModule, hub: FakeHub, tmp_path: Path) -> Iterator[CatalogStack]:
+    stack = CatalogStack(module=module, hub=hub, store_dir=tmp_path / "store", workdir=tmp_path)
+    stack.store_dir.mkdir()
+    try:
+        yield stack
+    finally:
+        stack.stop_all()

@@ -1,0 +1,143 @@
+"""The controller indexes ModelCatalogSources for real: its process, the emulator, a fake Hub, a store."""
+
+from __future__ import annotations
+
+import collections
+import datetime
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from cluster.catalog_stack import CatalogStack, eventually, stack_fixture
+from fakes.hub import FakeHub, FakeModel, fake_hub  # noqa: F401  (fixture)
+from fakes.hub_corpus import make_corpus
+from kubeemu.pytest_fixtures import RunningEmulator
+from support.module_install import InstalledModule, install_module
+
+CORPUS = 230
+
+
+def listed(hub: FakeHub) -> list[str]:
+    """What a source with default filters indexes: every model that is not gated."""
+    return sorted(model.id for model in hub.models if not model.gated)
+
+
+@pytest.fixture
+def fake_hub_corpus() -> list[FakeModel]:
+    return make_corpus(CORPUS, seed=7)
+
+
+@pytest.fixture
+def module(kube_emulator: RunningEmulator) -> InstalledModule:
+    return install_module(kube_emulator)
+
+
+@pytest.fixture
+def stack(module: InstalledModule, fake_hub: FakeHub, tmp_path: Path) -> Iterator[CatalogStack]:  # noqa: F811
+    yield from stack_fixture(module, fake_hub, tmp_path)
+
+
+def served(stack: CatalogStack, name: str) -> bool:
+    return stack.condition(name, "Ready").get("reason") == "CatalogServed"
+
+
+def test_source_without_opt_in_never_reaches_the_provider(stack: CatalogStack) -> None:
+    controller = stack.controller()
+    stack.create_source("quiet", opted_in=False)
+    eventually(
+        lambda: stack.condition("quiet", "Ready").get("reason") == "WaitingForOptIn", what="waiting status"
+    )
+    assert stack.condition("quiet", "Indexing")["status"] == "False"
+    assert stack.hub.count() == 0
+    stack.annotate("quiet", {"ai.deckhouse.io/catalog-sync": "Enabled"})
+    eventually(lambda: served(stack, "quiet"), what="the first pass after the opt-in")
+    assert sorted(stack.served_ids("quiet")) == listed(stack.hub)
+    source = stack.source("quiet")
+    assert source["status"]["indexedModels"] == len(listed(stack.hub))
+    assert "resume" not in source["status"]
+    assert stack.events("IndexingSucceeded")
+    assert controller.terminate() == 0
+
+
+def test_leader_killed_mid_pass_is_resumed_by_the_next_leader_without_loss_or_duplicates(
+    stack: CatalogStack,
+) -> None:
+    stack.hub.set_latency(0.3)  # pages slow enough to kill the leader between two of them
+    first = stack.controller("controller-a")
+    stack.create_source(
+        "big", opted_in=True, spec={"provider": "HuggingFace", "huggingFace": {}, "chunkSize": 20}
+    )
+    eventually(
+        lambda: stack.source("big").get("status", {}).get("resume", {}).get("processedModels", 0) >= 40,
+        what="two checkpoints",
+    )
+    first.kill()
+    checkpoint = stack.source("big")["status"]["resume"]
+    second = stack.controller("controller-b")
+    eventually(lambda: served(stack, "big"), timeout=60, what="the resumed pass to complete")
+    ids = stack.served_ids("big")
+    assert sorted(set(ids)) == listed(stack.hub)
+    assert [item for item, count in collections.Counter(ids).items() if count > 1] == []
+    assert stack.source("big")["status"]["servedGeneration"] == checkpoint["generation"]
+    assert stack.events("IndexingResumed")
+    assert second.terminate() == 0
+
+
+def test_two_sources_with_overlapping_models_are_kept_apart(stack: CatalogStack) -> None:
+    stack.controller()
+    authors = sorted({model.id.split("/")[0] for model in stack.hub.models})
+    stack.create_source("everything", opted_in=True)
+    stack.create_source(
+        "one-author", opted_in=True, spec={"provider": "HuggingFace", "huggingFace": {"authors": authors[:1]}}
+    )
+    eventually(lambda: served(stack, "everything") and served(stack, "one-author"), what="both sources")
+    everything, one_author = set(stack.served_ids("everything")), set(stack.served_ids("one-author"))
+    assert one_author
+    assert one_author < everything
+    assert all(model_id.startswith(authors[0] + "/") for model_id in one_author)
+
+
+def test_failing_source_keeps_serving_its_last_generation(stack: CatalogStack) -> None:
+    stack.controller()
+    stack.create_source("flaky", opted_in=True)
+    eventually(lambda: served(stack, "flaky"), what="the first pass")
+    generation = stack.manifest("flaky")["generation"]  # type: ignore[index]
+    stack.hub.error_next(1000, status=503)
+    requested = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=1)
+    stack.annotate(
+        "flaky", {"ai.deckhouse.io/catalog-sync-requested-at": requested.strftime("%Y-%m-%dT%H:%M:%SZ")}
+    )
+    eventually(
+        lambda: stack.condition("flaky", "Indexing").get("reason") == "ProviderUnavailable",
+        what="the failure",
+    )
+    ready = stack.condition("flaky", "Ready")
+    assert (ready["status"], ready["reason"]) == ("True", "CatalogServed")
+    assert stack.manifest("flaky")["generation"] == generation  # type: ignore[index]
+    assert stack.events("IndexingFailed")
+    stack.hub.clear_faults()
+    eventually(lambda: stack.condition("flaky", "Indexing").get("reason") == "Succeeded", what="recovery")
+    assert stack.manifest("flaky")["generation"] != generation  # type: ignore[index]
+
+
+def test_rate_limit_is_honoured_and_the_pass_resumes(stack: CatalogStack) -> None:
+    stack.controller()
+    stack.hub.rate_limit_next(1, retry_after="2", bucket="api", after=1)
+    stack.create_source("limited", opted_in=True)
+    eventually(
+        lambda: stack.condition("limited", "Indexing").get("reason") == "ProviderRateLimited",
+        what="the rate limit to show",
+    )
+    limited_at = datetime.datetime.now(datetime.UTC)
+    eventually(lambda: served(stack, "limited"), timeout=30, what="the pass after Retry-After")
+    assert datetime.datetime.now(datetime.UTC) - limited_at >= datetime.timedelta(seconds=1)
+    assert sorted(stack.served_ids("limited")) == listed(stack.hub)
+
+
+def test_deleting_a_source_removes_its_index(stack: CatalogStack) -> None:
+    stack.controller()
+    stack.create_source("gone", opted_in=True)
+    eventually(lambda: served(stack, "gone"), what="the first pass")
+    stack.objects.delete_cluster_custom_object("ai.deckhouse.io", "v1alpha1", "modelcatalogsources", "gone")
+    eventually(lambda: not (stack.store_dir / "catalog" / "gone").exists(), what="the index to be removed")

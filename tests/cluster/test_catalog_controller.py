@@ -6,8 +6,11 @@ import collections
 import datetime
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from kubernetes import client as typed_client
+from kubernetes.client.exceptions import ApiException
 
 from cluster.catalog_stack import CatalogStack, eventually, stack_fixture
 from fakes.hub import FakeHub, FakeModel, fake_hub  # noqa: F401  (fixture)
@@ -15,6 +18,7 @@ from fakes.hub_corpus import make_corpus
 from kubeemu.pytest_fixtures import RunningEmulator
 from support.module_install import InstalledModule, install_module
 
+client: Any = typed_client
 CORPUS = 230
 
 
@@ -141,3 +145,38 @@ def test_deleting_a_source_removes_its_index(stack: CatalogStack) -> None:
     eventually(lambda: served(stack, "gone"), what="the first pass")
     stack.objects.delete_cluster_custom_object("ai.deckhouse.io", "v1alpha1", "modelcatalogsources", "gone")
     eventually(lambda: not (stack.store_dir / "catalog" / "gone").exists(), what="the index to be removed")
+
+
+def _lease_holder(stack: CatalogStack) -> str | None:
+    coordination = client.CoordinationV1Api(stack.emulator.api_client())
+    try:
+        lease = coordination.read_namespaced_lease("ai-models-controller", "d8-ai-models")
+    except ApiException:
+        return None
+    holder: str | None = lease.spec.holder_identity
+    return holder
+
+
+def test_of_two_replicas_exactly_one_reconciles_and_the_other_takes_over(stack: CatalogStack) -> None:
+    first, second = stack.controller("replica-a"), stack.controller("replica-b")
+    eventually(lambda: _lease_holder(stack) in {"replica-a", "replica-b"}, what="a leader")
+    leader, follower = (first, second) if _lease_holder(stack) == "replica-a" else (second, first)
+    stack.create_source("shared", opted_in=True)
+    eventually(lambda: served(stack, "shared"), what="the pass")
+    assert "acquired the lease" in leader.log()
+    assert "acquired the lease" not in follower.log()
+    assert leader.terminate() == 0
+    follower.wait_for_log("acquired the lease", timeout=20)
+    assert _lease_holder(stack) == follower.log_path.stem
+
+
+def test_leader_that_loses_its_lease_exits_cleanly(stack: CatalogStack) -> None:
+    controller = stack.controller("replica-a")
+    eventually(lambda: _lease_holder(stack) == "replica-a", what="leadership")
+    coordination = client.CoordinationV1Api(stack.emulator.api_client())
+    lease = coordination.read_namespaced_lease("ai-models-controller", "d8-ai-models")
+    lease.spec.holder_identity = "intruder"
+    coordination.replace_namespaced_lease("ai-models-controller", "d8-ai-models", lease)
+    controller.wait_until(lambda: not controller.running(), timeout=20, what="exit after losing the lease")
+    assert controller.terminate() == 0
+    assert "lost the lease" in controller.log()

@@ -1,0 +1,1 @@
+"""Benchmarks run as modules: `PYTHONPATH=tests .venv/bin/python -m bench.<name>`."""

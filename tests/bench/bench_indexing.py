@@ -1,0 +1,200 @@
+"""Catalog indexing benchmarks against the local fake Hub; exits non-zero when a target is missed.
+
+    PYTHONPATH=tests .venv/bin/python -m bench.bench_indexing
+
+(a) Hub requests per 100 indexed models, by rate-limit bucket (`api`: /api/..., `resolve`:
+    /.../resolve/...), for our pass and for the naive approach (list, then `model_info` and a
+    config.json download per model through the real huggingface_hub client), in the same run.
+(b) Indexing throughput: a 5,000-model pass from a fake Hub in another process (so the fake's own
+    CPU is not the indexer's), no latency injected. "Indexer work" is the CPU time of the indexing
+    process (all its threads); wall-clock throughput is printed beside it, and depends on what
+    else the machine is doing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import multiprocessing
+import multiprocessing.connection
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from huggingface_hub import HfApi, hf_hub_download
+from huggingface_hub.errors import RemoteEntryNotFoundError
+
+from ai_models.adapters.hub import HubClient
+from ai_models.adapters.objectstore import DirectoryStore
+from ai_models.catalog.indexing import PassResult, run_pass
+from ai_models.catalog.source import SourceSpec
+from fakes.hub import FakeHub
+from fakes.hub_corpus import make_corpus
+
+REQUEST_CORPUS = 1_000
+NAIVE_MODELS = 200
+THROUGHPUT_CORPUS = 5_000
+THROUGHPUT_ROUNDS = 3
+API_PER_100_TARGET = 2.0
+RESOLVE_PER_100_TARGET = 100.0
+MODELS_PER_SECOND_TARGET = 1_000.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Check:
+    name: str
+    value: float
+    target: float
+    higher_is_better: bool
+
+    @property
+    def met(self) -> bool:
+        return self.value >= self.target if self.higher_is_better else self.value <= self.target
+
+    def line(self) -> str:
+        relation = ">=" if self.higher_is_better else "<="
+        verdict = "ok" if self.met else "MISSED"
+        return f"  {self.name:<44} {self.value:>10.2f}  target {relation} {self.target:<8g} {verdict}"
+
+
+def utcnow() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
+
+
+def index_once(endpoint: str, root: Path, *, max_models: int = 0) -> PassResult:
+    spec = SourceSpec(name="bench", endpoint=endpoint, max_models=max_models, chunk_size=100)
+    with HubClient(endpoint=endpoint, token=None) as client:
+        result = run_pass(
+            spec=spec,
+            hub=client,
+            store=DirectoryStore(root),
+            resume=None,
+            on_checkpoint=lambda _: None,
+            clock=utcnow,
+        )
+    assert result is not None
+    return result
+
+
+def naive_index(hub: FakeHub, cache: Path, *, models: int) -> int:
+    """What a straightforward script does: list, then ask about each model and download its config."""
+    api = HfApi(endpoint=hub.url, token=False)
+    listed = list(api.list_models(sort="downloads", gated=False, limit=models))
+    for listed_model in listed:
+        info = api.model_info(listed_model.id)
+        if any(sibling.rfilename == "config.json" for sibling in info.siblings or ()):
+            try:
+                hf_hub_download(
+                    listed_model.id,
+                    "config.json",
+                    revision=info.sha,
+                    cache_dir=cache,
+                    endpoint=hub.url,
+                    token=False,
+                )
+            except RemoteEntryNotFoundError:  # a repository whose file list lies
+                continue
+    return len(listed)
+
+
+def per_100(requests: int, models: int) -> float:
+    return 100.0 * requests / models
+
+
+def request_economy(work: Path) -> list[Check]:
+    with FakeHub(make_corpus(REQUEST_CORPUS, seed=7)) as hub:
+        ours = index_once(hub.url, _fresh(work / "ours"))
+        our_counts = hub.counts()
+        hub.reset_log()
+        naive_models = naive_index(hub, _fresh(work / "naive-cache"), models=NAIVE_MODELS)
+        naive_counts = hub.counts()
+
+    ours_api, ours_resolve = (
+        per_100(our_counts["api"], ours.models),
+        per_100(our_counts["resolve"], ours.models),
+    )
+    naive_api = per_100(naive_counts["api"], naive_models)
+    naive_resolve = per_100(naive_counts["resolve"], naive_models)
+    print(f"(a) Hub requests per 100 indexed models ({ours.models} models ours, {naive_models} naive)")
+    print(f"  {'':<18}{'api':>10}{'resolve':>10}")
+    print(f"  {'ours':<18}{ours_api:>10.2f}{ours_resolve:>10.2f}")
+    print(f"  {'naive':<18}{naive_api:>10.2f}{naive_resolve:>10.2f}")
+    print(f"  naive/ours: api x{naive_api / ours_api:.1f}, resolve x{naive_resolve / ours_resolve:.2f}")
+    return [
+        Check("api requests per 100 models", ours_api, API_PER_100_TARGET, higher_is_better=False),
+        Check(
+            "resolve requests per 100 models", ours_resolve, RESOLVE_PER_100_TARGET, higher_is_better=False
+        ),
+    ]
+
+
+def serve_corpus(size: int, seed: int, connection: multiprocessing.connection.Connection) -> None:
+    """Child process: a fake Hub over `size` models until the parent says stop."""
+    with FakeHub(make_corpus(size, seed=seed)) as hub:
+        hub.record_requests(False)
+        connection.send(hub.url)
+        connection.recv()
+
+
+def throughput(work: Path) -> list[Check]:
+    context = multiprocessing.get_context("spawn")
+    parent, child = context.Pipe()
+    server = context.Process(target=serve_corpus, args=(THROUGHPUT_CORPUS, 5, child), daemon=True)
+    server.start()
+    try:
+        endpoint = parent.recv()
+        rounds = [_timed(endpoint, _fresh(work / f"pass-{n}")) for n in range(THROUGHPUT_ROUNDS)]
+    finally:
+        parent.send("stop")
+        server.join(timeout=10)
+    models = rounds[0][0].models
+    best_cpu = min(cpu for _, _, cpu in rounds)
+    best_wall = min(wall for _, wall, _ in rounds)
+    print(f"(b) indexing throughput, {models} models per pass, best of {THROUGHPUT_ROUNDS} passes")
+    for number, (result, wall, cpu) in enumerate(rounds, start=1):
+        print(
+            f"  pass {number}: {wall:6.2f} s wall ({result.models / wall:7.0f} models/s), "
+            f"{cpu:6.2f} s indexer CPU ({result.models / cpu:7.0f} models/s)"
+        )
+    print(f"  load average while measuring: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
+    print(f"  wall-clock: {models / best_wall:.0f} models/s (informational: includes the fake Hub's time)")
+    return [
+        Check(
+            "indexer models per CPU second",
+            models / best_cpu,
+            MODELS_PER_SECOND_TARGET,
+            higher_is_better=True,
+        )
+    ]
+
+
+def main() -> int:
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="bench-indexing-") as scratch:
+        work = Path(scratch)
+        checks = request_economy(work)
+        print()
+        checks += throughput(work)
+    print()
+    print("targets")
+    for check in checks:
+        print(check.line())
+    print(f"total {time.perf_counter() - started:.1f} s")
+    return 0 if all(check.met for check in checks) else 1
+
+
+def _timed(endpoint: str, root: Path) -> tuple[PassResult, float, float]:
+    wall, cpu = time.perf_counter(), time.process_time()
+    result = index_once(endpoint, root)
+    return result, time.perf_counter() - wall, time.process_time() - cpu
+
+
+def _fresh(path: Path) -> Path:
+    path.mkdir(parents=True)
+    return path
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,525 @@
+"""A fake Hugging Face Hub: a real aiohttp server on 127.0.0.1, for the real huggingface_hub client.
+
+It serves the routes catalog indexing and the naive per-model approach use:
+
+    GET /api/models                               listing: author, search, pipeline_tag, filter (AND),
+                                                  gated, sort, direction, limit, expand, full; pages
+                                                  linked with `Link: <...>; rel="next"` carrying the
+                                                  filters and an opaque cursor
+    GET /api/models/{org}/{name}[/revision/{rev}] model_info (expand, blobs)
+    GET|HEAD /{org}/{name}/resolve/{rev}/{file}   config.json (and README.md) with X-Repo-Commit/ETag
+
+Tests drive it from their own thread: the server runs its own event loop in a background thread,
+and every control (corpus changes, required token, injected failures, latency, the request log)
+is guarded by one lock. Other processes can reach it too: it is a plain TCP server.
+
+    with FakeHub(make_corpus(300)) as hub:
+        client = HubClient(endpoint=hub.url, token=None)
+        hub.rate_limit_next(1, retry_after="7")
+        ...
+        assert hub.count("api") == 3
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import collections
+import dataclasses
+import hashlib
+import json
+import socket
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from types import TracebackType
+from typing import Any, Final
+
+import pytest
+from aiohttp import web
+from multidict import MultiMapping
+
+from fakes.hub_corpus import FakeModel, make_corpus
+
+__all__ = [
+    "FakeHub",
+    "FakeModel",
+    "RecordedRequest",
+    "bucket_of",
+    "fake_hub",
+    "fake_hub_corpus",
+    "make_corpus",
+]
+
+MAX_PAGE: Final = 1000
+DEFAULT_PAGE: Final = 1000
+# What the real Hub answers for a listing item without `expand`.
+DEFAULT_LISTING_FIELDS: Final = (
+    "likes",
+    "trendingScore",
+    "private",
+    "downloads",
+    "tags",
+    "pipeline_tag",
+    "library_name",
+    "createdAt",
+)
+EXPANDABLE: Final = frozenset(
+    {
+        "author",
+        "cardData",
+        "config",
+        "createdAt",
+        "disabled",
+        "downloads",
+        "downloadsAllTime",
+        "gated",
+        "gguf",
+        "lastModified",
+        "library_name",
+        "likes",
+        "pipeline_tag",
+        "private",
+        "safetensors",
+        "sha",
+        "siblings",
+        "spaces",
+        "tags",
+        "transformersInfo",
+        "trendingScore",
+        "usedStorage",
+        "widgetData",
+    }
+)
+SORT_FIELDS: Final = {
+    "downloads": "downloads",
+    "likes": "likes",
+    "lastModified": "last_modified",
+    "createdAt": "created_at",
+    "trendingScore": "trending_score",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class RecordedRequest:
+    method: str
+    path: str
+    query: tuple[tuple[str, str], ...]
+    headers: Mapping[str, str]  # lower-case names
+    bucket: str  # "api" (/api/...), "resolve" (/.../resolve/...) or "other"
+    status: int
+
+    def params(self, name: str) -> list[str]:
+        return [value for key, value in self.query if key == name]
+
+
+@dataclasses.dataclass
+class _Fault:
+    remaining: int
+    status: int
+    headers: Mapping[str, str]
+    bucket: str | None
+    body: bytes | None
+    skip: int = 0
+
+
+def bucket_of(path: str) -> str:
+    if path.startswith("/api/"):
+        return "api"
+    if "/resolve/" in path:
+        return "resolve"
+    return "other"
+
+
+class FakeHub:
+    def __init__(self, corpus: Iterable[FakeModel] = ()) -> None:
+        self._lock = threading.Lock()
+        self._models: dict[str, FakeModel] = {model.id: model for model in corpus}
+        # Sorted listings by question (filters and sort, not the page): paging through a large
+        # corpus would otherwise re-sort it for every page. Cleared whenever the corpus changes.
+        self._listings: dict[tuple[tuple[str, str], ...], list[FakeModel]] = {}
+        self._token: str | None = None
+        self._faults: list[_Fault] = []
+        self._latency = 0.0
+        self._log: list[RecordedRequest] = []
+        self._record_log = True
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stopping: asyncio.Event | None = None
+        self._socket: socket.socket | None = None
+
+    # ----- lifecycle -------------------------------------------------------------------------
+
+    @property
+    def port(self) -> int:
+        if self._socket is None:
+            raise RuntimeError("the fake Hub is not running")
+        return int(self._socket.getsockname()[1])
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> FakeHub:
+        self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._socket.bind(("127.0.0.1", 0))
+        self._socket.listen(256)
+        ready = threading.Event()
+        failure: list[BaseException] = []
+
+        def serve() -> None:
+            loop = asyncio.new_event_loop()
+            self._loop = loop
+            try:
+                loop.run_until_complete(self._serve(ready))
+            except BaseException as error:  # reported to start() below
+                failure.append(error)
+                ready.set()
+            finally:
+                loop.close()
+
+        self._thread = threading.Thread(target=serve, name="fake-hub", daemon=True)
+        self._thread.start()
+        ready.wait(timeout=10)
+        if failure:
+            raise RuntimeError("the fake Hub did not start") from failure[0]
+        return self
+
+    def stop(self) -> None:
+        if self._loop is not None and self._stopping is not None:
+            self._loop.call_soon_threadsafe(self._stopping.set)
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        self._thread, self._loop, self._stopping = None, None, None
+        if self._socket is not None:
+            self._socket.close()
+            self._socket = None
+
+    def __enter__(self) -> FakeHub:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    async def _serve(self, ready: threading.Event) -> None:
+        self._stopping = asyncio.Event()
+        app = web.Application(middlewares=[self._middleware])
+        app.router.add_get("/api/models", self._list_models)
+        app.router.add_get("/api/models/{org}/{name}", self._model_info)
+        app.router.add_get("/api/models/{org}/{name}/revision/{revision}", self._model_info)
+        app.router.add_route("GET", "/{org}/{name}/resolve/{revision}/{path:.+}", self._resolve)
+        app.router.add_route("HEAD", "/{org}/{name}/resolve/{revision}/{path:.+}", self._resolve)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        assert self._socket is not None
+        await web.SockSite(runner, self._socket).start()
+        ready.set()
+        try:
+            await self._stopping.wait()
+        finally:
+            await runner.cleanup()
+
+    # ----- controls (any thread) -------------------------------------------------------------
+
+    @property
+    def models(self) -> list[FakeModel]:
+        with self._lock:
+            return list(self._models.values())
+
+    def model(self, model_id: str) -> FakeModel:
+        with self._lock:
+            return self._models[model_id]
+
+    def add(self, *models: FakeModel) -> None:
+        with self._lock:
+            self._models.update((model.id, model) for model in models)
+            self._listings.clear()
+
+    def remove(self, *model_ids: str) -> None:
+        with self._lock:
+            for model_id in model_ids:
+                self._models.pop(model_id, None)
+            self._listings.clear()
+
+    def update(self, model_id: str, **changes: Any) -> None:
+        with self._lock:
+            self._models[model_id] = dataclasses.replace(self._models[model_id], **changes)
+            self._listings.clear()
+
+    def require_token(self, token: str | None) -> None:
+        """Every request must carry `Authorization: Bearer <token>` (401 without one, 403 if wrong)."""
+        with self._lock:
+            self._token = token
+
+    def fail_next(
+        self,
+        count: int,
+        *,
+        status: int,
+        headers: Mapping[str, str] | None = None,
+        bucket: str | None = None,
+        body: bytes | None = None,
+        after: int = 0,
+    ) -> None:
+        """Answer `count` requests (of `bucket`, or any) with `status`, `headers` and `body` (a JSON
+        error object when None), once `after` of them have been answered normally. A 200 with an
+        odd body imitates a misbehaving mirror."""
+        with self._lock:
+            self._faults.append(_Fault(count, status, dict(headers or {}), bucket, body, after))
+
+    def rate_limit_next(
+        self,
+        count: int,
+        *,
+        retry_after: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        bucket: str | None = None,
+        after: int = 0,
+    ) -> None:
+        sent = dict(headers or {})
+        if retry_after is not None:
+            sent["Retry-After"] = retry_after
+        self.fail_next(count, status=429, headers=sent, bucket=bucket, after=after)
+
+    def error_next(self, count: int, *, status: int = 503, bucket: str | None = None, after: int = 0) -> None:
+        self.fail_next(count, status=status, bucket=bucket, after=after)
+
+    def clear_faults(self) -> None:
+        with self._lock:
+            self._faults.clear()
+
+    def set_latency(self, seconds: float) -> None:
+        with self._lock:
+            self._latency = seconds
+
+    def requests(self, bucket: str | None = None) -> list[RecordedRequest]:
+        with self._lock:
+            return [entry for entry in self._log if bucket is None or entry.bucket == bucket]
+
+    def count(self, bucket: str | None = None) -> int:
+        return len(self.requests(bucket))
+
+    def counts(self) -> collections.Counter[str]:
+        with self._lock:
+            return collections.Counter(entry.bucket for entry in self._log)
+
+    def reset_log(self) -> None:
+        with self._lock:
+            self._log.clear()
+
+    def record_requests(self, enabled: bool) -> None:
+        """Keep (default) or stop keeping the request log; benchmarks switch it off."""
+        with self._lock:
+            self._record_log = enabled
+
+    # ----- server side -----------------------------------------------------------------------
+
+    @web.middleware
+    async def _middleware(
+        self, request: web.Request, handler: Callable[[web.Request], Any]
+    ) -> web.StreamResponse:
+        bucket = bucket_of(request.path)
+        with self._lock:
+            latency = self._latency
+            fault = self._take_fault(bucket)
+            token = self._token
+        if latency:
+            await asyncio.sleep(latency)
+        response: web.StreamResponse
+        if token is not None and request.headers.get("Authorization") != f"Bearer {token}":
+            missing = "Authorization" not in request.headers
+            response = _error(401 if missing else 403, "Invalid credentials in Authorization header")
+        elif fault is not None and fault.body is not None:
+            response = web.Response(body=fault.body, status=fault.status, headers=fault.headers)
+        elif fault is not None:
+            response = web.json_response({"error": "injected"}, status=fault.status, headers=fault.headers)
+        else:
+            response = await handler(request)
+        with self._lock:
+            if self._record_log:
+                self._log.append(
+                    RecordedRequest(
+                        method=request.method,
+                        path=request.path,
+                        query=tuple(request.query.items()),
+                        headers={key.lower(): value for key, value in request.headers.items()},
+                        bucket=bucket,
+                        status=response.status,
+                    )
+                )
+        return response
+
+    def _take_fault(self, bucket: str) -> _Fault | None:
+        for fault in self._faults:
+            if fault.remaining > 0 and fault.bucket in (None, bucket):
+                if fault.skip > 0:
+                    fault.skip -= 1
+                    return None
+                fault.remaining -= 1
+                return fault
+        return None
+
+    async def _list_models(self, request: web.Request) -> web.Response:
+        query = request.query
+        expand = query.getall("expand", [])
+        unknown = sorted(set(expand) - EXPANDABLE)
+        if unknown:
+            return _error(400, f"Invalid expand values: {', '.join(unknown)}")
+        sort = query.get("sort")
+        if sort is not None and sort not in SORT_FIELDS:
+            return _error(400, f"Invalid sort: {sort}")
+        try:
+            limit = min(MAX_PAGE, max(1, int(query.get("limit", DEFAULT_PAGE))))
+            offset = _decode_cursor(query["cursor"]) if "cursor" in query else 0
+        except ValueError as error:
+            return _error(400, str(error))
+        question = tuple(sorted((key, value) for key, value in query.items() if key not in _PAGING))
+        with self._lock:
+            selected = self._listings.get(question)
+            if selected is None:
+                selected = _select(self._models.values(), query)
+                self._listings[question] = selected
+        page = selected[offset : offset + limit]
+        full = query.get("full", "").lower() in ("true", "1")
+        items = [_listing_item(model, expand=expand, full=full) for model in page]
+        headers = {}
+        if offset + limit < len(selected):
+            next_query = [(key, value) for key, value in query.items() if key != "cursor"]
+            next_query.append(("cursor", _encode_cursor(offset + limit)))
+            headers["Link"] = f'<{request.url.with_query(next_query)}>; rel="next"'
+        return web.json_response(items, headers=headers, dumps=_dumps)
+
+    async def _model_info(self, request: web.Request) -> web.Response:
+        model_id = f"{request.match_info['org']}/{request.match_info['name']}"
+        with self._lock:
+            model = self._models.get(model_id)
+        if model is None:
+            return _error(404, "Repository not found", code="RepoNotFound")
+        revision = request.match_info.get("revision")
+        if revision not in (None, "main", model.sha):
+            return _error(404, f"Invalid rev id: {revision}", code="RevisionNotFound")
+        expand = request.query.getall("expand", [])
+        info = _listing_item(model, expand=expand, full=not expand)
+        if request.query.get("blobs", "").lower() == "true" and "siblings" in info:
+            info["siblings"] = [
+                {
+                    **sibling,
+                    "size": len(model.config_bytes() or b"") if sibling["rfilename"] == "config.json" else 1,
+                }
+                for sibling in info["siblings"]
+            ]
+        return web.json_response(info, dumps=_dumps)
+
+    async def _resolve(self, request: web.Request) -> web.Response:
+        model_id = f"{request.match_info['org']}/{request.match_info['name']}"
+        with self._lock:
+            model = self._models.get(model_id)
+            token = self._token
+        if model is None:
+            return _error(404, "Repository not found", code="RepoNotFound")
+        if request.match_info["revision"] not in ("main", model.sha):
+            return _error(404, "Revision not found", code="RevisionNotFound")
+        if model.gated and token is None and "Authorization" not in request.headers:
+            return _error(401, f"Access to model {model.id} is restricted.", code="GatedRepo")
+        path = request.match_info["path"]
+        body = model.config_bytes() if path == "config.json" else None
+        if path == "README.md" and path in model.files:
+            body = f"# {model.id}\n".encode()
+        if body is None:
+            return _error(404, "Entry not found", code="EntryNotFound")
+        headers = {
+            "X-Repo-Commit": model.sha,
+            "ETag": f'"{hashlib.sha256(body).hexdigest()}"',
+            "Content-Type": "application/json" if path.endswith(".json") else "text/plain",
+        }
+        if request.method == "HEAD":
+            headers["Content-Length"] = str(len(body))
+            return web.Response(status=200, headers=headers)
+        return web.Response(body=body, headers=headers)
+
+
+_PAGING: Final = frozenset({"cursor", "limit", "expand", "full"})
+
+
+def _select(models: Iterable[FakeModel], query: MultiMapping[str]) -> list[FakeModel]:
+    selected = [model for model in models if _matches(model, query)]
+    sort = query.get("sort")
+    if sort is not None:
+        descending = query.get("direction", "-1") == "-1"
+        field = SORT_FIELDS[sort]
+        # Ties broken by id so pages never overlap while the corpus is unchanged.
+        selected.sort(key=lambda model: model.id)
+        selected.sort(key=lambda model: getattr(model, field), reverse=descending)
+    return selected
+
+
+def _matches(model: FakeModel, query: MultiMapping[str]) -> bool:
+    author = query.get("author")
+    if author is not None and model.author != author:
+        return False
+    search = query.get("search")
+    if search is not None and search.lower() not in model.id.lower():
+        return False
+    pipeline_tag = query.get("pipeline_tag")
+    if pipeline_tag is not None and model.pipeline_tag != pipeline_tag:
+        return False
+    if any(tag not in model.tags for tag in query.getall("filter", [])):
+        return False
+    gated = query.get("gated")
+    return gated is None or bool(model.gated) == (gated.lower() == "true")
+
+
+def _listing_item(model: FakeModel, *, expand: Sequence[str], full: bool) -> dict[str, Any]:
+    properties = model.properties()
+    names: Iterable[str] = properties if full else expand or DEFAULT_LISTING_FIELDS
+    item: dict[str, Any] = {"_id": hashlib.sha256(model.id.encode()).hexdigest()[:24], "id": model.id}
+    for name in names:
+        value = properties[name]
+        if value is not None or name in ("pipeline_tag", "library_name"):
+            item[name] = value
+    if not expand:
+        item["modelId"] = model.id
+    return item
+
+
+def _encode_cursor(offset: int) -> str:
+    return base64.urlsafe_b64encode(json.dumps({"o": offset}).encode()).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str) -> int:
+    try:
+        offset = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))["o"]
+    except (binascii.Error, ValueError, KeyError, TypeError) as error:
+        raise ValueError(f"Invalid cursor: {cursor}") from error
+    if not isinstance(offset, int) or offset < 0:
+        raise ValueError(f"Invalid cursor: {cursor}")
+    return offset
+
+
+def _error(status: int, message: str, *, code: str | None = None) -> web.Response:
+    headers = {"X-Error-Message": message}
+    if code is not None:
+        headers["X-Error-Code"] = code
+    return web.json_response({"error": message}, status=status, headers=headers)
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"))
+
+
+@pytest.fixture
+def fake_hub_corpus() -> list[FakeModel]:
+    """The models `fake_hub` starts with; override this fixture for another corpus."""
+    return make_corpus(250)
+
+
+@pytest.fixture
+def fake_hub(fake_hub_corpus: list[FakeModel]) -> Iterator[FakeHub]:
+    """A running fake Hub over `fake_hub_corpus`, stopped after the test."""
+    with FakeHub(fake_hub_corpus) as hub:
+        yield hub

@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from pydantic import ValidationError
 
 from ai_models import __version__
+from ai_models.catalog.commands import add_index_parser
 from ai_models.logs import configure_logging
 from ai_models.settings import Settings
 
@@ -44,6 +45,9 @@ def build_parser() -> argparse.ArgumentParser:
         "controller", help="run the controller (reconciles on the Lease holder; probes on every replica)"
     )
     controller.set_defaults(handler=_controller)
+    catalog = commands.add_parser("catalog", help="index and search the catalog locally, without a cluster")
+    catalog_commands = catalog.add_subparsers(dest="catalog_command", metavar="COMMAND", required=True)
+    add_index_parser(catalog_commands)
     return parser
 
 

@@ -1,0 +1,97 @@
+"""`ai-models catalog index|search` as an admin runs them: the console script, a fake Hub, a directory."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from fakes.hub import FakeHub, FakeModel, fake_hub  # noqa: F401  (fixture)
+from fakes.hub_corpus import make_corpus
+from support.paths import DOCS_DIR
+
+ENTRY_POINT = Path(sys.executable).parent / "ai-models"
+
+
+@pytest.fixture
+def fake_hub_corpus() -> list[FakeModel]:
+    return make_corpus(120, seed=3)
+
+
+def ai_models(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(ENTRY_POINT), *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        timeout=120,
+        check=False,
+    )
+
+
+def write_source(tmp_path: Path, spec: dict[str, object]) -> Path:
+    path = tmp_path / "source.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "ai.deckhouse.io/v1alpha1",
+                "kind": "ModelCatalogSource",
+                "metadata": {"name": "local"},
+                "spec": spec,
+            }
+        )
+    )
+    return path
+
+
+def test_index_writes_a_served_generation_and_reports_it(fake_hub: FakeHub, tmp_path: Path) -> None:  # noqa: F811
+    source = write_source(tmp_path, {"provider": "HuggingFace", "huggingFace": {"endpoint": fake_hub.url}})
+    store = tmp_path / "store"
+    result = ai_models("catalog", "index", "--source", str(source), "--store", str(store))
+    assert result.returncode == 0, result.stderr
+    manifest = json.loads((store / "catalog" / "local" / "manifest.json").read_text())
+    expected = len([model for model in fake_hub.models if not model.gated])
+    assert manifest["models"] == expected
+    assert f"{expected} models of local indexed into {store}" in result.stdout
+
+
+def test_index_of_the_documented_source_uses_the_endpoint_given(fake_hub: FakeHub, tmp_path: Path) -> None:  # noqa: F811
+    documented = DOCS_DIR / "examples" / "modelcatalogsource-hf.yaml"
+    store = tmp_path / "store"
+    result = ai_models(
+        "catalog", "index", "--source", str(documented), "--store", str(store), "--endpoint", fake_hub.url
+    )
+    assert result.returncode == 0, result.stderr
+    assert (store / "catalog" / "huggingface" / "manifest.json").exists()
+    assert all(request.params("filter") for request in fake_hub.requests("api"))
+
+
+def test_index_reports_provider_failures_with_their_reason(fake_hub: FakeHub, tmp_path: Path) -> None:  # noqa: F811
+    fake_hub.require_token("secret")
+    source = write_source(tmp_path, {"provider": "HuggingFace", "huggingFace": {"endpoint": fake_hub.url}})
+    result = ai_models("catalog", "index", "--source", str(source), "--store", str(tmp_path / "store"))
+    assert result.returncode == 1
+    assert "ProviderUnauthorized" in result.stderr
+    with_token = ai_models(
+        "catalog",
+        "index",
+        "--source",
+        str(source),
+        "--store",
+        str(tmp_path / "store"),
+        env={"HF_TOKEN": "secret"},
+    )
+    assert with_token.returncode == 0, with_token.stderr
+
+
+def test_index_refuses_a_file_without_a_source(tmp_path: Path) -> None:
+    path = tmp_path / "model.yaml"
+    path.write_text("apiVersion: ai.deckhouse.io/v1alpha1\nkind: Model\nmetadata: {name: m}\n")
+    result = ai_models("catalog", "index", "--source", str(path), "--store", str(tmp_path / "store"))
+    assert result.returncode == 1
+    assert "must hold exactly one ModelCatalogSource, found 0" in result.stderr

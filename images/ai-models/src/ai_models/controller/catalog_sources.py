@@ -47,7 +47,21 @@ def utcnow() -> datetime.datetime:
 
 
 class TokenSecretMissing(Exception):
-    reason = "TokenSecretNotFound"
+    """The Secret named in spec.huggingFace.tokenSecretRef is missing or has no `token` key."""
+
+
+class InvalidSourceSpec(Exception):
+    """A spec the schema let through but the indexer cannot use."""
+
+
+def _failure_reason(error: Exception) -> str:
+    if isinstance(error, ProviderError):
+        return str(error.reason)
+    if isinstance(error, TokenSecretMissing):
+        return "TokenSecretNotFound"
+    if isinstance(error, InvalidSourceSpec):
+        return "InvalidSpec"
+    return "ObjectStoreUnavailable"
 
 
 @dataclasses.dataclass
@@ -149,7 +163,7 @@ class SourceLoop:
         log.info("indexing pass starts", extra={"source": self.name, "trigger": str(decision.trigger)})
         try:
             result = await self._run_pass(body, stopped, writer=writer, resume=resume, generation=generation)
-        except (ProviderError, ObjectStoreError, TokenSecretMissing) as error:
+        except (ProviderError, ObjectStoreError, TokenSecretMissing, InvalidSourceSpec) as error:
             await self._failed(body, writer, error=error, served=served)
             return
         finally:
@@ -267,7 +281,7 @@ class SourceLoop:
                 cap=datetime.timedelta(seconds=settings.catalog_retry_cap_seconds),
             )
         self.retry_not_before = now + delay
-        reason = str(getattr(error, "reason", "ObjectStoreUnavailable"))
+        reason = _failure_reason(error)
         message = f"{error}; retrying at {timestamp(self.retry_not_before)}"
         conditions = {INDEXING: (False, reason, message)}
         if served:

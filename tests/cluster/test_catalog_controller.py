@@ -180,3 +180,15 @@ def test_leader_that_loses_its_lease_exits_cleanly(stack: CatalogStack) -> None:
     controller.wait_until(lambda: not controller.running(), timeout=20, what="exit after losing the lease")
     assert controller.terminate() == 0
     assert "lost the lease" in controller.log()
+
+
+def test_a_cursor_the_provider_rejects_is_dropped_and_the_pass_starts_over(stack: CatalogStack) -> None:
+    stack.controller()
+    stack.hub.fail_next(1, status=400, bucket="api", after=1)
+    stack.create_source("stale", opted_in=True)
+    eventually(
+        lambda: stack.condition("stale", "Indexing").get("reason") == "ProviderRequestRejected",
+        what="the rejected cursor",
+    )
+    eventually(lambda: served(stack, "stale"), what="a fresh pass")
+    assert sorted(stack.served_ids("stale")) == listed(stack.hub)

@@ -22,7 +22,12 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 from ai_models.adapters.hub import HubClient
-from ai_models.adapters.hub.errors import ProviderError, ProviderRateLimited
+from ai_models.adapters.hub.errors import (
+    ProviderError,
+    ProviderInvalidResponse,
+    ProviderRateLimited,
+    ProviderRequestRejected,
+)
 from ai_models.adapters.objectstore import ObjectStore, ObjectStoreError
 from ai_models.catalog.indexing import Checkpoint, PassResult, run_pass
 from ai_models.catalog.layout import source_prefix
@@ -284,6 +289,10 @@ class SourceLoop:
         reason = _failure_reason(error)
         message = f"{error}; retrying at {timestamp(self.retry_not_before)}"
         conditions = {INDEXING: (False, reason, message)}
+        fields: dict[str, Any] = {}
+        if isinstance(error, (ProviderRequestRejected, ProviderInvalidResponse)):
+            # The provider refuses the checkpointed cursor itself; resuming would fail forever.
+            fields["resume"] = None
         if served:
             conditions[READY] = (
                 True,
@@ -292,7 +301,7 @@ class SourceLoop:
             )
         else:
             conditions[READY] = (False, reason, message)
-        await asyncio.to_thread(writer.update, now=now, conditions=conditions)
+        await asyncio.to_thread(writer.update, now=now, fields=fields, conditions=conditions)
         kopf.event(body, type="Warning", reason="IndexingFailed", message=message)
         metrics = self.runtime.metrics
         metrics.catalog_sync_failures.labels(self.name, reason).inc()

@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install lint test render dev clean
+.PHONY: install lint test render dev bench clean
 
 install: $(STAMP)
 
@@ -25,6 +25,12 @@ test: lint
 
 render: install
 	PYTHONPATH=tests $(BIN)/python -m support.render_cli --out out
+
+# Benchmarks print figures and ratios measured in one run; each exits non-zero on a missed target.
+bench: install
+	@status=0; for module in $$(cd tests && ls bench/bench_*.py | sed 's|/|.|; s|\.py$$||'); do \
+		echo "== $$module"; PYTHONPATH=tests $(BIN)/python -m $$module || status=1; \
+	done; exit $$status
 
 dev: install
 	PYTHONPATH=tests $(BIN)/python -m kubeemu.devstack

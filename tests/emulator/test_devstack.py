@@ -24,6 +24,8 @@ def devstack(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], Path]]:
     env = {
         **os.environ,
         "AI_MODELS_DEV_PORT": "0",
+        "AI_MODELS_DEV_CONTROLLER_HEALTH_PORT": "0",
+        "AI_MODELS_DEV_CONTROLLER_METRICS_PORT": "0",
         "AI_MODELS_DEV_DIR": str(out),
         "PYTHONPATH": str(REPO / "tests"),
     }
@@ -130,6 +132,26 @@ def test_dev_stack_serves_the_module_api_to_its_three_identities(
     forbidden = run_kubectl(out, "get", "clustermodels", context="namespace-user")
     assert 'User "dev-namespace-user" cannot list resource "clustermodels"' in forbidden.stderr
 
+    # The controller runs as its ServiceAccount: it reports on a source that has not opted in.
+    source = (REPO / "docs" / "examples" / "modelcatalogsource-hf.yaml").read_text()
+    quiet = yaml.safe_load(source)
+    del quiet["metadata"]["annotations"]
+    assert run_kubectl(out, "apply", "-f", "-", stdin=yaml.safe_dump(quiet)).returncode == 0
+    deadline = time.monotonic() + 30
+    reason = ""
+    while reason != "WaitingForOptIn" and time.monotonic() < deadline:
+        time.sleep(0.2)
+        reason = run_kubectl(
+            out,
+            "get",
+            "modelcatalogsource",
+            "huggingface",
+            "-o",
+            "jsonpath={.status.conditions[?(@.type=='Ready')].reason}",
+        ).stdout
+    assert reason == "WaitingForOptIn", (out / "logs" / "controller.log").read_text()[-3000:]
+
     process.send_signal(signal.SIGTERM)
-    assert process.wait(timeout=15) == 0
+    assert process.wait(timeout=30) == 0
     assert (out / "kubeconfig").exists()
+    assert "stopped with exit code 0" in process.communicate(timeout=10)[1]

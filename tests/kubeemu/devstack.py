@@ -13,8 +13,8 @@ CA file and `AI_MODELS_TOKEN_*`) and `<out>/ca.crt`, prints example commands, an
 Ctrl-C/SIGTERM (exit 0; the files stay). `<out>` is `AI_MODELS_DEV_DIR` or `--out-dir` (default
 `.dev` in the repository); the port is `AI_MODELS_DEV_PORT` or `--port` (default 18443, 0 = any).
 
-Run as `PYTHONPATH=tests .venv/bin/python -m kubeemu.devstack`. Later issues add the controller and
-API processes to `build_stack`/`run_stack`.
+Also runs the module's controller as its ServiceAccount with a directory store in `<out>/store`
+(logs in `<out>/logs/`). Run as `PYTHONPATH=tests .venv/bin/python -m kubeemu.devstack`.
 """
 
 from __future__ import annotations
@@ -38,6 +38,8 @@ from kubeemu.cluster import Cluster
 from kubeemu.crds import load_crd_manifests
 from kubeemu.kubeconfig import kubeconfig_document, write_kubeconfig
 from kubeemu.server import serve_forever, tls_context
+from support.devcomponents import DevPorts, start_components
+from support.module_install import install_rbac
 from support.render import render_chart
 from support.values import module_values
 
@@ -64,6 +66,7 @@ class DevStack:
     cluster: Cluster
     out_dir: Path
     identities: list[DevIdentity] = field(default_factory=list)
+    service_accounts: dict[str, Identity] = field(default_factory=dict)
 
 
 def module_rbac_objects() -> list[dict[str, Any]]:
@@ -100,9 +103,11 @@ def build_stack(*, out_dir: Path, crd_dir: Path = REPO_ROOT / "crds") -> DevStac
     cluster.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": MODULE_NAMESPACE}})
     for obj in module_rbac_objects():
         cluster.apply(obj)
+    # The components' own RBAC, exactly as the chart renders it: they run as their ServiceAccounts.
+    service_accounts = install_rbac(cluster, render_chart(module_values()))
     for entry in dev:
         grant_access_level(cluster, entry.identity, entry.level, namespace=entry.namespace)
-    return DevStack(cluster=cluster, out_dir=out_dir, identities=dev)
+    return DevStack(cluster=cluster, out_dir=out_dir, identities=dev, service_accounts=service_accounts)
 
 
 def write_client_files(stack: DevStack, *, url: str, ca_pem: str) -> None:
@@ -154,11 +159,16 @@ EOF
   kubectl auth can-i list models -n default --context namespace-user    # yes
   kubectl auth can-i list models -n kube-system --context namespace-user  # no
   kubectl get clustermodels --context namespace-user                     # Forbidden: cluster-scoped
+
+The controller runs against it (log: {out}/logs/controller.log; store: {out}/store). A catalog source
+indexes from HF_ENDPOINT (default https://huggingface.co) once it carries the opt-in annotation:
+  kubectl apply -f docs/examples/modelcatalogsource-hf.yaml
+  kubectl get modelcatalogsources -w
 Stop with Ctrl-C.
 """
 
 
-async def run_stack(stack: DevStack, *, host: str, port: int, stop: asyncio.Event) -> None:
+async def run_stack(stack: DevStack, *, host: str, port: int, ports: DevPorts, stop: asyncio.Event) -> None:
     context, ca_file = tls_context(stack.out_dir / "tls")
     loop = asyncio.get_running_loop()
     ready: asyncio.Future[str] = loop.create_future()
@@ -171,8 +181,20 @@ async def run_stack(stack: DevStack, *, host: str, port: int, stop: asyncio.Even
         await server  # it failed before binding (e.g. the port is taken): raise its error
     url = ready.result()
     write_client_files(stack, url=url, ca_pem=ca_file.read_text())
+    processes = start_components(
+        out_dir=stack.out_dir,
+        url=url,
+        ca_pem=ca_file.read_text(),
+        service_accounts=stack.service_accounts,
+        ports=ports,
+    )
     print(banner(stack, url), flush=True)
-    await server
+    try:
+        await server
+    finally:
+        for process in processes:
+            code = await asyncio.to_thread(process.terminate)
+            log.info("%s stopped with exit code %s", process.name, code)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -186,6 +208,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--out-dir", type=Path, default=Path(os.environ.get("AI_MODELS_DEV_DIR", str(REPO_ROOT / ".dev")))
     )
     parser.add_argument("--debug", action="store_true", help="log one line per API request")
+    parser.add_argument(
+        "--controller-health-port",
+        type=int,
+        default=int(os.environ.get("AI_MODELS_DEV_CONTROLLER_HEALTH_PORT", "18081")),
+        help="controller /healthz and /readyz (0 = any free port)",
+    )
+    parser.add_argument(
+        "--controller-metrics-port",
+        type=int,
+        default=int(os.environ.get("AI_MODELS_DEV_CONTROLLER_METRICS_PORT", "18082")),
+        help="controller /metrics on 127.0.0.1 (0 = any free port)",
+    )
     return parser.parse_args(argv)
 
 
@@ -195,7 +229,10 @@ async def _main(args: argparse.Namespace) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     stack = build_stack(out_dir=args.out_dir)
-    await run_stack(stack, host="127.0.0.1", port=args.port, stop=stop)
+    ports = DevPorts(
+        controller_health=args.controller_health_port, controller_metrics=args.controller_metrics_port
+    )
+    await run_stack(stack, host="127.0.0.1", port=args.port, ports=ports, stop=stop)
     log.info("dev stack stopped")
 
 

@@ -1,7 +1,8 @@
 """Install the module's rendered RBAC into the API emulator, as Helm would in a cluster.
 
-Components then authenticate as their own ServiceAccounts, so every cluster test also proves the
-chart's least-privilege RBAC is enough (and the emulator's RBAC refuses anything beyond it).
+Components then authenticate as their own ServiceAccounts, so every cluster test (and the local
+stack) also proves the chart's least-privilege RBAC is enough: the emulator refuses anything
+beyond it.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import dataclasses
 from pathlib import Path
 
 from kubeemu.authn import Identity
+from kubeemu.cluster import Cluster
 from kubeemu.pytest_fixtures import RunningEmulator
 from support.render import RenderedChart, render_chart
 from support.values import module_values
@@ -17,6 +19,24 @@ from support.values import module_values
 # Applied in this order so bindings find their namespace and roles.
 INSTALLED_KINDS = ("Namespace", "ServiceAccount", "ClusterRole", "Role", "ClusterRoleBinding", "RoleBinding")
 MODULE_NAMESPACE = "d8-ai-models"
+
+
+def install_rbac(cluster: Cluster, chart: RenderedChart) -> dict[str, Identity]:
+    """Apply the chart's namespaces and RBAC; return a token identity per rendered ServiceAccount."""
+    for kind in INSTALLED_KINDS:
+        for obj in chart.of_kind(kind):
+            namespace = obj["metadata"].get("namespace")
+            if namespace and namespace != MODULE_NAMESPACE:
+                # Objects the module puts into other namespaces (d8-monitoring) need those to exist.
+                cluster.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+            cluster.apply(obj)
+    accounts: dict[str, Identity] = {}
+    for account in chart.of_kind("ServiceAccount"):
+        meta = account["metadata"]
+        identity = Identity.service_account(meta["namespace"], meta["name"])
+        cluster.authn.add(identity)
+        accounts[meta["name"]] = identity
+    return accounts
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,19 +51,7 @@ class InstalledModule:
 
 def install_module(emulator: RunningEmulator, *, rendered: RenderedChart | None = None) -> InstalledModule:
     chart = rendered if rendered is not None else render_chart(module_values())
-    for kind in INSTALLED_KINDS:
-        for obj in chart.of_kind(kind):
-            namespace = obj["metadata"].get("namespace")
-            if namespace and namespace != MODULE_NAMESPACE:
-                # Objects the module puts into other namespaces (d8-monitoring) need those to exist.
-                emulator.cluster.apply(
-                    {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
-                )
-            emulator.cluster.apply(obj)
-    accounts = {
-        account["metadata"]["name"]: emulator.add_identity(
-            Identity.service_account(account["metadata"]["namespace"], account["metadata"]["name"])
-        )
-        for account in chart.of_kind("ServiceAccount")
-    }
+    accounts = install_rbac(emulator.cluster, chart)
+    for identity in accounts.values():
+        emulator.add_identity(identity)
     return InstalledModule(emulator=emulator, service_accounts=accounts)

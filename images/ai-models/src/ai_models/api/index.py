@@ -1,14 +1,17 @@
 """The replica's local catalog index: SQLite (stdlib) in WAL mode with FTS5 for text search.
 
-One row per (source, id) holds the filter columns, the sort keys and the stored record as JSON,
-which is served as is (plus the verdict), so a page costs no per-entry model building. A source is
-replaced in one write transaction (delete its rows, insert the new generation, record the
-generation): in WAL mode readers keep their snapshot until the commit, so they see either the old
-generation or the new one, never a mix, and never wait for the writer.
+One narrow row per (source, id) in `entries` holds the filter columns and sort keys; the stored
+record's JSON sits apart in `documents` under the same rowid and is read only for the entries of
+the page, then served as is (plus the verdict), so a page costs no per-entry model building and a
+scan touches a few MB, not the documents. A source is replaced in one write transaction (delete its
+rows, insert the new generation, record the generation): in WAL mode readers keep their snapshot
+until the commit, so they see either the old generation or the new one, never a mix, and never wait
+for the writer.
 
 Sort keys are stored negated (absent = 1, after every present value) so every sort is ascending
 on (key, source, id): keyset pagination is then a single row-value comparison that an index on
-exactly those columns answers without sorting.
+exactly those columns answers without sorting. Range filters are written on the same keys, so the
+index of a sorted fact also serves a range on it.
 
 The file lives in a private temporary directory: it is a cache rebuilt from the object store at
 every start. One writer connection (the builder thread) and a small pool of reader connections
@@ -53,6 +56,11 @@ _PROVIDERS: Final = frozenset(provider.value for provider in CatalogProvider)
 # FTS5's unicode61 tokenizer keeps letters and digits and splits on everything else (`_` too).
 _WORD = re.compile(r"[^\W_]+")
 
+# One per sort, in page order; `weights_bytes` rides along so the verdict filter needs no row fetch.
+_SORT_INDEXES = "".join(
+    f"CREATE INDEX entries_{column} ON entries ({column}, source, id, weights_bytes);"
+    for column in SORT_COLUMNS.values()
+)
 _SCHEMA = f"""
 CREATE TABLE entries (
     source TEXT NOT NULL,
@@ -60,16 +68,15 @@ CREATE TABLE entries (
     author TEXT COLLATE NOCASE,
     pipeline_tag TEXT COLLATE NOCASE,
     library TEXT COLLATE NOCASE,
-    parameter_count INTEGER,
     weights_bytes INTEGER,
     {", ".join(f"{column} INTEGER NOT NULL" for column in SORT_COLUMNS.values())},
-    document TEXT NOT NULL,
     UNIQUE (source, id)
 );
-{"".join(f"CREATE INDEX entries_{c} ON entries ({c}, source, id);" for c in SORT_COLUMNS.values())}
+{_SORT_INDEXES}
 CREATE INDEX entries_author ON entries (author);
 CREATE INDEX entries_pipeline_tag ON entries (pipeline_tag);
 CREATE INDEX entries_library ON entries (library);
+CREATE TABLE documents (rowid INTEGER PRIMARY KEY, document TEXT NOT NULL);
 CREATE VIRTUAL TABLE entries_text USING fts5(
     id, author, tags, pipeline_tag, library, architecture, family,
     tokenize = 'unicode61', prefix = '2 3'
@@ -83,26 +90,35 @@ CREATE TABLE sources (
 );
 """
 
+# Where an id repeats, the later record wins and keeps the row (and so its rowid).
 _UPSERT = f"""
-INSERT INTO entries (source, id, author, pipeline_tag, library, parameter_count, weights_bytes,
-                     {", ".join(SORT_COLUMNS.values())}, document)
-VALUES ({", ".join("?" * (8 + len(SORT_COLUMNS)))})
+INSERT INTO entries (source, id, author, pipeline_tag, library, weights_bytes,
+                     {", ".join(SORT_COLUMNS.values())})
+VALUES ({", ".join("?" * (6 + len(SORT_COLUMNS)))})
 ON CONFLICT (source, id) DO UPDATE SET
     author = excluded.author, pipeline_tag = excluded.pipeline_tag, library = excluded.library,
-    parameter_count = excluded.parameter_count, weights_bytes = excluded.weights_bytes,
-    {", ".join(f"{c} = excluded.{c}" for c in SORT_COLUMNS.values())}, document = excluded.document
+    weights_bytes = excluded.weights_bytes,
+    {", ".join(f"{c} = excluded.{c}" for c in SORT_COLUMNS.values())}
+RETURNING rowid
 """
 
 # The text columns come from the stored documents in one statement once the rows are in, which
 # is much faster than one FTS insert per record from Python.
 _FILL_TEXT = """
 INSERT INTO entries_text (rowid, id, author, tags, pipeline_tag, library, architecture, family)
-SELECT rowid, id, author,
-       (SELECT group_concat(value, ' ') FROM json_each(document, '$.metadata.tags')),
-       pipeline_tag, library,
-       json_extract(document, '$.resources.architecture'), json_extract(document, '$.resources.family')
-FROM entries WHERE source = ?
+SELECT e.rowid, e.id, e.author,
+       (SELECT group_concat(value, ' ') FROM json_each(d.document, '$.metadata.tags')),
+       e.pipeline_tag, e.library,
+       json_extract(d.document, '$.resources.architecture'), json_extract(d.document, '$.resources.family')
+FROM entries AS e JOIN documents AS d ON d.rowid = e.rowid
+WHERE e.source = ?
 """
+
+_DELETE_SOURCE = (
+    "DELETE FROM entries_text WHERE rowid IN (SELECT rowid FROM entries WHERE source = ?)",
+    "DELETE FROM documents WHERE rowid IN (SELECT rowid FROM entries WHERE source = ?)",
+    "DELETE FROM entries WHERE source = ?",
+)
 
 
 class IndexingStopped(Exception):
@@ -173,7 +189,6 @@ def _row(record: CatalogRecord) -> tuple[object, ...]:
         meta.author,
         meta.pipeline_tag,
         meta.library_name,
-        facts.parameter_count,
         facts.weights_bytes,
         _sort_key(meta.downloads),
         _sort_key(meta.likes),
@@ -181,7 +196,6 @@ def _row(record: CatalogRecord) -> tuple[object, ...]:
         _timestamp_key(meta.created_at),
         _sort_key(facts.parameter_count),
         _sort_key(facts.weights_bytes),
-        record.to_json(),
     )
 
 
@@ -244,7 +258,7 @@ class CatalogIndex:
         skipped = 0
         provider: CatalogProvider | None = None
 
-        def rows() -> Iterator[tuple[object, ...]]:
+        def insert(writer: sqlite3.Connection) -> None:
             nonlocal skipped, provider
             for record in records:
                 if should_stop():
@@ -258,18 +272,16 @@ class CatalogIndex:
                     )  # fmt: skip
                     continue
                 provider = provider or CatalogProvider(record.provider)
-                yield _row(record)
+                (rowid,) = writer.execute(_UPSERT, _row(record)).fetchone()
+                writer.execute("INSERT OR REPLACE INTO documents VALUES (?, ?)", (rowid, record.to_json()))
 
         with self._writer_lock:
             writer = self._writer
             writer.execute("BEGIN IMMEDIATE")
             try:
-                writer.execute(
-                    "DELETE FROM entries_text WHERE rowid IN (SELECT rowid FROM entries WHERE source = ?)",
-                    (source,),
-                )
-                writer.execute("DELETE FROM entries WHERE source = ?", (source,))
-                writer.executemany(_UPSERT, rows())
+                for statement in _DELETE_SOURCE:
+                    writer.execute(statement, (source,))
+                insert(writer)
                 writer.execute(_FILL_TEXT, (source,))
                 (models,) = writer.execute(
                     "SELECT count(*) FROM entries WHERE source = ?", (source,)
@@ -299,11 +311,8 @@ class CatalogIndex:
             writer = self._writer
             writer.execute("BEGIN IMMEDIATE")
             try:
-                writer.execute(
-                    "DELETE FROM entries_text WHERE rowid IN (SELECT rowid FROM entries WHERE source = ?)",
-                    (source,),
-                )
-                writer.execute("DELETE FROM entries WHERE source = ?", (source,))
+                for statement in _DELETE_SOURCE:
+                    writer.execute(statement, (source,))
                 writer.execute("DELETE FROM sources WHERE name = ?", (source,))
                 writer.execute("COMMIT")
             except BaseException:
@@ -344,7 +353,9 @@ class CatalogIndex:
         """(weights bytes, stored JSON) of one entry, or None."""
         with self._reader() as reader:
             found = reader.execute(
-                "SELECT weights_bytes, document FROM entries WHERE source = ? AND id = ?", (source, model_id)
+                "SELECT e.weights_bytes, d.document FROM entries AS e "
+                "JOIN documents AS d ON d.rowid = e.rowid WHERE e.source = ? AND e.id = ?",
+                (source, model_id),
             ).fetchone()
         return (found[0], found[1]) if found is not None else None
 
@@ -362,6 +373,9 @@ class CatalogIndex:
         `verdict_of` is registered as the SQLite function behind the verdict filter: the filter runs
         the very function the served verdicts come from.
         """
+        low, high = filters.min_parameters, filters.max_parameters
+        if low is not None and high is not None and low > high:
+            return []  # an empty range: no need to scan for nothing
         key = SORT_COLUMNS[sort]
         clauses: list[str] = []
         params: list[object] = []
@@ -377,14 +391,26 @@ class CatalogIndex:
             if value is not None:
                 clauses.append(f"e.{column} = ?")
                 params.append(value)
-        for condition, bound in (
-            ("e.parameter_count >= ?", filters.min_parameters),
-            ("e.parameter_count <= ?", filters.max_parameters),
-            ("e.weights_bytes <= ?", filters.max_weights_bytes),
-        ):
-            if bound is not None:
-                clauses.append(condition)
-                params.append(bound)
+
+        # On the negated keys: `k <= -min` holds only for present values >= min, and `-max <= k <= 0`
+        # only for present values <= max (absent is 1). A range on the sorted fact walks that
+        # fact's index; on another fact the unary `+` keeps the planner off its index, because a
+        # range rarely excludes most entries and fetching them all to sort them costs more than
+        # walking the sort order and skipping the few that fail.
+        def key_of(sorted_by: SearchSort) -> str:
+            column = SORT_COLUMNS[sorted_by]
+            return f"e.{column}" if column == key else f"+e.{column}"
+
+        parameters, weights = key_of(SearchSort.PARAMETER_COUNT), key_of(SearchSort.WEIGHTS_BYTES)
+        if filters.min_parameters is not None:
+            clauses.append(f"{parameters} <= ?")
+            params.append(-filters.min_parameters)
+        if filters.max_parameters is not None:
+            clauses.append(f"{parameters} BETWEEN ? AND 0")
+            params.append(-filters.max_parameters)
+        if filters.max_weights_bytes is not None:
+            clauses.append(f"{weights} BETWEEN ? AND 0")
+            params.append(-filters.max_weights_bytes)
         if after is not None:
             clauses.append(f"(e.{key}, e.source, e.id) > (?, ?, ?)")
             params.extend(after)
@@ -393,9 +419,13 @@ class CatalogIndex:
             clauses.append(f"{VERDICT_FUNCTION}(e.weights_bytes) = ?")
             params.append(filters.verdict)
         where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+        # One statement, so the page and its documents come from the same snapshot.
         sql = (
-            f"SELECT e.source, e.id, e.{key}, e.weights_bytes, e.document FROM entries AS e {where} "
+            f"SELECT hit.source, hit.id, hit.key, hit.weights_bytes, d.document FROM ("
+            f"SELECT e.rowid AS rowid, e.source AS source, e.id AS id, e.{key} AS key, "
+            f"e.weights_bytes AS weights_bytes FROM entries AS e {where} "
             f"ORDER BY e.{key}, e.source, e.id LIMIT ?"
+            ") AS hit JOIN documents AS d ON d.rowid = hit.rowid ORDER BY hit.key, hit.source, hit.id"
         )
         params.append(limit)
         with self._reader() as reader:

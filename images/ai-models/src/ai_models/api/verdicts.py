@@ -24,6 +24,9 @@ class VerdictBook:
         self.ledger = ledger
         self.capacity_bytes = capacity_bytes
         self._verdicts: dict[int | None, tuple[DownloadVerdict, str]] = {}
+        # The filter calls `verdict_name` once per scanned row: a plain dict of names keeps that
+        # call as cheap as a Python callback from SQLite can be.
+        self._names: dict[int | None, str] = {}
         self._lock = threading.Lock()
 
     def _memoised(self, weights_bytes: int | None) -> tuple[DownloadVerdict, str]:
@@ -38,7 +41,9 @@ class VerdictBook:
         with self._lock:
             if len(self._verdicts) >= MAX_MEMOISED_SIZES:
                 self._verdicts.clear()
+                self._names.clear()
             self._verdicts[weights_bytes] = found
+            self._names[weights_bytes] = verdict.verdict.value
         return found
 
     def verdict(self, weights_bytes: int | None) -> DownloadVerdict:
@@ -46,7 +51,8 @@ class VerdictBook:
 
     def verdict_name(self, weights_bytes: int | None) -> str:
         """The verdict as the contract spells it; the SQLite function behind the `verdict` filter."""
-        return self._memoised(weights_bytes)[0].verdict.value
+        name = self._names.get(weights_bytes)
+        return name if name is not None else self._memoised(weights_bytes)[0].verdict.value
 
     def verdict_json(self, weights_bytes: int | None) -> str:
         """The entry's `downloadVerdict` object as compact JSON."""

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fakes.hub import FakeHub, FakeModel, fake_hub  # noqa: F401  (fixture)
+from fakes.hub import FakeHub, FakeModel
 from fakes.hub_corpus import make_corpus
 from support.paths import DOCS_DIR
 
@@ -49,7 +49,7 @@ def write_source(tmp_path: Path, spec: dict[str, object]) -> Path:
     return path
 
 
-def test_index_writes_a_served_generation_and_reports_it(fake_hub: FakeHub, tmp_path: Path) -> None:  # noqa: F811
+def test_index_writes_a_served_generation_and_reports_it(fake_hub: FakeHub, tmp_path: Path) -> None:
     source = write_source(tmp_path, {"provider": "HuggingFace", "huggingFace": {"endpoint": fake_hub.url}})
     store = tmp_path / "store"
     result = ai_models("catalog", "index", "--source", str(source), "--store", str(store))
@@ -60,7 +60,7 @@ def test_index_writes_a_served_generation_and_reports_it(fake_hub: FakeHub, tmp_
     assert f"{expected} models of local indexed into {store}" in result.stdout
 
 
-def test_index_of_the_documented_source_uses_the_endpoint_given(fake_hub: FakeHub, tmp_path: Path) -> None:  # noqa: F811
+def test_index_of_the_documented_source_uses_the_endpoint_given(fake_hub: FakeHub, tmp_path: Path) -> None:
     documented = DOCS_DIR / "examples" / "modelcatalogsource-hf.yaml"
     store = tmp_path / "store"
     result = ai_models(
@@ -71,7 +71,7 @@ def test_index_of_the_documented_source_uses_the_endpoint_given(fake_hub: FakeHu
     assert all(request.params("filter") for request in fake_hub.requests("api"))
 
 
-def test_index_reports_provider_failures_with_their_reason(fake_hub: FakeHub, tmp_path: Path) -> None:  # noqa: F811
+def test_index_reports_provider_failures_with_their_reason(fake_hub: FakeHub, tmp_path: Path) -> None:
     fake_hub.require_token("secret")
     source = write_source(tmp_path, {"provider": "HuggingFace", "huggingFace": {"endpoint": fake_hub.url}})
     result = ai_models("catalog", "index", "--source", str(source), "--store", str(tmp_path / "store"))
@@ -95,3 +95,68 @@ def test_index_refuses_a_file_without_a_source(tmp_path: Path) -> None:
     result = ai_models("catalog", "index", "--source", str(path), "--store", str(tmp_path / "store"))
     assert result.returncode == 1
     assert "must hold exactly one ModelCatalogSource, found 0" in result.stderr
+
+
+def test_search_json_returns_entries_in_the_api_shape_with_verdicts(
+    fake_hub: FakeHub, tmp_path: Path
+) -> None:
+    source = write_source(tmp_path, {"provider": "HuggingFace", "huggingFace": {"endpoint": fake_hub.url}})
+    store = tmp_path / "store"
+    assert ai_models("catalog", "index", "--source", str(source), "--store", str(store)).returncode == 0
+    result = ai_models(
+        "catalog",
+        "search",
+        "--store",
+        str(store),
+        "--json",
+        "--pipeline-tag",
+        "text-generation",
+        "--page-size",
+        "500",
+        env={"AI_MODELS_CAPACITY_LIMIT_BYTES": "10Gi"},
+    )
+    assert result.returncode == 0, result.stderr
+    entries = json.loads(result.stdout)
+    expected = [m.id for m in fake_hub.models if not m.gated and m.pipeline_tag == "text-generation"]
+    assert sorted(entry["id"] for entry in entries) == sorted(expected)
+    downloads = [entry["metadata"]["downloads"] for entry in entries]
+    assert downloads == sorted(downloads, reverse=True)
+    for entry in entries:
+        assert set(entry) == {
+            "source",
+            "id",
+            "provider",
+            "metadata",
+            "resources",
+            "downloadVerdict",
+            "indexedAt",
+        }
+        # A budget is set but there is no ledger outside a cluster: usage unknown, never "fits".
+        verdict = entry["downloadVerdict"]
+        if "weightsBytes" in entry["resources"]:
+            assert (verdict["verdict"], verdict["reason"]) == ("NotFeasible", "StorageUsageUnknown")
+        else:
+            assert verdict["verdict"] == "EstimateUnavailable"
+
+
+def test_search_table_and_full_text(fake_hub: FakeHub, tmp_path: Path) -> None:
+    source = write_source(tmp_path, {"provider": "HuggingFace", "huggingFace": {"endpoint": fake_hub.url}})
+    store = tmp_path / "store"
+    assert ai_models("catalog", "index", "--source", str(source), "--store", str(store)).returncode == 0
+    some = next(model for model in fake_hub.models if not model.gated)
+    result = ai_models("catalog", "search", "--store", str(store), "--q", some.id.split("/")[1])
+    assert result.returncode == 0, result.stderr
+    assert some.id in result.stdout
+    assert "verdict" in result.stdout
+
+
+def test_search_without_an_index_says_what_to_run(tmp_path: Path) -> None:
+    result = ai_models("catalog", "search", "--store", str(tmp_path))
+    assert result.returncode == 1
+    assert "run `ai-models catalog index` first" in result.stderr
+
+
+def test_search_refuses_bad_filters_with_their_names(tmp_path: Path) -> None:
+    result = ai_models("catalog", "search", "--store", str(tmp_path), "--page-size", "0")
+    assert result.returncode == 1
+    assert "pageSize" in result.stderr

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Callable, Sequence
 
 from pydantic import ValidationError
 
 from ai_models import __version__
-from ai_models.catalog.commands import add_index_parser
+from ai_models.catalog_commands import add_index_parser, add_search_parser
 from ai_models.logs import configure_logging
 from ai_models.settings import Settings
 
@@ -32,6 +33,12 @@ def _controller(_args: argparse.Namespace, _settings: Settings) -> int:
     return run(ControllerSettings())
 
 
+def _api(args: argparse.Namespace, settings: Settings) -> int:
+    from ai_models.api.server import serve  # noqa: PLC0415  (FastAPI and uvicorn load only here)
+
+    return serve(settings, host=args.host, port=args.port)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ai-models",
@@ -45,9 +52,19 @@ def build_parser() -> argparse.ArgumentParser:
         "controller", help="run the controller (reconciles on the Lease holder; probes on every replica)"
     )
     controller.set_defaults(handler=_controller)
+    api = commands.add_parser("api", help="serve the catalog-import API")
+    api.add_argument("--host", default="0.0.0.0", help="address to listen on (default: all)")
+    api.add_argument(
+        "--port",
+        type=int,
+        default=int(os.environ.get("AI_MODELS_API_PORT", "8000")),
+        help="port to listen on (default: AI_MODELS_API_PORT or 8000)",
+    )
+    api.set_defaults(handler=_api)
     catalog = commands.add_parser("catalog", help="index and search the catalog locally, without a cluster")
     catalog_commands = catalog.add_subparsers(dest="catalog_command", metavar="COMMAND", required=True)
     add_index_parser(catalog_commands)
+    add_search_parser(catalog_commands)
     return parser
 
 

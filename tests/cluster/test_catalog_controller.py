@@ -13,7 +13,7 @@ from kubernetes import client as typed_client
 from kubernetes.client.exceptions import ApiException
 
 from cluster.catalog_stack import CatalogStack, eventually, stack_fixture
-from fakes.hub import FakeHub, FakeModel, fake_hub  # noqa: F401  (fixture)
+from fakes.hub import FakeHub, FakeModel
 from fakes.hub_corpus import make_corpus
 from kubeemu.pytest_fixtures import RunningEmulator
 from support.module_install import InstalledModule, install_module
@@ -38,7 +38,7 @@ def module(kube_emulator: RunningEmulator) -> InstalledModule:
 
 
 @pytest.fixture
-def stack(module: InstalledModule, fake_hub: FakeHub, tmp_path: Path) -> Iterator[CatalogStack]:  # noqa: F811
+def stack(module: InstalledModule, fake_hub: FakeHub, tmp_path: Path) -> Iterator[CatalogStack]:
     yield from stack_fixture(module, fake_hub, tmp_path)
 
 

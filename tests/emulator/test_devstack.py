@@ -2,27 +2,37 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
+from fakes.hub import FakeHub
 from kubeemu.pytest_fixtures import KUBECTL
+from support.processes import free_port
 
 REPO = Path(__file__).resolve().parents[2]
+API_PORT = free_port()
 
 
 @pytest.fixture
-def devstack(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], Path]]:
+def devstack(tmp_path: Path, fake_hub: FakeHub) -> Iterator[tuple[subprocess.Popen[str], Path]]:
     out = tmp_path / "dev"
     env = {
         **os.environ,
+        "HF_ENDPOINT": fake_hub.url,
+        "AI_MODELS_DEV_API_PORT": str(API_PORT),
+        "AI_MODELS_DEV_API_METRICS_PORT": "0",
         "AI_MODELS_DEV_PORT": "0",
         "AI_MODELS_DEV_CONTROLLER_HEALTH_PORT": "0",
         "AI_MODELS_DEV_CONTROLLER_METRICS_PORT": "0",
@@ -49,6 +59,26 @@ def devstack(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], Path]]:
         if process.poll() is None:
             process.kill()
         process.communicate(timeout=10)
+
+
+def search(token: str, *, deadline: float) -> dict[str, Any]:
+    """One search through the dev api, retried until the index has the first generation."""
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{API_PORT}/api/catalog-import/v1/models?pipelineTag=text-generation&pageSize=5",
+        headers={"Authorization": f"Bearer {token}"},
+    )
+    while True:
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                page: dict[str, Any] = json.loads(response.read())
+        except urllib.error.URLError as error:
+            if isinstance(error, urllib.error.HTTPError) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+            continue
+        if page["items"] or time.monotonic() > deadline:
+            return page
+        time.sleep(0.2)
 
 
 def run_kubectl(
@@ -132,14 +162,13 @@ def test_dev_stack_serves_the_module_api_to_its_three_identities(
     forbidden = run_kubectl(out, "get", "clustermodels", context="namespace-user")
     assert 'User "dev-namespace-user" cannot list resource "clustermodels"' in forbidden.stderr
 
-    # The controller runs as its ServiceAccount: it reports on a source that has not opted in.
-    source = (REPO / "docs" / "examples" / "modelcatalogsource-hf.yaml").read_text()
-    quiet = yaml.safe_load(source)
-    del quiet["metadata"]["annotations"]
-    assert run_kubectl(out, "apply", "-f", "-", stdin=yaml.safe_dump(quiet)).returncode == 0
-    deadline = time.monotonic() + 30
+    # The controller runs as its ServiceAccount: the documented source is indexed from HF_ENDPOINT
+    # (the fake Hub) and the api serves it to the cluster-wide user, not the namespace-limited one.
+    source = REPO / "docs" / "examples" / "modelcatalogsource-hf.yaml"
+    assert run_kubectl(out, "apply", "-f", str(source)).returncode == 0
+    deadline = time.monotonic() + 60
     reason = ""
-    while reason != "WaitingForOptIn" and time.monotonic() < deadline:
+    while reason != "CatalogServed" and time.monotonic() < deadline:
         time.sleep(0.2)
         reason = run_kubectl(
             out,
@@ -149,7 +178,11 @@ def test_dev_stack_serves_the_module_api_to_its_three_identities(
             "-o",
             "jsonpath={.status.conditions[?(@.type=='Ready')].reason}",
         ).stdout
-    assert reason == "WaitingForOptIn", (out / "logs" / "controller.log").read_text()[-3000:]
+    assert reason == "CatalogServed", (out / "logs" / "controller.log").read_text()[-3000:]
+    assert search(exported["AI_MODELS_TOKEN_USER"], deadline=time.monotonic() + 30)["items"]
+    with pytest.raises(urllib.error.HTTPError) as forbidden_search:
+        search(exported["AI_MODELS_TOKEN_NAMESPACE_USER"], deadline=time.monotonic())
+    assert forbidden_search.value.code == 403
 
     process.send_signal(signal.SIGTERM)
     assert process.wait(timeout=30) == 0

@@ -141,7 +141,7 @@ def write_client_files(stack: DevStack, *, url: str, ca_pem: str) -> None:
     partial.replace(out / "env")
 
 
-def banner(stack: DevStack, url: str) -> str:
+def banner(stack: DevStack, url: str, *, api_port: int) -> str:
     out = stack.out_dir
     return f"""
 ai-models dev stack is up: {url}
@@ -160,10 +160,12 @@ EOF
   kubectl auth can-i list models -n kube-system --context namespace-user  # no
   kubectl get clustermodels --context namespace-user                     # Forbidden: cluster-scoped
 
-The controller runs against it (log: {out}/logs/controller.log; store: {out}/store). A catalog source
+The controller and the api run against it (logs: {out}/logs/; store: {out}/store). A catalog source
 indexes from HF_ENDPOINT (default https://huggingface.co) once it carries the opt-in annotation:
   kubectl apply -f docs/examples/modelcatalogsource-hf.yaml
   kubectl get modelcatalogsources -w
+  curl -s -H "Authorization: Bearer $AI_MODELS_TOKEN_USER" \\
+    'http://127.0.0.1:{api_port}/api/catalog-import/v1/models?q=qwen&pageSize=5'
 Stop with Ctrl-C.
 """
 
@@ -188,7 +190,7 @@ async def run_stack(stack: DevStack, *, host: str, port: int, ports: DevPorts, s
         service_accounts=stack.service_accounts,
         ports=ports,
     )
-    print(banner(stack, url), flush=True)
+    print(banner(stack, url, api_port=ports.api), flush=True)
     try:
         await server
     finally:
@@ -220,6 +222,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=int(os.environ.get("AI_MODELS_DEV_CONTROLLER_METRICS_PORT", "18082")),
         help="controller /metrics on 127.0.0.1 (0 = any free port)",
     )
+    parser.add_argument(
+        "--api-port",
+        type=int,
+        default=int(os.environ.get("AI_MODELS_DEV_API_PORT", "18000")),
+        help="the catalog API on 127.0.0.1",
+    )
+    parser.add_argument(
+        "--api-metrics-port",
+        type=int,
+        default=int(os.environ.get("AI_MODELS_DEV_API_METRICS_PORT", "18083")),
+        help="api /metrics on 127.0.0.1 (0 = any free port)",
+    )
     return parser.parse_args(argv)
 
 
@@ -230,7 +244,10 @@ async def _main(args: argparse.Namespace) -> None:
         loop.add_signal_handler(sig, stop.set)
     stack = build_stack(out_dir=args.out_dir)
     ports = DevPorts(
-        controller_health=args.controller_health_port, controller_metrics=args.controller_metrics_port
+        controller_health=args.controller_health_port,
+        controller_metrics=args.controller_metrics_port,
+        api=args.api_port,
+        api_metrics=args.api_metrics_port,
     )
     await run_stack(stack, host="127.0.0.1", port=args.port, ports=ports, stop=stop)
     log.info("dev stack stopped")

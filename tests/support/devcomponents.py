@@ -18,12 +18,14 @@ DEFAULT_HF_ENDPOINT = "https://huggingface.co"
 class DevPorts:
     controller_health: int
     controller_metrics: int
+    api: int
+    api_metrics: int
 
 
 def start_components(
     *, out_dir: Path, url: str, ca_pem: str, service_accounts: dict[str, Identity], ports: DevPorts
 ) -> list[ModuleProcess]:
-    """Start the controller; `HF_ENDPOINT` (a Hub or a mirror) is what the module setting
+    """Start the controller and the api; `HF_ENDPOINT` (a Hub or a mirror) is what the module setting
     `sources.huggingFace.endpoint` sets in a cluster."""
     logs = out_dir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
@@ -54,4 +56,19 @@ def start_components(
         },
         log_path=logs / "controller.log",
     )
-    return [controller.start()]
+    api = ModuleProcess(
+        "api",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(ports.api),
+        env={
+            **common,
+            "KUBECONFIG": str(kubeconfig("api")),
+            "AI_MODELS_POD_NAME": "api-dev",
+            "AI_MODELS_API_METRICS_PORT": str(ports.api_metrics),
+            "AI_MODELS_API_INDEX_DIR": str((out_dir / "api-index").resolve()),
+        },
+        log_path=logs / "api.log",
+    )
+    return [controller.start(), api.start()]

@@ -144,7 +144,9 @@ def test_deleting_a_source_removes_its_index(stack: CatalogStack) -> None:
     stack.create_source("gone", opted_in=True)
     eventually(lambda: served(stack, "gone"), what="the first pass")
     stack.objects.delete_cluster_custom_object("ai.deckhouse.io", "v1alpha1", "modelcatalogsources", "gone")
-    eventually(lambda: not (stack.store_dir / "catalog" / "gone").exists(), what="the index to be removed")
+    eventually(
+        lambda: not (stack.store_dir / "catalog" / "gone").exists(), timeout=60, what="the index to be removed"
+    )
 
 
 def _lease_holder(stack: CatalogStack) -> str | None:

@@ -43,3 +43,24 @@ class CatalogSort(enum.StrEnum):
 class CatalogConditionType(enum.StrEnum):
     READY = "Ready"
     INDEXING = "Indexing"
+
+
+class CatalogSourceReason(enum.StrEnum):
+    """Condition reasons of a ModelCatalogSource set by the controller (provider failures add the
+    reasons of `adapters.hub.errors.ProviderErrorReason`)."""
+
+    CATALOG_SERVED = "CatalogServed"
+    WAITING_FOR_OPT_IN = "WaitingForOptIn"
+    NOT_INDEXED_YET = "NotIndexedYet"
+    INDEXING = "Indexing"
+    SUCCEEDED = "Succeeded"
+    TOKEN_SECRET_NOT_FOUND = "TokenSecretNotFound"
+    OBJECT_STORE_UNAVAILABLE = "ObjectStoreUnavailable"
+    INVALID_SPEC = "InvalidSpec"
+
+
+class CatalogSourceEvent(enum.StrEnum):
+    INDEXING_STARTED = "IndexingStarted"
+    INDEXING_RESUMED = "IndexingResumed"
+    INDEXING_SUCCEEDED = "IndexingSucceeded"
+    INDEXING_FAILED = "IndexingFailed"

@@ -38,6 +38,8 @@ from ai_models.controller.source_status import SourceStatusWriter, checkpoint_of
 from ai_models.domain.catalog.schedule import Action, Decision, backoff, decide
 from ai_models.domain.conditions import timestamp
 from ai_models.names import API_GROUP, API_VERSION, CatalogConditionType, Plural
+from ai_models.names import CatalogSourceEvent as Event
+from ai_models.names import CatalogSourceReason as Reason
 
 log = logging.getLogger(__name__)
 READY = CatalogConditionType.READY
@@ -63,10 +65,10 @@ def _failure_reason(error: Exception) -> str:
     if isinstance(error, ProviderError):
         return str(error.reason)
     if isinstance(error, TokenSecretMissing):
-        return "TokenSecretNotFound"
+        return Reason.TOKEN_SECRET_NOT_FOUND
     if isinstance(error, InvalidSourceSpec):
-        return "InvalidSpec"
-    return "ObjectStoreUnavailable"
+        return Reason.INVALID_SPEC
+    return Reason.OBJECT_STORE_UNAVAILABLE
 
 
 @dataclasses.dataclass
@@ -140,9 +142,9 @@ class SourceLoop:
         writer = SourceStatusWriter.for_body(self.runtime.api, body)
         message = "add the annotation ai.deckhouse.io/catalog-sync=Enabled to start indexing"
         served = bool((body.get("status") or {}).get("servedGeneration"))
-        conditions = {INDEXING: (False, "WaitingForOptIn", message)}
+        conditions = {INDEXING: (False, Reason.WAITING_FOR_OPT_IN, message)}
         if not served:
-            conditions[READY] = (False, "WaitingForOptIn", message)
+            conditions[READY] = (False, Reason.WAITING_FOR_OPT_IN, message)
         await asyncio.to_thread(writer.update, now=utcnow(), conditions=conditions)
         self._reported_waiting_for = generation
 
@@ -158,11 +160,15 @@ class SourceLoop:
         if resume is None:
             fields["resume"] = None  # a fresh pass never continues an older checkpoint
         what = f"resuming at {resume.processed_models} models" if resume else f"started ({decision.trigger})"
-        conditions = {INDEXING: (True, "Indexing", f"indexing {what}")}
+        conditions = {INDEXING: (True, Reason.INDEXING, f"indexing {what}")}
         if not served:
-            conditions[READY] = (False, "NotIndexedYet", f"the first indexing pass is running ({what})")
+            conditions[READY] = (
+                False,
+                Reason.NOT_INDEXED_YET,
+                f"the first indexing pass is running ({what})",
+            )
         await asyncio.to_thread(writer.update, now=started, fields=fields, conditions=conditions)
-        reason = "IndexingResumed" if resume else "IndexingStarted"
+        reason = Event.INDEXING_RESUMED if resume else Event.INDEXING_STARTED
         kopf.event(body, type="Normal", reason=reason, message=f"Indexing {what}")
         runtime.metrics.catalog_indexing.labels(self.name).set(1)
         log.info("indexing pass starts", extra={"source": self.name, "trigger": str(decision.trigger)})
@@ -260,11 +266,11 @@ class SourceLoop:
                 "lastSuccessfulSyncTime": timestamp(now),
             },
             conditions={
-                READY: (True, "CatalogServed", message),
-                INDEXING: (False, "Succeeded", f"the last pass indexed {result.models} models"),
+                READY: (True, Reason.CATALOG_SERVED, message),
+                INDEXING: (False, Reason.SUCCEEDED, f"the last pass indexed {result.models} models"),
             },
         )
-        kopf.event(body, type="Normal", reason="IndexingSucceeded", message=message)
+        kopf.event(body, type="Normal", reason=Event.INDEXING_SUCCEEDED, message=message)
         metrics = self.runtime.metrics
         metrics.catalog_indexed_models.labels(self.name).set(result.models)
         metrics.catalog_last_success.labels(self.name).set(now.timestamp())
@@ -296,13 +302,13 @@ class SourceLoop:
         if served:
             conditions[READY] = (
                 True,
-                "CatalogServed",
+                Reason.CATALOG_SERVED,
                 f"serving generation {served}; the last pass failed: {reason}",
             )
         else:
             conditions[READY] = (False, reason, message)
         await asyncio.to_thread(writer.update, now=now, fields=fields, conditions=conditions)
-        kopf.event(body, type="Warning", reason="IndexingFailed", message=message)
+        kopf.event(body, type="Warning", reason=Event.INDEXING_FAILED, message=message)
         metrics = self.runtime.metrics
         metrics.catalog_sync_failures.labels(self.name, reason).inc()
         metrics.catalog_sync_failing.labels(self.name).set(1)

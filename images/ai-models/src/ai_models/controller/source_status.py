@@ -23,6 +23,7 @@ from ai_models.names import (
     CatalogConditionType,
     Plural,
 )
+from ai_models.names import CatalogSourceReason as Reason
 
 log = logging.getLogger(__name__)
 DEFAULT_SYNC_INTERVAL = "24h"
@@ -129,7 +130,7 @@ class SourceStatusWriter:
             conditions={
                 CatalogConditionType.INDEXING: (
                     True,
-                    "Indexing",
+                    Reason.INDEXING,
                     f"{checkpoint.processed_models} models indexed into generation {checkpoint.generation}",
                 )
             },

@@ -189,12 +189,16 @@ class DirectoryStore:
 
     def _create_temp(self, directory: Path) -> tuple[int, Path]:
         # A concurrent delete may prune the directory between mkdir and open; make it again then.
-        for _attempt in range(5):
-            directory.mkdir(parents=True, exist_ok=True)
-            temp = directory / f"{RESERVED_SEGMENT_PREFIX}{secrets.token_hex(8)}"
+        for _attempt in range(50):
             try:
+                directory.mkdir(parents=True, exist_ok=True)
+                temp = directory / f"{RESERVED_SEGMENT_PREFIX}{secrets.token_hex(8)}"
                 return os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), temp
-            except FileNotFoundError:
+            except (FileNotFoundError, FileExistsError):
+                # mkdir itself races with a prune of the same (or a parent) directory; only a
+                # file standing where a directory must be is a real collision.
+                if _is_file_on_the_way(directory, self.root):
+                    raise
                 continue
         raise FileNotFoundError(errno.ENOENT, "directory keeps disappearing", str(directory))
 
@@ -318,3 +322,13 @@ def _hint(exc: Exception) -> str:
             "both 'a/b' and 'a/b/...'"
         )
     return "check the directory named by AI_MODELS_STORE_URL"
+
+
+def _is_file_on_the_way(directory: Path, root: Path) -> bool:
+    """Whether `directory` or one of its ancestors below `root` exists as something else than a directory."""
+    current = directory
+    while current != root and current.is_relative_to(root):
+        if current.exists() and not current.is_dir():
+            return True
+        current = current.parent
+    return False

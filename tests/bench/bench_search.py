@@ -174,7 +174,7 @@ def main() -> int:
         assert IndexBuilder(store=store, index=index, metrics=ApiMetrics()).poll_once(), "indexing failed"
         build_seconds = time.perf_counter() - started
         after_build, _ = rss_mb()
-        size_mb = (Path(scratch) / "catalog-index.sqlite3").stat().st_size / 1e6
+        size_mb = index.path.stat().st_size / 1e6
         print(f"index: built in {build_seconds:.1f} s, {size_mb:.0f} MB on disk")
 
         owner = Owner(kind="Model", namespace="team", name="m", uid="u")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any, cast
 
@@ -77,11 +77,9 @@ def test_the_old_generation_is_served_while_the_new_one_is_indexed(
         assert harness.served() == [("hf", "a/old", 1)]
         assert [s.generation for s in harness.catalog.sources().items] == ["g1"]
         gated.release.set()
-        deadline = threading.Event()
-        for _ in range(200):
-            if harness.index.generations() == {"hf": "g2"}:
-                break
-            deadline.wait(0.05)
+        deadline = time.monotonic() + 10
+        while harness.index.generations() != {"hf": "g2"} and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert harness.served() == [("hf", "a/new", 2)]
     finally:
         gated.release.set()
@@ -184,3 +182,21 @@ def test_the_builder_thread_completes_a_first_pass_and_stops(
     assert harness.index.generations() == {"hf": "g1"}
     assert harness.metric("d8_ai_models_api_catalog_index_last_successful_poll_timestamp_seconds")
     assert harness.builder.stop(timeout=5)
+
+
+def test_an_index_left_by_a_previous_container_is_started_over(
+    tmp_path: Any, store: DirectoryStore, make_record: RecordMaker, write_generation: GenerationWriter
+) -> None:
+    write_generation(store, "hf", "g1", [[make_record("hf", "a/one")]])
+    first = CatalogIndex(directory=tmp_path / "index")
+    IndexBuilder(store=store, index=first, metrics=ApiMetrics()).poll_once()
+    # The container dies without closing its index: the file stays in the pod's emptyDir.
+    second = CatalogIndex(directory=tmp_path / "index")
+    try:
+        assert second.generations() == {}
+        IndexBuilder(store=store, index=second, metrics=ApiMetrics()).poll_once()
+        assert second.generations() == {"hf": "g1"}
+    finally:
+        second.close()
+    assert not list((tmp_path / "index").iterdir())
+    first.close()

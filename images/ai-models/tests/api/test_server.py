@@ -100,10 +100,14 @@ def test_errors_are_problem_documents(api_cluster: Any, start_api: Any, store: D
         detail = invalid.json()["detail"]
         assert "pageSize" in detail
         assert "sort" in detail
+        misspelt = http.get(SEARCH, params={"pipeline_tag": "text-generation"})
+        assert misspelt.status_code == 400
+        assert "'pipeline_tag'" in misspelt.json()["detail"]
+        assert "pipelineTag" in misspelt.json()["detail"]
         bad_id = http.get("/api/catalog-import/v1/sources/hf/models/a//b")
         assert bad_id.status_code == 400
         assert "id" in bad_id.json()["detail"]
-        for problem in (unknown, wrong_method, invalid, bad_id):
+        for problem in (unknown, wrong_method, invalid, misspelt, bad_id):
             assert set(problem.json()) == {"type", "title", "status", "detail"}
 
 

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 
-from ai_models.api.index import CatalogIndex, Filters, Row, text_terms
+from ai_models.api.index import CatalogIndex, Row
+from ai_models.api.index_query import Filters
+from ai_models.api.index_schema import text_terms
 from ai_models.api.ledger_view import LedgerView
 from ai_models.api.models import EntryLocator, SearchQuery, Source, SourceList
 from ai_models.api.paging import Cursor, decode_token, encode_token, fingerprint

@@ -1,21 +1,15 @@
 """The replica's local catalog index: SQLite (stdlib) in WAL mode with FTS5 for text search.
 
-One narrow row per (source, id) in `entries` holds the filter columns and sort keys; the stored
-record's JSON sits apart in `documents` under the same rowid and is read only for the entries of
-the page, then served as is (plus the verdict), so a page costs no per-entry model building and a
-scan touches a few MB, not the documents. A source is replaced in one write transaction (delete its
-rows, insert the new generation, record the generation): in WAL mode readers keep their snapshot
-until the commit, so they see either the old generation or the new one, never a mix, and never wait
-for the writer.
+A source is replaced in one write transaction (delete its rows, insert the new generation, record
+the generation): in WAL mode readers keep their snapshot until the commit, so they see either the
+old generation or the new one, never a mix, and never wait for the writer. Pages are served from
+the stored records' JSON (plus the verdict), so a page costs no per-entry model building. Tables
+and keys: `index_schema`; the search statement: `index_query`.
 
-Sort keys are stored negated (absent = 1, after every present value) so every sort is ascending
-on (key, source, id): keyset pagination is then a single row-value comparison that an index on
-exactly those columns answers without sorting. Range filters are written on the same keys, so the
-index of a sorted fact also serves a range on it.
-
-The file lives in a private temporary directory: it is a cache rebuilt from the object store at
-every start. One writer connection (the builder thread) and a small pool of reader connections
-bound memory: each connection's page cache is capped, and requests beyond the pool wait.
+The file is a cache rebuilt from the object store at every start, in a private temporary
+directory or the one given (the pod's emptyDir). One writer connection (the builder thread) and a
+small pool of reader connections bound memory: each connection's page cache is capped, and
+requests beyond the pool wait for a reader.
 """
 
 from __future__ import annotations
@@ -25,7 +19,6 @@ import dataclasses
 import datetime
 import logging
 import queue
-import re
 import shutil
 import sqlite3
 import tempfile
@@ -34,6 +27,16 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Final
 
+from ai_models.api.index_query import Filters, search_statement
+from ai_models.api.index_schema import (
+    DELETE_SOURCE,
+    FILL_TEXT,
+    PROVIDERS,
+    SCHEMA,
+    UPSERT,
+    VERDICT_FUNCTION,
+    record_row,
+)
 from ai_models.api.models import SearchSort
 from ai_models.catalog.layout import CatalogManifest
 from ai_models.domain.catalog.record import CatalogRecord
@@ -42,83 +45,6 @@ from ai_models.names import CatalogProvider
 log = logging.getLogger(__name__)
 
 DATABASE_NAME: Final = "catalog-index.sqlite3"
-VERDICT_FUNCTION: Final = "ai_models_download_verdict"
-ABSENT_KEY: Final = 1
-SORT_COLUMNS: Final = {
-    SearchSort.DOWNLOADS: "k_downloads",
-    SearchSort.LIKES: "k_likes",
-    SearchSort.LAST_MODIFIED: "k_last_modified",
-    SearchSort.CREATED_AT: "k_created_at",
-    SearchSort.PARAMETER_COUNT: "k_parameter_count",
-    SearchSort.WEIGHTS_BYTES: "k_weights_bytes",
-}
-_PROVIDERS: Final = frozenset(provider.value for provider in CatalogProvider)
-# FTS5's unicode61 tokenizer keeps letters and digits and splits on everything else (`_` too).
-_WORD = re.compile(r"[^\W_]+")
-
-# One per sort, in page order; `weights_bytes` rides along so the verdict filter needs no row fetch.
-_SORT_INDEXES = "".join(
-    f"CREATE INDEX entries_{column} ON entries ({column}, source, id, weights_bytes);"
-    for column in SORT_COLUMNS.values()
-)
-_SCHEMA = f"""
-CREATE TABLE entries (
-    source TEXT NOT NULL,
-    id TEXT NOT NULL,
-    author TEXT COLLATE NOCASE,
-    pipeline_tag TEXT COLLATE NOCASE,
-    library TEXT COLLATE NOCASE,
-    weights_bytes INTEGER,
-    {", ".join(f"{column} INTEGER NOT NULL" for column in SORT_COLUMNS.values())},
-    UNIQUE (source, id)
-);
-{_SORT_INDEXES}
-CREATE INDEX entries_author ON entries (author);
-CREATE INDEX entries_pipeline_tag ON entries (pipeline_tag);
-CREATE INDEX entries_library ON entries (library);
-CREATE TABLE documents (rowid INTEGER PRIMARY KEY, document TEXT NOT NULL);
-CREATE VIRTUAL TABLE entries_text USING fts5(
-    id, author, tags, pipeline_tag, library, architecture, family,
-    tokenize = 'unicode61', prefix = '2 3'
-);
-CREATE TABLE sources (
-    name TEXT PRIMARY KEY,
-    provider TEXT,
-    generation TEXT NOT NULL,
-    models INTEGER NOT NULL,
-    completed_at TEXT NOT NULL
-);
-"""
-
-# Where an id repeats, the later record wins and keeps the row (and so its rowid).
-_UPSERT = f"""
-INSERT INTO entries (source, id, author, pipeline_tag, library, weights_bytes,
-                     {", ".join(SORT_COLUMNS.values())})
-VALUES ({", ".join("?" * (6 + len(SORT_COLUMNS)))})
-ON CONFLICT (source, id) DO UPDATE SET
-    author = excluded.author, pipeline_tag = excluded.pipeline_tag, library = excluded.library,
-    weights_bytes = excluded.weights_bytes,
-    {", ".join(f"{c} = excluded.{c}" for c in SORT_COLUMNS.values())}
-RETURNING rowid
-"""
-
-# The text columns come from the stored documents in one statement once the rows are in, which
-# is much faster than one FTS insert per record from Python.
-_FILL_TEXT = """
-INSERT INTO entries_text (rowid, id, author, tags, pipeline_tag, library, architecture, family)
-SELECT e.rowid, e.id, e.author,
-       (SELECT group_concat(value, ' ') FROM json_each(d.document, '$.metadata.tags')),
-       e.pipeline_tag, e.library,
-       json_extract(d.document, '$.resources.architecture'), json_extract(d.document, '$.resources.family')
-FROM entries AS e JOIN documents AS d ON d.rowid = e.rowid
-WHERE e.source = ?
-"""
-
-_DELETE_SOURCE = (
-    "DELETE FROM entries_text WHERE rowid IN (SELECT rowid FROM entries WHERE source = ?)",
-    "DELETE FROM documents WHERE rowid IN (SELECT rowid FROM entries WHERE source = ?)",
-    "DELETE FROM entries WHERE source = ?",
-)
 
 
 class IndexingStopped(Exception):
@@ -135,21 +61,6 @@ class SourceRow:
 
 
 @dataclasses.dataclass(frozen=True)
-class Filters:
-    """What a search selects; None means no condition. Ranges exclude entries lacking the fact."""
-
-    text_terms: tuple[str, ...] = ()
-    source: str | None = None
-    pipeline_tag: str | None = None
-    library: str | None = None
-    author: str | None = None
-    min_parameters: int | None = None
-    max_parameters: int | None = None
-    max_weights_bytes: int | None = None
-    verdict: str | None = None
-
-
-@dataclasses.dataclass(frozen=True)
 class Row:
     """One search hit: the stored record's JSON and what the page assembly needs besides."""
 
@@ -158,45 +69,6 @@ class Row:
     key: int
     weights_bytes: int | None
     document: str
-
-
-def text_terms(q: str | None) -> tuple[str, ...]:
-    """The words of `q` as the index matches them (lower-cased; punctuation separates)."""
-    return tuple(word.lower() for word in _WORD.findall(q or ""))
-
-
-def _match_expression(terms: tuple[str, ...]) -> str:
-    # Quoted, so no word is read as FTS syntax (AND, NEAR, column filters); `*` makes each a prefix.
-    return " AND ".join(f'"{term}"*' for term in terms)
-
-
-def _sort_key(value: int | None) -> int:
-    return -value if value is not None else ABSENT_KEY
-
-
-def _timestamp_key(value: datetime.datetime | None) -> int:
-    if value is None:
-        return ABSENT_KEY
-    aware = value if value.tzinfo is not None else value.replace(tzinfo=datetime.UTC)
-    return -int(aware.timestamp() * 1_000_000)
-
-
-def _row(record: CatalogRecord) -> tuple[object, ...]:
-    meta, facts = record.metadata, record.resources
-    return (
-        record.source,
-        record.id,
-        meta.author,
-        meta.pipeline_tag,
-        meta.library_name,
-        facts.weights_bytes,
-        _sort_key(meta.downloads),
-        _sort_key(meta.likes),
-        _timestamp_key(meta.last_modified),
-        _timestamp_key(meta.created_at),
-        _sort_key(facts.parameter_count),
-        _sort_key(facts.weights_bytes),
-    )
 
 
 def _connect(path: Path, *, cache_kib: int) -> sqlite3.Connection:
@@ -216,11 +88,14 @@ class CatalogIndex:
     ) -> None:
         self._owned_directory = directory is None
         self.directory = directory or Path(tempfile.mkdtemp(prefix="ai-models-catalog-index-"))
+        self.directory.mkdir(parents=True, exist_ok=True)
         self.path = self.directory / DATABASE_NAME
-        self._cache_kib = cache_kib_per_connection
+        # A container restarted in the same pod finds its previous index in the emptyDir; it is a
+        # cache of the object store, so it starts over rather than trusting a file left mid-write.
+        self._remove_files()
         self._writer = _connect(self.path, cache_kib=cache_kib_per_connection)
         self._writer_lock = threading.Lock()
-        self._writer.executescript(_SCHEMA)
+        self._writer.executescript(SCHEMA)
         self._readers: queue.LifoQueue[sqlite3.Connection] = queue.LifoQueue()
         self._all_readers: list[sqlite3.Connection] = []
         for _ in range(readers):
@@ -242,6 +117,23 @@ class CatalogIndex:
 
     # -- writing (the builder thread) ---------------------------------------------------------
 
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction on the writer, committed whole or rolled back whole."""
+        with self._writer_lock:
+            writer = self._writer
+            writer.execute("BEGIN IMMEDIATE")
+            try:
+                yield writer
+                writer.execute("COMMIT")
+            except BaseException:
+                writer.execute("ROLLBACK")
+                raise
+            # Fresh statistics keep the planner choosing the selective index per filter; the
+            # checkpoint returns the write-ahead log's space once readers have moved on.
+            writer.execute("ANALYZE")
+            writer.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
     def replace_source(
         self,
         manifest: CatalogManifest,
@@ -251,80 +143,50 @@ class CatalogIndex:
     ) -> SourceRow:
         """Serve `manifest`'s generation of its source instead of whatever was served before.
 
-        Records of another source or of a provider the contract does not know are skipped with a
-        warning. Raises IndexingStopped (nothing changed) when `should_stop()` turns true.
+        Records of another source or of a provider the contract does not know are skipped (the
+        count is logged). Raises IndexingStopped, changing nothing, once `should_stop()` is true.
         """
         source = manifest.source
-        skipped = 0
+        skipped: list[str] = []
         provider: CatalogProvider | None = None
-
-        def insert(writer: sqlite3.Connection) -> None:
-            nonlocal skipped, provider
+        with self._transaction() as writer:
+            for statement in DELETE_SOURCE:
+                writer.execute(statement, (source,))
             for record in records:
                 if should_stop():
                     raise IndexingStopped(source)
-                if record.source != source or record.provider not in _PROVIDERS:
-                    skipped += 1
-                    log.warning(
-                        "catalog record skipped: it names another source or an unknown provider",
-                        extra={"source": source, "record_source": record.source, "id": record.id,
-                               "provider": record.provider, "generation": manifest.generation},
-                    )  # fmt: skip
+                if record.source != source or record.provider not in PROVIDERS:
+                    skipped.append(record.id)
                     continue
                 provider = provider or CatalogProvider(record.provider)
-                (rowid,) = writer.execute(_UPSERT, _row(record)).fetchone()
+                (rowid,) = writer.execute(UPSERT, record_row(record)).fetchone()
                 writer.execute("INSERT OR REPLACE INTO documents VALUES (?, ?)", (rowid, record.to_json()))
-
-        with self._writer_lock:
-            writer = self._writer
-            writer.execute("BEGIN IMMEDIATE")
-            try:
-                for statement in _DELETE_SOURCE:
-                    writer.execute(statement, (source,))
-                insert(writer)
-                writer.execute(_FILL_TEXT, (source,))
-                (models,) = writer.execute(
-                    "SELECT count(*) FROM entries WHERE source = ?", (source,)
-                ).fetchone()
-                row = SourceRow(
-                    name=source,
-                    provider=provider,
-                    generation=manifest.generation,
-                    models=models,
-                    completed_at=manifest.completed_at,
-                )
-                writer.execute(
-                    "INSERT OR REPLACE INTO sources VALUES (?, ?, ?, ?, ?)",
-                    (source, provider, row.generation, models, row.completed_at.isoformat()),
-                )
-                writer.execute("COMMIT")
-            except BaseException:
-                writer.execute("ROLLBACK")
-                raise
-            self._after_write()
+            writer.execute(FILL_TEXT, (source,))
+            (models,) = writer.execute("SELECT count(*) FROM entries WHERE source = ?", (source,)).fetchone()
+            row = SourceRow(
+                name=source,
+                provider=provider,
+                generation=manifest.generation,
+                models=models,
+                completed_at=manifest.completed_at,
+            )
+            writer.execute(
+                "INSERT OR REPLACE INTO sources VALUES (?, ?, ?, ?, ?)",
+                (source, provider, row.generation, models, row.completed_at.isoformat()),
+            )
         if skipped:
-            log.warning("records skipped while indexing", extra={"source": source, "skipped": skipped})
+            log.warning(
+                "catalog records skipped: they name another source or a provider the API does not serve",
+                extra={"source": source, "generation": manifest.generation, "skipped": len(skipped),
+                       "first_skipped_id": skipped[0]},
+            )  # fmt: skip
         return row
 
     def remove_source(self, source: str) -> None:
-        with self._writer_lock:
-            writer = self._writer
-            writer.execute("BEGIN IMMEDIATE")
-            try:
-                for statement in _DELETE_SOURCE:
-                    writer.execute(statement, (source,))
-                writer.execute("DELETE FROM sources WHERE name = ?", (source,))
-                writer.execute("COMMIT")
-            except BaseException:
-                writer.execute("ROLLBACK")
-                raise
-            self._after_write()
-
-    def _after_write(self) -> None:
-        # Fresh statistics keep the planner choosing the selective index per filter; the
-        # checkpoint returns the write-ahead log's space once readers have moved on.
-        self._writer.execute("ANALYZE")
-        self._writer.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        with self._transaction() as writer:
+            for statement in DELETE_SOURCE:
+                writer.execute(statement, (source,))
+            writer.execute("DELETE FROM sources WHERE name = ?", (source,))
 
     # -- reading (request threads) ------------------------------------------------------------
 
@@ -373,73 +235,37 @@ class CatalogIndex:
         `verdict_of` is registered as the SQLite function behind the verdict filter: the filter runs
         the very function the served verdicts come from.
         """
-        low, high = filters.min_parameters, filters.max_parameters
-        if low is not None and high is not None and low > high:
-            return []  # an empty range: no need to scan for nothing
-        key = SORT_COLUMNS[sort]
-        clauses: list[str] = []
-        params: list[object] = []
-        if filters.text_terms:
-            clauses.append("e.rowid IN (SELECT rowid FROM entries_text WHERE entries_text MATCH ?)")
-            params.append(_match_expression(filters.text_terms))
-        for column, value in (
-            ("source", filters.source),
-            ("pipeline_tag", filters.pipeline_tag),
-            ("library", filters.library),
-            ("author", filters.author),
-        ):
-            if value is not None:
-                clauses.append(f"e.{column} = ?")
-                params.append(value)
-
-        # On the negated keys: `k <= -min` holds only for present values >= min, and `-max <= k <= 0`
-        # only for present values <= max (absent is 1). A range on the sorted fact walks that
-        # fact's index; on another fact the unary `+` keeps the planner off its index, because a
-        # range rarely excludes most entries and fetching them all to sort them costs more than
-        # walking the sort order and skipping the few that fail.
-        def key_of(sorted_by: SearchSort) -> str:
-            column = SORT_COLUMNS[sorted_by]
-            return f"e.{column}" if column == key else f"+e.{column}"
-
-        parameters, weights = key_of(SearchSort.PARAMETER_COUNT), key_of(SearchSort.WEIGHTS_BYTES)
-        if filters.min_parameters is not None:
-            clauses.append(f"{parameters} <= ?")
-            params.append(-filters.min_parameters)
-        if filters.max_parameters is not None:
-            clauses.append(f"{parameters} BETWEEN ? AND 0")
-            params.append(-filters.max_parameters)
-        if filters.max_weights_bytes is not None:
-            clauses.append(f"{weights} BETWEEN ? AND 0")
-            params.append(-filters.max_weights_bytes)
-        if after is not None:
-            clauses.append(f"(e.{key}, e.source, e.id) > (?, ?, ?)")
-            params.extend(after)
-        if filters.verdict is not None:
-            # Last, so the Python function runs only for rows every cheaper condition let through.
-            clauses.append(f"{VERDICT_FUNCTION}(e.weights_bytes) = ?")
-            params.append(filters.verdict)
-        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
-        # One statement, so the page and its documents come from the same snapshot.
-        sql = (
-            f"SELECT hit.source, hit.id, hit.key, hit.weights_bytes, d.document FROM ("
-            f"SELECT e.rowid AS rowid, e.source AS source, e.id AS id, e.{key} AS key, "
-            f"e.weights_bytes AS weights_bytes FROM entries AS e {where} "
-            f"ORDER BY e.{key}, e.source, e.id LIMIT ?"
-            ") AS hit JOIN documents AS d ON d.rowid = hit.rowid ORDER BY hit.key, hit.source, hit.id"
-        )
-        params.append(limit)
+        if filters.empty():
+            return []
+        sql, params = search_statement(filters, sort=sort, after=after, limit=limit)
         with self._reader() as reader:
             reader.create_function(VERDICT_FUNCTION, 1, verdict_of, deterministic=True)
             found = reader.execute(sql, params).fetchall()
         return [Row(source=s, id=i, key=k, weights_bytes=w, document=d) for s, i, k, w, d in found]
 
-    def close(self) -> None:
+    def _remove_files(self) -> None:
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            self.path.with_name(self.path.name + suffix).unlink(missing_ok=True)
+
+    def close(self, *, writer_timeout: float = 5.0) -> None:
+        """Close every connection and remove the files.
+
+        A builder stuck in a store read holds the writer; after `writer_timeout` the writer is
+        left to the process exit instead of blocking the shutdown.
+        """
         if self._closed:
             return
         self._closed = True
-        with self._writer_lock:
-            self._writer.close()
+        if self._writer_lock.acquire(timeout=writer_timeout):
+            try:
+                self._writer.close()
+            finally:
+                self._writer_lock.release()
+        else:
+            log.warning("the catalog index writer is busy; leaving it to the process exit")
         for reader in self._all_readers:
             reader.close()
         if self._owned_directory:
             shutil.rmtree(self.directory, ignore_errors=True)
+        else:
+            self._remove_files()

@@ -131,7 +131,8 @@ class SearchQuery(BaseModel):
     the result to the whole catalog.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    # Aliases only: `pipeline_tag=` is not the contract's spelling and must be refused.
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     q: str | None = Field(default=None, max_length=200)
     source: str | None = Field(default=None, min_length=1, max_length=253, pattern=SOURCE_NAME_PATTERN)

@@ -13,6 +13,7 @@ import logging
 import signal
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from types import FrameType
 from typing import Any
@@ -215,12 +216,12 @@ class BackgroundServer:
 
     def start(self, *, timeout: float = 10.0) -> BackgroundServer:
         self._thread.start()
-        deadline = threading.Event()
-        for _ in range(int(timeout / 0.02)):
-            if self._server.started:
-                return self
-            deadline.wait(0.02)
-        raise RuntimeError(f"the api did not start on {self.url} within {timeout} s")
+        deadline = time.monotonic() + timeout
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError(f"the api did not start on {self.url} within {timeout} s; see the log")
+            time.sleep(0.02)
+        return self
 
     def stop(self) -> None:
         self._server.handle_exit(0, None)

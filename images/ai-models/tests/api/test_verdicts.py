@@ -11,13 +11,15 @@ from typing import Any
 import httpx
 import pytest
 
+from ai_models.adapters.kube import ClientOptions, new_api_client
 from ai_models.adapters.objectstore import DirectoryStore
-from ai_models.api.ledger_view import LedgerReading, LedgerState, LedgerView
+from ai_models.api.ledger_view import LedgerReading, LedgerState, LedgerView, secret_ledger_reader
 from ai_models.api.verdicts import VerdictBook
 from ai_models.catalog.layout import CatalogManifest
 from ai_models.domain.catalog.record import CatalogRecord
 from ai_models.domain.storage.ledger import EntryState, Ledger, LedgerEntry, Owner, Scope
 from ai_models.domain.storage.verdict import download_verdict
+from kubeemu.authn import Identity
 
 RecordMaker = Callable[..., CatalogRecord]
 GenerationWriter = Callable[..., CatalogManifest]
@@ -182,3 +184,31 @@ def test_a_new_ledger_changes_verdicts_within_the_snapshot_age(
         "d8_ai_models_api_ledger_reads_total", {"state": "Present"}
     )
     assert reads == 1
+
+
+def test_the_ledger_reader_says_why_usage_is_unknown(api_cluster: Any) -> None:
+    emulator = api_cluster.emulator
+    timeout = (2.0, 2.0)
+
+    def reader_as(identity: Any) -> Any:
+        client = new_api_client(ClientOptions(retries=0), kubeconfig=str(emulator.kubeconfig(identity)))
+        return client, secret_ledger_reader(client, namespace="d8-ai-models", request_timeout=timeout)
+
+    api_client, read = reader_as(api_cluster.api_account)
+    stranger_client, read_as_stranger = reader_as(
+        emulator.add_identity(Identity.service_account("d8-ai-models", "stranger"))
+    )
+    try:
+        assert read() == LedgerReading(None, LedgerState.MISSING)
+        api_cluster.put_ledger(ledger(used=1, confirmed=True))
+        assert read() == LedgerReading(ledger(used=1, confirmed=True), LedgerState.PRESENT)
+        api_cluster.put_ledger(None)  # emptied: usage unknown until the inventory rebuilds it
+        assert read() == LedgerReading(None, LedgerState.MISSING)
+        api_cluster.put_ledger(None, raw=b"{")
+        assert read() == LedgerReading(None, LedgerState.UNREADABLE)
+        assert read_as_stranger() == LedgerReading(None, LedgerState.UNAVAILABLE)  # 403
+        emulator.server.stop()
+        assert read() == LedgerReading(None, LedgerState.UNAVAILABLE)
+    finally:
+        api_client.close()
+        stranger_client.close()

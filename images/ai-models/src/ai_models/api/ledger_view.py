@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
@@ -73,7 +74,7 @@ def secret_ledger_reader(
                 extra={**where, "status": error.status, "reason": error.reason},
             )
             return LedgerReading(None, LedgerState.UNAVAILABLE)
-        except Exception as error:  # connection refused, TLS, timeouts: urllib3 has many shapes
+        except (urllib3.exceptions.HTTPError, OSError) as error:  # refused, TLS, timeouts
             log.warning(
                 "Kubernetes API unreachable reading the ledger Secret; verdicts say usage unknown",
                 extra={**where, "error": repr(error)},

@@ -14,6 +14,10 @@ DEFAULT_INDEX_CACHE_BYTES: Final = 64 * _MIB
 
 
 class ApiSettings(Settings):
+    api_address: str = Field(
+        default="0.0.0.0", description="Listener of the API (what the CLI passes to serve)."
+    )
+    api_port: int = Field(default=8000, ge=0, le=65535, description="Port of the API; 0 picks a free port.")
     api_metrics_address: str = Field(default="127.0.0.1", description="Listener of /metrics.")
     api_metrics_port: int = Field(default=8080, ge=0, le=65535, description="0 picks a free port.")
     api_index_dir: Path | None = Field(

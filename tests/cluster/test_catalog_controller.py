@@ -145,7 +145,9 @@ def test_deleting_a_source_removes_its_index(stack: CatalogStack) -> None:
     eventually(lambda: served(stack, "gone"), what="the first pass")
     stack.objects.delete_cluster_custom_object("ai.deckhouse.io", "v1alpha1", "modelcatalogsources", "gone")
     eventually(
-        lambda: not (stack.store_dir / "catalog" / "gone").exists(), timeout=60, what="the index to be removed"
+        lambda: not (stack.store_dir / "catalog" / "gone").exists(),
+        timeout=60,
+        what="the index to be removed",
     )
 
 

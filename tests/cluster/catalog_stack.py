@@ -106,6 +106,17 @@ class CatalogStack:
         listed = client.CoreV1Api(self.emulator.api_client()).list_event_for_all_namespaces()
         return [event for event in listed.items if event.reason == reason]
 
+    def eventually(self, check: Callable[[], bool], *, timeout: float = 30, what: str) -> None:
+        """`eventually`, with the processes' last log lines in the failure message."""
+        try:
+            eventually(check, timeout=timeout, what=what)
+        except AssertionError as failure:
+            logs = "\n".join(
+                f"--- {process.name} ({process.log_path.name})\n{process.log()[-3000:]}"
+                for process in self.processes
+            )
+            raise AssertionError(f"{failure}\n{logs}") from None
+
     def stop_all(self) -> None:
         for process in self.processes:
             process.kill()

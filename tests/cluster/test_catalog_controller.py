@@ -12,7 +12,7 @@ import pytest
 from kubernetes import client as typed_client
 from kubernetes.client.exceptions import ApiException
 
-from cluster.catalog_stack import CatalogStack, eventually, stack_fixture
+from cluster.catalog_stack import CatalogStack, stack_fixture
 from fakes.hub import FakeHub, FakeModel
 from fakes.hub_corpus import make_corpus
 from kubeemu.pytest_fixtures import RunningEmulator
@@ -49,13 +49,13 @@ def served(stack: CatalogStack, name: str) -> bool:
 def test_source_without_opt_in_never_reaches_the_provider(stack: CatalogStack) -> None:
     controller = stack.controller()
     stack.create_source("quiet", opted_in=False)
-    eventually(
+    stack.eventually(
         lambda: stack.condition("quiet", "Ready").get("reason") == "WaitingForOptIn", what="waiting status"
     )
     assert stack.condition("quiet", "Indexing")["status"] == "False"
     assert stack.hub.count() == 0
     stack.annotate("quiet", {"ai.deckhouse.io/catalog-sync": "Enabled"})
-    eventually(lambda: served(stack, "quiet"), what="the first pass after the opt-in")
+    stack.eventually(lambda: served(stack, "quiet"), what="the first pass after the opt-in")
     assert sorted(stack.served_ids("quiet")) == listed(stack.hub)
     source = stack.source("quiet")
     assert source["status"]["indexedModels"] == len(listed(stack.hub))
@@ -72,14 +72,14 @@ def test_leader_killed_mid_pass_is_resumed_by_the_next_leader_without_loss_or_du
     stack.create_source(
         "big", opted_in=True, spec={"provider": "HuggingFace", "huggingFace": {}, "chunkSize": 20}
     )
-    eventually(
+    stack.eventually(
         lambda: stack.source("big").get("status", {}).get("resume", {}).get("processedModels", 0) >= 40,
         what="two checkpoints",
     )
     first.kill()
     checkpoint = stack.source("big")["status"]["resume"]
     second = stack.controller("controller-b")
-    eventually(lambda: served(stack, "big"), timeout=60, what="the resumed pass to complete")
+    stack.eventually(lambda: served(stack, "big"), timeout=60, what="the resumed pass to complete")
     ids = stack.served_ids("big")
     assert sorted(set(ids)) == listed(stack.hub)
     assert [item for item, count in collections.Counter(ids).items() if count > 1] == []
@@ -95,7 +95,7 @@ def test_two_sources_with_overlapping_models_are_kept_apart(stack: CatalogStack)
     stack.create_source(
         "one-author", opted_in=True, spec={"provider": "HuggingFace", "huggingFace": {"authors": authors[:1]}}
     )
-    eventually(lambda: served(stack, "everything") and served(stack, "one-author"), what="both sources")
+    stack.eventually(lambda: served(stack, "everything") and served(stack, "one-author"), what="both sources")
     everything, one_author = set(stack.served_ids("everything")), set(stack.served_ids("one-author"))
     assert one_author
     assert one_author < everything
@@ -105,14 +105,14 @@ def test_two_sources_with_overlapping_models_are_kept_apart(stack: CatalogStack)
 def test_failing_source_keeps_serving_its_last_generation(stack: CatalogStack) -> None:
     stack.controller()
     stack.create_source("flaky", opted_in=True)
-    eventually(lambda: served(stack, "flaky"), what="the first pass")
+    stack.eventually(lambda: served(stack, "flaky"), what="the first pass")
     generation = stack.manifest("flaky")["generation"]  # type: ignore[index]
     stack.hub.error_next(1000, status=503)
     requested = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=1)
     stack.annotate(
         "flaky", {"ai.deckhouse.io/catalog-sync-requested-at": requested.strftime("%Y-%m-%dT%H:%M:%SZ")}
     )
-    eventually(
+    stack.eventually(
         lambda: stack.condition("flaky", "Indexing").get("reason") == "ProviderUnavailable",
         what="the failure",
     )
@@ -121,7 +121,9 @@ def test_failing_source_keeps_serving_its_last_generation(stack: CatalogStack) -
     assert stack.manifest("flaky")["generation"] == generation  # type: ignore[index]
     assert stack.events("IndexingFailed")
     stack.hub.clear_faults()
-    eventually(lambda: stack.condition("flaky", "Indexing").get("reason") == "Succeeded", what="recovery")
+    stack.eventually(
+        lambda: stack.condition("flaky", "Indexing").get("reason") == "Succeeded", what="recovery"
+    )
     assert stack.manifest("flaky")["generation"] != generation  # type: ignore[index]
 
 
@@ -129,12 +131,12 @@ def test_rate_limit_is_honoured_and_the_pass_resumes(stack: CatalogStack) -> Non
     stack.controller()
     stack.hub.rate_limit_next(1, retry_after="2", bucket="api", after=1)
     stack.create_source("limited", opted_in=True)
-    eventually(
+    stack.eventually(
         lambda: stack.condition("limited", "Indexing").get("reason") == "ProviderRateLimited",
         what="the rate limit to show",
     )
     limited_at = datetime.datetime.now(datetime.UTC)
-    eventually(lambda: served(stack, "limited"), timeout=30, what="the pass after Retry-After")
+    stack.eventually(lambda: served(stack, "limited"), timeout=30, what="the pass after Retry-After")
     assert datetime.datetime.now(datetime.UTC) - limited_at >= datetime.timedelta(seconds=1)
     assert sorted(stack.served_ids("limited")) == listed(stack.hub)
 
@@ -142,9 +144,9 @@ def test_rate_limit_is_honoured_and_the_pass_resumes(stack: CatalogStack) -> Non
 def test_deleting_a_source_removes_its_index(stack: CatalogStack) -> None:
     stack.controller()
     stack.create_source("gone", opted_in=True)
-    eventually(lambda: served(stack, "gone"), what="the first pass")
+    stack.eventually(lambda: served(stack, "gone"), what="the first pass")
     stack.objects.delete_cluster_custom_object("ai.deckhouse.io", "v1alpha1", "modelcatalogsources", "gone")
-    eventually(
+    stack.eventually(
         lambda: not (stack.store_dir / "catalog" / "gone").exists(),
         timeout=60,
         what="the index to be removed",
@@ -163,10 +165,10 @@ def _lease_holder(stack: CatalogStack) -> str | None:
 
 def test_of_two_replicas_exactly_one_reconciles_and_the_other_takes_over(stack: CatalogStack) -> None:
     first, second = stack.controller("replica-a"), stack.controller("replica-b")
-    eventually(lambda: _lease_holder(stack) in {"replica-a", "replica-b"}, what="a leader")
+    stack.eventually(lambda: _lease_holder(stack) in {"replica-a", "replica-b"}, what="a leader")
     leader, follower = (first, second) if _lease_holder(stack) == "replica-a" else (second, first)
     stack.create_source("shared", opted_in=True)
-    eventually(lambda: served(stack, "shared"), what="the pass")
+    stack.eventually(lambda: served(stack, "shared"), what="the pass")
     assert "acquired the lease" in leader.log()
     assert "acquired the lease" not in follower.log()
     assert leader.terminate() == 0
@@ -176,7 +178,7 @@ def test_of_two_replicas_exactly_one_reconciles_and_the_other_takes_over(stack: 
 
 def test_leader_that_loses_its_lease_exits_cleanly(stack: CatalogStack) -> None:
     controller = stack.controller("replica-a")
-    eventually(lambda: _lease_holder(stack) == "replica-a", what="leadership")
+    stack.eventually(lambda: _lease_holder(stack) == "replica-a", what="leadership")
     coordination = client.CoordinationV1Api(stack.emulator.api_client())
     lease = coordination.read_namespaced_lease("ai-models-controller", "d8-ai-models")
     lease.spec.holder_identity = "intruder"
@@ -190,9 +192,9 @@ def test_a_cursor_the_provider_rejects_is_dropped_and_the_pass_starts_over(stack
     stack.controller()
     stack.hub.fail_next(1, status=400, bucket="api", after=1)
     stack.create_source("stale", opted_in=True)
-    eventually(
+    stack.eventually(
         lambda: stack.condition("stale", "Indexing").get("reason") == "ProviderRequestRejected",
         what="the rejected cursor",
     )
-    eventually(lambda: served(stack, "stale"), what="a fresh pass")
+    stack.eventually(lambda: served(stack, "stale"), what="a fresh pass")
     assert sorted(stack.served_ids("stale")) == listed(stack.hub)

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 import tomllib
+import zipfile
 from pathlib import Path
 
 IMAGE_DIR = Path(__file__).resolve().parents[1]
@@ -24,3 +27,33 @@ def test_runtime_dependencies_are_pinned() -> None:
     pinned = re.compile(r"[A-Za-z0-9._-]+(\[[a-z0-9,]+\])?==[0-9][0-9A-Za-z.+-]*")
     for requirement in package["project"]["dependencies"]:
         assert pinned.fullmatch(requirement), requirement
+
+
+def test_the_built_package_carries_the_api_contracts(tmp_path: Path) -> None:
+    # The venv uses an editable install; a real wheel only holds what package-data lists.
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "-q",
+            "-w",
+            str(tmp_path),
+            str(IMAGE_DIR),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    [wheel] = tmp_path.glob("ai_models-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+    contracts = {
+        path.relative_to(IMAGE_DIR / "src").as_posix()
+        for path in (IMAGE_DIR / "src/ai_models/api/openapi").glob("*.yaml")
+    }
+    assert contracts
+    assert contracts <= names
+    assert "ai_models/py.typed" in names

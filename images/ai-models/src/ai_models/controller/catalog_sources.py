@@ -112,17 +112,42 @@ class SourceLoop:
 
     async def run(self, body: kopf.Body, stopped: kopf.DaemonStopped) -> None:
         while not stopped:
-            decision = decide(observe(body, retry_not_before=self.retry_not_before), now=utcnow())
-            if decision.action is Action.WAIT_FOR_OPT_IN:
-                await self._report_waiting(body)
-                await self._wait(body, stopped, until=None)
-            elif decision.action is Action.SLEEP:
-                await self._wait(body, stopped, until=decision.wake_at)
-            else:
-                await self._index(body, stopped, decision)
+            try:
+                await self._step(body, stopped)
+            except Exception:
+                # The loop must outlive a slow or failing API server: a dead daemon would miss the
+                # source's deletion (and leave its index behind) until kopf respawned it.
+                self.failures += 1
+                delay = backoff(
+                    self.failures,
+                    base=datetime.timedelta(seconds=self.runtime.settings.catalog_retry_base_seconds),
+                    cap=datetime.timedelta(seconds=self.runtime.settings.catalog_retry_cap_seconds),
+                )
+                log.exception(
+                    "reconciling the catalog source failed; retrying",
+                    extra={"source": self.name, "retry_in_seconds": delay.total_seconds()},
+                )
+                await stopped.wait(delay.total_seconds())
+
+    async def _step(self, body: kopf.Body, stopped: kopf.DaemonStopped) -> None:
+        decision = decide(observe(body, retry_not_before=self.retry_not_before), now=utcnow())
+        if decision.action is Action.WAIT_FOR_OPT_IN:
+            await self._report_waiting(body)
+            await self._wait(body, stopped, until=None)
+        elif decision.action is Action.SLEEP:
+            await self._wait(body, stopped, until=decision.wake_at)
+        else:
+            await self._index(body, stopped, decision)
 
     async def forget(self) -> None:
-        removed = await asyncio.to_thread(self.runtime.store.delete_prefix, source_prefix(self.name))
+        try:
+            removed = await asyncio.to_thread(self.runtime.store.delete_prefix, source_prefix(self.name))
+        except ObjectStoreError as error:
+            log.error(
+                "catalog source deleted, but its index could not be removed; delete it from the bucket",
+                extra={"source": self.name, "prefix": source_prefix(self.name), "error": str(error)},
+            )
+            return
         self.runtime.metrics.forget_source(self.name)
         log.info("catalog source deleted, its index removed", extra={"source": self.name, "objects": removed})
 

@@ -328,7 +328,12 @@ def _is_file_on_the_way(directory: Path, root: Path) -> bool:
     """Whether `directory` or one of its ancestors below `root` exists as something else than a directory."""
     current = directory
     while current != root and current.is_relative_to(root):
-        if current.exists() and not current.is_dir():
+        try:
+            mode = os.lstat(current).st_mode
+        except FileNotFoundError:
+            mode = None  # pruned meanwhile: nothing stands in the way
+        # One lstat per level: exists() then is_dir() would race with the prune it is judging.
+        if mode is not None and not stat.S_ISDIR(mode):
             return True
         current = current.parent
     return False

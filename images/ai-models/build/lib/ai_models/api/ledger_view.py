@@ -1,0 +1,152 @@
+"""The storage ledger as the catalog's verdicts see it: a snapshot of the Secret at most 5 s old.
+
+Searches come in bursts; reading the Secret for each would load the API server for nothing, and
+a verdict is preliminary anyway. The first request after the snapshot expires reads the Secret;
+requests arriving meanwhile wait for that one read and share it (single flight).
+
+Usage is unknown (ledger None) when the Secret is missing, its `ledger.json` is empty or
+unreadable, or the Kubernetes API cannot be asked; the domain's verdict then says so.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import dataclasses
+import enum
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import urllib3
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from ai_models.api.verdicts import VerdictBook
+from ai_models.domain.storage.codec import (
+    LEDGER_SECRET_KEY,
+    LEDGER_SECRET_NAME,
+    LedgerFormatError,
+    ledger_from_json,
+)
+from ai_models.domain.storage.ledger import Ledger
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_AGE_SECONDS = 5.0
+
+
+class LedgerState(enum.StrEnum):
+    PRESENT = "Present"
+    MISSING = "Missing"
+    UNREADABLE = "Unreadable"
+    UNAVAILABLE = "Unavailable"
+
+
+@dataclasses.dataclass(frozen=True)
+class LedgerReading:
+    ledger: Ledger | None
+    state: LedgerState
+
+
+LedgerReader = Callable[[], LedgerReading]
+
+
+def secret_ledger_reader(
+    api_client: Any, *, namespace: str, request_timeout: tuple[float, float]
+) -> LedgerReader:
+    """Reads `ledger.json` of the Secret `ai-models-storage-accounting` in `namespace`."""
+    core = client.CoreV1Api(api_client)
+    where = {"secret": LEDGER_SECRET_NAME, "namespace": namespace}
+
+    def read() -> LedgerReading:
+        try:
+            secret = core.read_namespaced_secret(
+                LEDGER_SECRET_NAME, namespace, _request_timeout=request_timeout
+            )
+        except ApiException as error:
+            if error.status == 404:
+                return LedgerReading(None, LedgerState.MISSING)
+            log.warning(
+                "cannot read the ledger Secret; verdicts say usage unknown until it can be read",
+                extra={**where, "status": error.status, "reason": error.reason},
+            )
+            return LedgerReading(None, LedgerState.UNAVAILABLE)
+        except (urllib3.exceptions.HTTPError, OSError) as error:  # refused, TLS, timeouts
+            log.warning(
+                "Kubernetes API unreachable reading the ledger Secret; verdicts say usage unknown",
+                extra={**where, "error": repr(error)},
+            )
+            return LedgerReading(None, LedgerState.UNAVAILABLE)
+        encoded = (secret.data or {}).get(LEDGER_SECRET_KEY)
+        if not encoded:
+            return LedgerReading(None, LedgerState.MISSING)
+        try:
+            ledger = ledger_from_json(base64.b64decode(encoded, validate=True))
+        except (LedgerFormatError, binascii.Error) as error:
+            log.warning("ledger unreadable; verdicts say usage unknown", extra={**where, "error": str(error)})
+            return LedgerReading(None, LedgerState.UNREADABLE)
+        return LedgerReading(ledger, LedgerState.PRESENT if ledger is not None else LedgerState.MISSING)
+
+    return read
+
+
+@dataclasses.dataclass(frozen=True)
+class _Snapshot:
+    reading: LedgerReading
+    book: VerdictBook
+    taken_at: float
+
+
+class LedgerView:
+    def __init__(
+        self,
+        *,
+        read: LedgerReader,
+        capacity_bytes: int | None,
+        max_age_seconds: float = DEFAULT_MAX_AGE_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+        on_read: Callable[[LedgerState], None] | None = None,
+    ) -> None:
+        self._read = read
+        self._capacity_bytes = capacity_bytes
+        self._max_age = max_age_seconds
+        self._clock = clock
+        self._on_read = on_read
+        self._snapshot: _Snapshot | None = None
+        self._refresh = threading.Lock()
+
+    def _fresh(self) -> _Snapshot | None:
+        snapshot = self._snapshot
+        if snapshot is not None and self._clock() - snapshot.taken_at <= self._max_age:
+            return snapshot
+        return None
+
+    def _current(self) -> _Snapshot:
+        snapshot = self._fresh()
+        if snapshot is not None:
+            return snapshot
+        with self._refresh:
+            # Whoever waited for the lock finds the snapshot the holder just took.
+            snapshot = self._fresh()
+            if snapshot is not None:
+                return snapshot
+            reading = self._read()
+            if self._on_read is not None:
+                self._on_read(reading.state)
+            snapshot = _Snapshot(
+                reading=reading,
+                book=VerdictBook(ledger=reading.ledger, capacity_bytes=self._capacity_bytes),
+                taken_at=self._clock(),
+            )
+            self._snapshot = snapshot
+            return snapshot
+
+    def verdicts(self) -> VerdictBook:
+        """Verdicts against a ledger snapshot at most `max_age_seconds` old."""
+        return self._current().book
+
+    def state(self) -> LedgerState:
+        return self._current().reading.state

@@ -1,0 +1,68 @@
+"""Settings of the api process (on top of the shared ones), from `AI_MODELS_*` variables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Final
+
+from pydantic import Field
+
+from ai_models.settings import Settings
+
+_MIB: Final = 1024 * 1024
+DEFAULT_INDEX_CACHE_BYTES: Final = 64 * _MIB
+
+
+class ApiSettings(Settings):
+    api_address: str = Field(
+        default="0.0.0.0", description="Listener of the API (what the CLI passes to serve)."
+    )
+    api_port: int = Field(default=8000, ge=0, le=65535, description="Port of the API; 0 picks a free port.")
+    api_metrics_address: str = Field(default="127.0.0.1", description="Listener of /metrics.")
+    api_metrics_port: int = Field(default=8080, ge=0, le=65535, description="0 picks a free port.")
+    api_index_dir: Path | None = Field(
+        default=None, description="Directory of the SQLite catalog index; a private temporary one if unset."
+    )
+    api_index_refresh_seconds: float = Field(
+        default=5.0, gt=0, description="How often the catalog manifests are polled for new generations."
+    )
+    api_index_retry_base_seconds: float = Field(
+        default=10.0, gt=0, description="First wait before re-reading a generation that failed to index."
+    )
+    api_index_retry_cap_seconds: float = Field(default=300.0, gt=0, description="Longest such wait.")
+    api_index_readers: int = Field(default=4, ge=1, le=64, description="Concurrent index readers.")
+    api_index_cache_bytes: int | None = Field(
+        default=None,
+        ge=_MIB,
+        description="SQLite page cache of the index in all; derived from the memory limit.",
+    )
+    memory_limit_bytes: int | None = Field(
+        default=None, ge=1, description="The container's memory limit (Downward API limits.memory)."
+    )
+    api_auth_cache_seconds: float = Field(
+        default=10.0, ge=0, description="How long an accepted token and an allowed review are reused."
+    )
+    api_ledger_max_age_seconds: float = Field(
+        default=5.0, ge=0, description="Oldest ledger snapshot download verdicts are computed from."
+    )
+    api_kubernetes_timeout_seconds: float = Field(
+        default=5.0, gt=0, description="Read timeout of one Kubernetes API call (reviews, ledger)."
+    )
+    api_shutdown_grace_seconds: float = Field(
+        default=20.0, ge=0, description="How long in-flight requests may finish after SIGTERM."
+    )
+
+    def index_cache_bytes(self) -> int:
+        """The index's page-cache budget: an eighth of the memory limit, within 16-256 MiB."""
+        if self.api_index_cache_bytes is not None:
+            return self.api_index_cache_bytes
+        if self.memory_limit_bytes is None:
+            return DEFAULT_INDEX_CACHE_BYTES
+        return max(16 * _MIB, min(self.memory_limit_bytes // 8, 256 * _MIB))
+
+
+def api_settings(settings: Settings) -> ApiSettings:
+    """`settings` as ApiSettings: its values win, the api's own come from the environment."""
+    if isinstance(settings, ApiSettings):
+        return settings
+    return ApiSettings(**settings.model_dump())

@@ -1,0 +1,1 @@
+"""Catalog indexing and its storage layout in the object store."""

@@ -1,0 +1,340 @@
+"""One indexing pass of a catalog source: Hub listing pages in, chunks and a manifest out.
+
+The pass is a small state machine over `_PassState`:
+
+    begin (fresh generation, or resume a checkpoint) -> page, page, ... -> finish
+
+Each page is listed, its configs fetched, its records written as one chunk named by the offset
+of its first record, and only then is the checkpoint reported. A crash between the chunk write
+and the checkpoint therefore resumes at the same offset and rewrites the same chunk key: nothing
+is duplicated and nothing is lost. `finish` writes `manifest.json` last (the atomic flip) and
+then removes generations nobody can be reading any more. Until the flip, the source keeps
+serving its previous generation, whatever happens to this pass.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import logging
+import math
+import re
+from collections.abc import Callable, Sequence
+
+from pydantic import ValidationError
+
+from ai_models.adapters.hub import HubModel, HubPage
+from ai_models.adapters.objectstore import ObjectInfo, ObjectStore, ObjectStoreError
+from ai_models.catalog.cursor import PassPosition
+from ai_models.catalog.layout import (
+    CatalogManifest,
+    chunk_key,
+    chunk_name,
+    generation_prefix,
+    manifest_key,
+    new_generation,
+    source_prefix,
+)
+from ai_models.catalog.lister import ListingClient, PageLister
+from ai_models.catalog.reading import ManifestInvalid, read_manifest
+from ai_models.catalog.records import build_record, wants_config
+from ai_models.catalog.source import SourceSpec
+from ai_models.domain.catalog.record import CatalogRecord, Gated
+
+logger = logging.getLogger(__name__)
+
+_CHUNK = re.compile(r"chunk-(\d+)\.jsonl")
+
+
+@dataclasses.dataclass(frozen=True)
+class Checkpoint:
+    """The resume point of a pass; the source's `status.resume {generation, cursor, processedModels}`."""
+
+    generation: str
+    cursor: str | None
+    processed_models: int
+
+
+@dataclasses.dataclass(frozen=True)
+class PassResult:
+    generation: str
+    models: int
+    chunks: int
+    manifest: CatalogManifest
+
+
+@dataclasses.dataclass
+class _PassState:
+    generation: str
+    position: PassPosition
+    written: int  # records in confirmed chunks == offset of the next chunk
+    seen: set[str]  # ids written in this pass: a model listed twice is stored once
+
+    def checkpoint(self) -> Checkpoint:
+        return Checkpoint(self.generation, self.position.encode(), self.written)
+
+
+def run_pass(
+    *,
+    spec: SourceSpec,
+    hub: ListingClient,
+    store: ObjectStore,
+    resume: Checkpoint | None,
+    on_checkpoint: Callable[[Checkpoint], None],
+    clock: Callable[[], datetime.datetime],
+    should_stop: Callable[[], bool] = lambda: False,
+) -> PassResult | None:
+    """Index `spec` into a generation and serve it; None when `should_stop` ended the pass early.
+
+    `should_stop` is asked before each page. Stopping leaves the last checkpoint valid and the
+    previous generation served. Provider and store errors propagate the same way: whatever was
+    checkpointed stays usable for `resume`.
+    """
+    queries = spec.queries()
+    state = _begin(spec=spec, store=store, resume=resume, clock=clock)
+    with PageLister(hub, queries) as lister:
+        while state.position.query < len(queries):
+            if should_stop():
+                logger.info(
+                    "catalog pass stopped before its next page",
+                    extra={"source": spec.name, "generation": state.generation, "models": state.written},
+                )
+                return None
+            page = lister.page(state.position)
+            quota = _quota(spec, position=state.position, written=state.written, queries=len(queries))
+            if page.next_cursor is not None and (quota is None or quota > len(page.models)):
+                # Even if every model of this page is kept, the query goes on to the next page.
+                lister.ask_ahead(state.position.next_page(page.next_cursor))
+            state = _index_page(
+                spec=spec, hub=hub, store=store, state=state, page=page, quota=quota, clock=clock
+            )
+            on_checkpoint(state.checkpoint())
+    return _finish(spec=spec, store=store, state=state, clock=clock)
+
+
+def _begin(
+    *,
+    spec: SourceSpec,
+    store: ObjectStore,
+    resume: Checkpoint | None,
+    clock: Callable[[], datetime.datetime],
+) -> _PassState:
+    if resume is not None:
+        state = _resumed(spec=spec, store=store, resume=resume)
+        if state is not None:
+            logger.info(
+                "catalog pass resumes from its checkpoint",
+                extra={"source": spec.name, "generation": state.generation, "models": state.written},
+            )
+            return state
+    generation = new_generation(clock())
+    logger.info("catalog pass starts a new generation", extra={"source": spec.name, "generation": generation})
+    return _PassState(generation=generation, position=PassPosition(), written=0, seen=set())
+
+
+def _resumed(*, spec: SourceSpec, store: ObjectStore, resume: Checkpoint) -> _PassState | None:
+    """The state a checkpoint describes, or None (with the reason logged) when it cannot be trusted."""
+    facts = {"source": spec.name, "generation": resume.generation}
+    try:
+        position = PassPosition.decode(resume.cursor) if resume.cursor else PassPosition()
+    except ValueError:
+        logger.warning("checkpoint cursor unreadable, starting a fresh pass", extra=facts)
+        return None
+    if position.query > len(spec.queries()) or position.start > resume.processed_models:
+        logger.warning("checkpoint does not fit this source's spec, starting a fresh pass", extra=facts)
+        return None
+    served = _served_generation(store, spec.name)
+    if served == resume.generation:
+        # Continuing would write into the generation readers are using.
+        logger.warning("checkpoint names the served generation, starting a fresh pass", extra=facts)
+        return None
+    seen: set[str] = set()
+    prefix = generation_prefix(spec.name, resume.generation)
+    for info, offset in _chunks(store, prefix):
+        if offset >= resume.processed_models:
+            # Written after the last checkpoint: the resumed pass writes this page again.
+            store.delete(info.key)
+            continue
+        try:
+            seen.update(record.id for record in _parse_chunk(store.get_bytes(info.key)))
+        except ValidationError:
+            logger.warning(
+                "checkpointed chunk unreadable, starting a fresh pass", extra={**facts, "key": info.key}
+            )
+            return None
+    if len(seen) != resume.processed_models:
+        logger.warning(
+            "checkpointed chunks are incomplete, starting a fresh pass",
+            extra={**facts, "expected": resume.processed_models, "found": len(seen)},
+        )
+        return None
+    return _PassState(generation=resume.generation, position=position, written=len(seen), seen=seen)
+
+
+def _index_page(
+    *,
+    spec: SourceSpec,
+    hub: ListingClient,
+    store: ObjectStore,
+    state: _PassState,
+    page: HubPage,
+    quota: int | None,
+    clock: Callable[[], datetime.datetime],
+) -> _PassState:
+    """Index one listed page into one chunk; the returned state is the checkpoint to report."""
+    position = state.position
+    queries = len(spec.queries())
+    candidates = _new_models(page.models, seen=state.seen, include_gated=spec.include_gated)
+    if quota is not None and not spec.filters_parameters:
+        # Without a parameter filter every candidate is kept, so configs past the quota are waste.
+        candidates = candidates[:quota]
+    authenticated = spec.token is not None
+    configs = hub.fetch_configs(
+        [model for model in candidates if wants_config(model, authenticated=authenticated)]
+    )
+    indexed_at = clock()
+    records: list[CatalogRecord] = []
+    for model in candidates:
+        if quota is not None and len(records) >= quota:
+            break
+        record = build_record(
+            source=spec.name, model=model, config=configs.get(model.id), indexed_at=indexed_at
+        )
+        if spec.admits_parameters(record.resources.parameter_count):
+            records.append(record)
+    if records:
+        data = "".join(record.to_json() + "\n" for record in records).encode()
+        store.put_bytes(chunk_key(spec.name, state.generation, state.written), data)
+    written = state.written + len(records)
+    logger.debug(
+        "catalog page indexed",
+        extra={
+            "source": spec.name,
+            "generation": state.generation,
+            "query": position.query,
+            "listed": len(page.models),
+            "kept": len(records),
+            "configs": len(configs),
+            "models": written,
+        },
+    )
+    return dataclasses.replace(
+        state,
+        position=_advance(spec, position=position, page=page, written=written, queries=queries),
+        written=written,
+        seen=state.seen.union(record.id for record in records),
+    )
+
+
+def _new_models(models: Sequence[HubModel], *, seen: set[str], include_gated: bool) -> list[HubModel]:
+    fresh: dict[str, HubModel] = {}
+    for model in models:
+        # The query already asks for `gated=false`; checking again keeps a mirror that ignores
+        # the parameter from putting gated models into a source that excludes them.
+        if model.id in seen or model.id in fresh or (not include_gated and model.gated is not Gated.NONE):
+            continue
+        fresh[model.id] = model
+    return list(fresh.values())
+
+
+def _quota(spec: SourceSpec, *, position: PassPosition, written: int, queries: int) -> int | None:
+    """How many more models the current query may add; None without maxModels.
+
+    With several queries each gets an equal share of what was left when it began, so the first of
+    two broad listings cannot take the whole `maxModels`; a query that lists fewer leaves the
+    rest to the ones after it.
+    """
+    if not spec.max_models:
+        return None
+    share = math.ceil((spec.max_models - position.start) / (queries - position.query))
+    return max(0, min(spec.max_models - written, share - (written - position.start)))
+
+
+def _advance(
+    spec: SourceSpec, *, position: PassPosition, page: HubPage, written: int, queries: int
+) -> PassPosition:
+    if spec.max_models and written >= spec.max_models:
+        return PassPosition.finished(queries=queries, written=written)
+    after = dataclasses.replace(position, hub_cursor=page.next_cursor)
+    if page.next_cursor is None or _quota(spec, position=after, written=written, queries=queries) == 0:
+        return position.next_query(written=written)
+    return position.next_page(page.next_cursor)
+
+
+def _finish(
+    *,
+    spec: SourceSpec,
+    store: ObjectStore,
+    state: _PassState,
+    clock: Callable[[], datetime.datetime],
+) -> PassResult:
+    previous = _served_generation(store, spec.name)
+    prefix = generation_prefix(spec.name, state.generation)
+    chunks = tuple(chunk_name(offset) for _, offset in _chunks(store, prefix))
+    manifest = CatalogManifest(
+        source=spec.name,
+        generation=state.generation,
+        models=len(state.seen),
+        chunks=chunks,
+        completedAt=clock(),
+    )
+    store.put_bytes(manifest_key(spec.name), manifest.model_dump_json(by_alias=True).encode())
+    logger.info(
+        "catalog generation served",
+        extra={
+            "source": spec.name,
+            "generation": state.generation,
+            "models": manifest.models,
+            "chunks": len(chunks),
+            "previous": previous,
+        },
+    )
+    _collect_garbage(store, spec.name, keep={state.generation, previous})
+    return PassResult(
+        generation=state.generation, models=manifest.models, chunks=len(chunks), manifest=manifest
+    )
+
+
+def _collect_garbage(store: ObjectStore, source: str, *, keep: set[str | None]) -> None:
+    """Remove every generation but the one just served and the one served before it.
+
+    The previous one stays until the next pass: an api replica that read the old manifest a moment
+    before the flip may still be loading its chunks. Abandoned partial generations go now. A
+    failure here is logged, not raised: the new generation is already served.
+    """
+    root = source_prefix(source) + "generations/"
+    try:
+        for prefix in store.list_prefixes(root):
+            generation = prefix.removeprefix(root).rstrip("/")
+            if generation not in keep:
+                removed = store.delete_prefix(prefix)
+                logger.info(
+                    "old catalog generation removed",
+                    extra={"source": source, "generation": generation, "objects": removed},
+                )
+    except ObjectStoreError as error:
+        logger.warning(
+            "old catalog generations not removed; the next pass retries",
+            extra={"source": source, "error": str(error)},
+        )
+
+
+def _served_generation(store: ObjectStore, source: str) -> str | None:
+    try:
+        manifest = read_manifest(store, source)
+    except ManifestInvalid:
+        return None
+    return manifest.generation if manifest is not None else None
+
+
+def _chunks(store: ObjectStore, prefix: str) -> list[tuple[ObjectInfo, int]]:
+    found: list[tuple[ObjectInfo, int]] = []
+    for info in store.list(prefix):
+        match = _CHUNK.fullmatch(info.key.removeprefix(prefix))
+        if match:
+            found.append((info, int(match.group(1))))
+    return sorted(found, key=lambda item: item[1])
+
+
+def _parse_chunk(data: bytes) -> list[CatalogRecord]:
+    return [CatalogRecord.model_validate_json(line) for line in data.splitlines() if line.strip()]

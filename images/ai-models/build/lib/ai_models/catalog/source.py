@@ -1,0 +1,154 @@
+"""What one ModelCatalogSource asks the indexer to do, read once from the object.
+
+The Hub takes one author, one pipeline tag and a list of tags that must all be present, while the
+source's `authors`, `pipelineTags` and `libraries` each mean "any of these". A source with
+several values is therefore indexed as one Hub listing per combination (`queries()`), walked one
+after another in a stable order; `tags` stay a single AND filter.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import itertools
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any, Final
+
+from ai_models.adapters.hub import HubQuery
+from ai_models.names import CatalogProvider, CatalogSort
+
+DEFAULT_MAX_MODELS: Final = 500
+DEFAULT_CHUNK_SIZE: Final = 100
+MAX_CHUNK_SIZE: Final = 1000
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SourceSpec:
+    name: str
+    endpoint: str
+    token: str | None = dataclasses.field(default=None, repr=False)
+    authors: tuple[str, ...] = ()
+    search: str | None = None
+    pipeline_tags: tuple[str, ...] = ()
+    libraries: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+    include_gated: bool = False
+    min_parameters: int | None = None
+    max_parameters: int | None = None
+    sort: CatalogSort = CatalogSort.DOWNLOADS
+    max_models: int = DEFAULT_MAX_MODELS  # 0: no limit
+    chunk_size: int = DEFAULT_CHUNK_SIZE
+    provider: CatalogProvider = CatalogProvider.HUGGING_FACE
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.chunk_size <= MAX_CHUNK_SIZE:
+            raise ValueError(f"chunkSize must be between 1 and {MAX_CHUNK_SIZE}, got {self.chunk_size}")
+        if self.max_models < 0:
+            raise ValueError(f"maxModels must not be negative, got {self.max_models}")
+        low, high = self.min_parameters, self.max_parameters
+        if low is not None and high is not None and low > high:
+            raise ValueError(f"minParameters ({low}) must not be greater than maxParameters ({high})")
+
+    @classmethod
+    def from_resource(cls, obj: Mapping[str, Any], *, default_endpoint: str, token: str | None) -> SourceSpec:
+        """The spec of a ModelCatalogSource object (as the API server returns it, defaults applied or not)."""
+        spec = obj.get("spec") or {}
+        hf = spec.get("huggingFace") or {}
+        return cls(
+            name=str(obj["metadata"]["name"]),
+            provider=CatalogProvider(spec.get("provider") or CatalogProvider.HUGGING_FACE),
+            endpoint=str(hf.get("endpoint") or default_endpoint).rstrip("/"),
+            token=token or None,
+            authors=_set(hf.get("authors")),
+            search=hf.get("search") or None,
+            pipeline_tags=_set(hf.get("pipelineTags")),
+            libraries=_set(hf.get("libraries")),
+            tags=_set(hf.get("tags")),
+            include_gated=bool(hf.get("includeGated", False)),
+            min_parameters=_optional_int(hf.get("minParameters")),
+            max_parameters=_optional_int(hf.get("maxParameters")),
+            sort=CatalogSort(hf.get("sort") or CatalogSort.DOWNLOADS),
+            max_models=_int(hf.get("maxModels"), DEFAULT_MAX_MODELS),
+            chunk_size=_int(spec.get("chunkSize"), DEFAULT_CHUNK_SIZE),
+        )
+
+    @property
+    def page_size(self) -> int:
+        """Models asked per listing page: one page becomes one chunk, so never more than a chunk."""
+        if self.max_models:
+            return min(self.chunk_size, self.max_models)
+        return self.chunk_size
+
+    @property
+    def filters_parameters(self) -> bool:
+        return self.min_parameters is not None or self.max_parameters is not None
+
+    def queries(self) -> tuple[HubQuery, ...]:
+        """The Hub listings whose union is this source, in the order a pass walks them."""
+        combinations = itertools.product(
+            self.authors or (None,), self.pipeline_tags or (None,), self.libraries or (None,)
+        )
+        return tuple(
+            HubQuery(
+                author=author,
+                search=self.search,
+                pipeline_tag=pipeline_tag,
+                # The Hub tags each model with its library, so a library is one more required tag.
+                filters=tuple(dict.fromkeys((*((library,) if library else ()), *self.tags))),
+                include_gated=self.include_gated,
+                sort=self.sort,
+                limit=self.page_size,
+            )
+            for author, pipeline_tag, library in combinations
+        )
+
+    def admits_parameters(self, count: int | None) -> bool:
+        """The minParameters/maxParameters filter. An unknown count is outside any bound that is set:
+        the source promises "at least N parameters", which a model of unknown size does not show."""
+        if not self.filters_parameters:
+            return True
+        if count is None:
+            return False
+        if self.min_parameters is not None and count < self.min_parameters:
+            return False
+        return self.max_parameters is None or count <= self.max_parameters
+
+    def fingerprint(self) -> str:
+        """Stable hash of everything that changes what a pass produces.
+
+        The token's value is left out (rotating it changes nothing indexed), but whether there is
+        one is not: a token makes gated and private models visible. A checkpoint taken under another
+        fingerprint must not be resumed, because its cursor and offsets mean something else.
+        """
+        facts = {
+            "provider": str(self.provider),
+            "endpoint": self.endpoint,
+            "authenticated": self.token is not None,
+            "authors": self.authors,
+            "search": self.search,
+            "pipelineTags": self.pipeline_tags,
+            "libraries": self.libraries,
+            "tags": self.tags,
+            "includeGated": self.include_gated,
+            "minParameters": self.min_parameters,
+            "maxParameters": self.max_parameters,
+            "sort": str(self.sort),
+            "maxModels": self.max_models,
+            "chunkSize": self.chunk_size,
+        }
+        canonical = json.dumps(facts, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()[:32]
+
+
+def _set(values: Iterable[str] | None) -> tuple[str, ...]:
+    """A CRD `list-type: set` in canonical order, so reordering it changes neither queries nor fingerprint."""
+    return tuple(sorted({str(value) for value in values or () if value}))
+
+
+def _optional_int(value: object) -> int | None:
+    return None if value is None else int(str(value))
+
+
+def _int(value: object, default: int) -> int:
+    return default if value is None else int(str(value))

@@ -1,0 +1,235 @@
+"""`ai-models catalog index|search`: the catalog on a workstation, without a cluster.
+
+`index` runs the same pass the controller runs, over one ModelCatalogSource manifest, into a
+directory store; `search` queries that store with the api's own index and search code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.table import Table
+
+from ai_models.adapters.hub import HubClient
+from ai_models.adapters.hub.errors import ProviderError
+from ai_models.adapters.objectstore import DirectoryStore
+from ai_models.api.catalog import Catalog
+from ai_models.api.index import CatalogIndex
+from ai_models.api.index_builder import IndexBuilder
+from ai_models.api.ledger_view import LedgerReading, LedgerState, LedgerView
+from ai_models.api.metrics import ApiMetrics
+from ai_models.api.models import SearchQuery, SearchSort
+from ai_models.catalog.indexing import Checkpoint, run_pass
+from ai_models.catalog.source import SourceSpec
+from ai_models.domain.storage.verdict import Verdict
+from ai_models.settings import Settings
+
+TOKEN_VARIABLE = "HF_TOKEN"
+
+
+def add_index_parser(commands: Any) -> None:
+    parser = commands.add_parser(
+        "index",
+        help="index one ModelCatalogSource into a local store",
+        description=(
+            "Runs one indexing pass of the ModelCatalogSource in FILE into the directory store DIR. "
+            f"A Hub token, if the source needs one, is read from ${TOKEN_VARIABLE}."
+        ),
+    )
+    parser.add_argument("--source", required=True, type=Path, metavar="FILE", help="ModelCatalogSource YAML")
+    parser.add_argument("--store", required=True, type=Path, metavar="DIR", help="directory of the store")
+    parser.add_argument(
+        "--endpoint",
+        help="Hub endpoint when the source sets none (default: AI_MODELS_HF_ENDPOINT or huggingface.co)",
+    )
+    parser.set_defaults(handler=run_index)
+
+
+def _load_source(path: Path) -> dict[str, Any]:
+    try:
+        documents = [doc for doc in yaml.safe_load_all(path.read_text(encoding="utf-8")) if doc]
+    except (OSError, yaml.YAMLError) as error:
+        raise SystemExit(f"ai-models catalog index: cannot read {path}: {error}") from error
+    sources = [doc for doc in documents if isinstance(doc, dict) and doc.get("kind") == "ModelCatalogSource"]
+    if len(sources) != 1:
+        raise SystemExit(
+            f"ai-models catalog index: {path} must hold exactly one ModelCatalogSource, found {len(sources)}"
+        )
+    source: dict[str, Any] = sources[0]
+    return source
+
+
+def run_index(args: argparse.Namespace, settings: Settings) -> int:
+    resource = _load_source(args.source)
+    try:
+        spec = SourceSpec.from_resource(
+            resource,
+            default_endpoint=args.endpoint or settings.hf_endpoint,
+            token=os.environ.get(TOKEN_VARIABLE),
+        )
+    except (KeyError, ValueError) as error:
+        raise SystemExit(
+            f"ai-models catalog index: {args.source} is not a valid ModelCatalogSource: {error}"
+        ) from error
+    args.store.mkdir(parents=True, exist_ok=True)
+    store = DirectoryStore(args.store)
+    console = Console(stderr=True)
+    limit = spec.max_models or None
+    with (
+        Progress(
+            SpinnerColumn(),
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            transient=False,
+        ) as progress,
+        HubClient(endpoint=spec.endpoint, token=spec.token) as hub,
+    ):
+        task = progress.add_task(f"indexing {spec.name} from {spec.endpoint}", total=limit)
+
+        def advance(checkpoint: Checkpoint) -> None:
+            progress.update(task, completed=checkpoint.processed_models)
+
+        try:
+            result = run_pass(
+                spec=spec,
+                hub=hub,
+                store=store,
+                resume=None,
+                on_checkpoint=advance,
+                clock=lambda: datetime.datetime.now(datetime.UTC),
+            )
+        except ProviderError as error:
+            console.print(f"[red]indexing {spec.name} failed ({error.reason}): {error}", soft_wrap=True)
+            return 1
+        assert result is not None  # nothing asks this pass to stop
+        progress.update(task, completed=result.models, total=result.models)
+    print(f"{result.models} models of {spec.name} indexed into {args.store} (generation {result.generation})")
+    return 0
+
+
+def add_search_parser(commands: Any) -> None:
+    parser = commands.add_parser(
+        "search",
+        help="search a local store with the catalog API's own index",
+        description=(
+            "Builds the catalog index of the directory store DIR and prints one page of results. "
+            "Verdicts use AI_MODELS_CAPACITY_LIMIT_BYTES; without a cluster the usage is unknown."
+        ),
+    )
+    parser.add_argument("--store", required=True, type=Path, metavar="DIR", help="directory of the store")
+    parser.add_argument("--q", help="full-text query over id, author, tags, task, library, architecture")
+    parser.add_argument("--source", help="only this catalog source")
+    parser.add_argument("--pipeline-tag", help="only models with this pipeline tag")
+    parser.add_argument("--library", help="only models for this library")
+    parser.add_argument("--author", help="only models of this author")
+    parser.add_argument("--min-parameters", type=int, help="at least this many parameters")
+    parser.add_argument("--max-parameters", type=int, help="at most this many parameters")
+    parser.add_argument("--max-weights-bytes", type=int, help="weights of at most this many bytes")
+    parser.add_argument("--verdict", choices=[verdict.value for verdict in Verdict], help="download verdict")
+    parser.add_argument(
+        "--sort", choices=[sort.value for sort in SearchSort], default=SearchSort.DOWNLOADS.value
+    )
+    parser.add_argument("--page-size", type=int, default=20, help="entries to print (1-500)")
+    parser.add_argument(
+        "--json", action="store_true", help="print a JSON array of entries (the API's entry shape)"
+    )
+    parser.set_defaults(handler=run_search)
+
+
+def _query(args: argparse.Namespace) -> SearchQuery:
+    try:
+        return SearchQuery.model_validate(
+            {
+                "q": args.q,
+                "source": args.source,
+                "pipelineTag": args.pipeline_tag,
+                "library": args.library,
+                "author": args.author,
+                "minParameters": args.min_parameters,
+                "maxParameters": args.max_parameters,
+                "maxWeightsBytes": args.max_weights_bytes,
+                "verdict": args.verdict,
+                "sort": args.sort,
+                "pageSize": args.page_size,
+            }
+        )
+    except ValidationError as error:
+        problems = "; ".join(f"{'.'.join(map(str, item['loc']))}: {item['msg']}" for item in error.errors())
+        raise SystemExit(f"ai-models catalog search: {problems}") from error
+
+
+def run_search(args: argparse.Namespace, settings: Settings) -> int:
+    query = _query(args)
+    if not (args.store / "catalog").is_dir():
+        raise SystemExit(
+            f"ai-models catalog search: {args.store} holds no catalog; run `ai-models catalog index` first"
+        )
+    index = CatalogIndex()
+    try:
+        IndexBuilder(store=DirectoryStore(args.store), index=index, metrics=ApiMetrics()).poll_once()
+        # Without a cluster there is no ledger: usage is unknown, exactly as with a missing Secret.
+        ledger = LedgerView(
+            read=lambda: LedgerReading(ledger=None, state=LedgerState.MISSING),
+            capacity_bytes=settings.capacity_limit_bytes,
+        )
+        entries: list[dict[str, Any]] = json.loads(Catalog(index=index, ledger=ledger).search(query))["items"]
+    finally:
+        index.close()
+    if args.json:
+        print(json.dumps(entries, indent=2))
+    else:
+        _print_table(entries)
+    return 0
+
+
+def _print_table(entries: list[dict[str, Any]]) -> None:
+    table = Table("source", "id", "task", "parameters", "weights", "context", "KV/token", "verdict", box=None)
+    for entry in entries:
+        facts = entry.get("resources", {})
+        table.add_row(
+            entry["source"],
+            entry["id"],
+            entry.get("metadata", {}).get("pipelineTag", ""),
+            _human(facts.get("parameterCount"), ""),
+            _human(facts.get("weightsBytes"), "B"),
+            str(facts.get("contextLength", "")),
+            _human(facts.get("kvCacheBytesPerToken"), "B"),
+            entry["downloadVerdict"]["verdict"],
+        )
+    # Piped output is not truncated to a terminal's width.
+    console = Console() if sys.stdout.isatty() else Console(width=240)
+    console.print(table)
+
+
+def _human(value: int | None, unit: str) -> str:
+    """1234567 -> 1.2M: decimal prefixes, as model sizes are quoted."""
+    if value is None:
+        return ""
+    if value < 1000:
+        return f"{value}{unit}"
+    scaled, prefix = float(value), ""
+    for prefix in ("K", "M", "G", "T", "P"):  # noqa: B007  (the last prefix reached is the one)
+        scaled /= 1000
+        if scaled < 1000:
+            break
+    return f"{scaled:.1f}{prefix}{unit}"

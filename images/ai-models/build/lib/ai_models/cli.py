@@ -1,0 +1,87 @@
+"""The `ai-models` console entry point; each process of the module is a sub-command."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Callable, Sequence
+
+from pydantic import ValidationError
+
+from ai_models import __version__
+from ai_models.catalog_commands import add_index_parser, add_search_parser
+from ai_models.logs import configure_logging
+from ai_models.settings import Settings
+
+log = logging.getLogger("ai_models.cli")
+
+Command = Callable[[argparse.Namespace, Settings], int]
+
+
+def _version(_args: argparse.Namespace, _settings: Settings) -> int:
+    print(f"ai-models {__version__}")
+    return 0
+
+
+def _controller(_args: argparse.Namespace, _settings: Settings) -> int:
+    # Imported here: kopf and the kubernetes client take a second to import, `version` should not.
+    from ai_models.controller.main import run  # noqa: PLC0415
+    from ai_models.controller.settings import ControllerSettings  # noqa: PLC0415
+
+    return run(ControllerSettings())
+
+
+def _api(args: argparse.Namespace, settings: Settings) -> int:
+    from ai_models.api.server import serve  # noqa: PLC0415  (FastAPI and uvicorn load only here)
+
+    return serve(settings, host=args.host, port=args.port)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ai-models",
+        description="Runtime of the ai-models Deckhouse module. Settings come from AI_MODELS_* variables.",
+    )
+    parser.add_argument("--version", action="version", version=f"ai-models {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    version = commands.add_parser("version", help="print the version and exit")
+    version.set_defaults(handler=_version)
+    controller = commands.add_parser(
+        "controller", help="run the controller (reconciles on the Lease holder; probes on every replica)"
+    )
+    controller.set_defaults(handler=_controller)
+    api = commands.add_parser("api", help="serve the catalog-import API")
+    api.add_argument("--host", default="0.0.0.0", help="address to listen on (default: all)")
+    api.add_argument(
+        "--port",
+        type=int,
+        default=int(os.environ.get("AI_MODELS_API_PORT", "8000")),
+        help="port to listen on (default: AI_MODELS_API_PORT or 8000)",
+    )
+    api.set_defaults(handler=_api)
+    catalog = commands.add_parser("catalog", help="index and search the catalog locally, without a cluster")
+    catalog_commands = catalog.add_subparsers(dest="catalog_command", metavar="COMMAND", required=True)
+    add_index_parser(catalog_commands)
+    add_search_parser(catalog_commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        settings = Settings()
+    except ValidationError as error:
+        # A bad variable must name itself; pydantic's `loc` is the field, the variable adds a prefix.
+        for problem in error.errors():
+            field = ".".join(str(part) for part in problem["loc"])
+            print(f"ai-models: invalid setting AI_MODELS_{field.upper()}: {problem['msg']}", file=sys.stderr)
+        return 2
+    configure_logging(level=settings.log_level, log_format=settings.effective_log_format())
+    handler: Command = args.handler
+    return handler(args, settings)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""The controller process: one leader (Lease-elected) runs the kopf operator; followers wait."""

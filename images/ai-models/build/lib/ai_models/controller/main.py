@@ -1,0 +1,107 @@
+"""`ai-models controller`: probes and metrics on every replica, reconciling only on the leader."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from types import FrameType
+
+import kopf
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+from prometheus_client import REGISTRY, start_http_server
+
+from ai_models.adapters.hub import HubClient
+from ai_models.adapters.objectstore import open_store
+from ai_models.controller import catalog_sources
+from ai_models.controller.health import ProbeServer, ProbeState
+from ai_models.controller.leadership import LeaseTiming, lead_while_holding_lease
+from ai_models.controller.metrics import ControllerMetrics
+from ai_models.controller.operator import register_login, run_operator
+from ai_models.controller.settings import ControllerSettings
+
+log = logging.getLogger(__name__)
+START_ATTEMPTS = 10
+
+
+class _Terminated(Exception):
+    """SIGTERM/SIGINT: unwind the leader election loop and stop."""
+
+
+def _raise_terminated(signum: int, _frame: FrameType | None) -> None:
+    raise _Terminated(signal.Signals(signum).name)
+
+
+def _load_kube_configuration() -> k8s.ApiClient:
+    """In-cluster config in a pod, KUBECONFIG elsewhere; retried with backoff on a slow start."""
+    for attempt in range(1, START_ATTEMPTS + 1):
+        try:
+            k8s_config.load_config()
+            configuration = k8s.Configuration.get_default_copy()
+            api = k8s.ApiClient(configuration)
+            k8s.VersionApi(api).get_code()
+            return api
+        except Exception as error:
+            if attempt == START_ATTEMPTS:
+                raise
+            delay = min(2**attempt, 30)
+            log.warning(
+                "Kubernetes API not reachable yet, retrying",
+                extra={"attempt": attempt, "retry_in_seconds": delay, "error": str(error)},
+            )
+            time.sleep(delay)
+    raise AssertionError("unreachable")
+
+
+def run(settings: ControllerSettings) -> int:
+    # The client's leader election logs every renewal at INFO; only its problems are news.
+    logging.getLogger("leaderelection").setLevel(logging.WARNING)
+    signal.signal(signal.SIGTERM, _raise_terminated)
+    signal.signal(signal.SIGINT, _raise_terminated)
+    probes = ProbeState()
+    probe_server = ProbeServer(
+        state=probes, address=settings.controller_health_address, port=settings.controller_health_port
+    ).start()
+    metrics = ControllerMetrics(REGISTRY)
+    start_http_server(settings.controller_metrics_port, addr=settings.controller_metrics_address)
+    try:
+        api = _load_kube_configuration()
+        store = open_store(settings)
+        runtime = catalog_sources.CatalogRuntime(
+            settings=settings,
+            store=store,
+            api=api,
+            hub_for=lambda spec: HubClient(endpoint=spec.endpoint, token=spec.token),
+            metrics=metrics,
+        )
+        registry = kopf.OperatorRegistry()
+        register_login(registry)
+        catalog_sources.register(registry, runtime)
+        probes.mark_ready()
+
+        def reconcile(stop: threading.Event) -> None:
+            metrics.leader.set(1)
+            try:
+                run_operator(registry=registry, stop=stop)
+            finally:
+                metrics.leader.set(0)
+
+        lead_while_holding_lease(
+            lease_name=settings.controller_lease_name,
+            namespace=settings.namespace,
+            identity=settings.pod_name,
+            timing=LeaseTiming(
+                lease_duration=settings.controller_lease_duration_seconds,
+                renew_deadline=settings.controller_renew_deadline_seconds,
+                retry_period=settings.controller_retry_period_seconds,
+            ),
+            work=reconcile,
+        )
+    except _Terminated as terminated:
+        log.info("stopping", extra={"signal": str(terminated)})
+    finally:
+        probes.mark_stopping()
+        probe_server.stop()
+    return 0

@@ -1,0 +1,22 @@
+"""Settings of the controller process (on top of the shared ones)."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from ai_models.settings import Settings
+
+
+class ControllerSettings(Settings):
+    controller_lease_name: str = Field(default="ai-models-controller", description="Lease of the leader.")
+    controller_lease_duration_seconds: int = Field(default=15, ge=2)
+    controller_renew_deadline_seconds: int = Field(default=10, ge=1)
+    controller_retry_period_seconds: int = Field(default=2, ge=1)
+    controller_health_address: str = Field(default="0.0.0.0", description="Listener of /healthz and /readyz.")
+    controller_health_port: int = Field(default=8081, ge=0, le=65535)
+    controller_metrics_address: str = Field(default="127.0.0.1", description="Listener of /metrics.")
+    controller_metrics_port: int = Field(default=8080, ge=0, le=65535)
+    catalog_retry_base_seconds: float = Field(
+        default=10.0, gt=0, description="First backoff after a failure."
+    )
+    catalog_retry_cap_seconds: float = Field(default=600.0, gt=0, description="Longest backoff.")

@@ -1,0 +1,1 @@
+"""Storage accounting: the ledger algebra and the reservation rule (pure)."""

@@ -1,0 +1,58 @@
+"""The ledger's stored form: JSON in the Secret `ai-models-storage-accounting`, key `ledger.json`."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ai_models.domain.storage.ledger import EntryState, Ledger, LedgerEntry, Owner, Scope
+
+LEDGER_SECRET_NAME = "ai-models-storage-accounting"
+LEDGER_SECRET_KEY = "ledger.json"
+
+
+class LedgerFormatError(ValueError):
+    """The stored ledger cannot be read; callers treat it as usage unknown."""
+
+
+def ledger_to_json(ledger: Ledger) -> bytes:
+    document = {
+        "confirmed": ledger.confirmed,
+        "entries": [
+            {
+                "owner": {
+                    "kind": entry.owner.kind,
+                    "namespace": entry.owner.namespace,
+                    "name": entry.owner.name,
+                    "uid": entry.owner.uid,
+                },
+                "scope": entry.scope.value,
+                "sizeBytes": entry.size_bytes,
+                "state": entry.state.value,
+            }
+            for entry in ledger.entries
+        ],
+    }
+    return json.dumps(document, sort_keys=True).encode()
+
+
+def ledger_from_json(data: bytes) -> Ledger | None:
+    """The stored ledger, or None when it is empty (an emptied ledger means usage unknown)."""
+    if not data.strip():
+        return None
+    try:
+        document: dict[str, Any] = json.loads(data)
+        entries = tuple(
+            LedgerEntry(
+                owner=Owner(**item["owner"]),
+                scope=Scope(item["scope"]),
+                size_bytes=int(item["sizeBytes"]),
+                state=EntryState(item["state"]),
+            )
+            for item in document["entries"]
+        )
+        return Ledger(entries=entries, confirmed=bool(document["confirmed"]))
+    except (ValueError, KeyError, TypeError) as error:
+        raise LedgerFormatError(
+            f"ledger.json of Secret {LEDGER_SECRET_NAME} is unreadable: {error}"
+        ) from error

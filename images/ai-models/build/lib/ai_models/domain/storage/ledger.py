@@ -1,0 +1,118 @@
+"""The storage ledger and the one reservation rule every download and every verdict goes through.
+
+A missing ledger, or one no inventory pass has confirmed, means usage is unknown: with a budget
+the module then refuses to reserve (it cannot know what fits), without a budget nothing is ever
+refused for lack of room. The catalog's download verdict calls `reserve(..., dry_run=True)`, so a
+verdict and the real download always agree.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+
+
+class Scope(enum.StrEnum):
+    NAMESPACED = "Namespaced"
+    CLUSTER = "Cluster"
+
+
+class EntryState(enum.StrEnum):
+    RESERVED = "Reserved"
+    PUBLISHED = "Published"
+
+
+@dataclasses.dataclass(frozen=True)
+class Owner:
+    kind: str
+    namespace: str
+    name: str
+    uid: str
+
+
+@dataclasses.dataclass(frozen=True)
+class LedgerEntry:
+    owner: Owner
+    scope: Scope
+    size_bytes: int
+    state: EntryState
+
+
+@dataclasses.dataclass(frozen=True)
+class Ledger:
+    entries: tuple[LedgerEntry, ...] = ()
+    confirmed: bool = False
+
+    def bytes_in(self, state: EntryState) -> int:
+        return sum(entry.size_bytes for entry in self.entries if entry.state is state)
+
+
+class Refusal(enum.StrEnum):
+    """Why a reservation is refused; the Model condition reasons of the same names."""
+
+    STORAGE_USAGE_UNKNOWN = "StorageUsageUnknown"
+    INSUFFICIENT_STORAGE = "InsufficientStorage"
+
+
+@dataclasses.dataclass(frozen=True)
+class Reservation:
+    """Outcome of `reserve`: the ledger to store when accepted, the refusal otherwise."""
+
+    ledger: Ledger | None
+    refusal: Refusal | None
+    available_bytes: int | None
+
+    @property
+    def accepted(self) -> bool:
+        return self.refusal is None
+
+
+def usage_known(ledger: Ledger | None) -> bool:
+    return ledger is not None and ledger.confirmed
+
+
+def available_bytes(ledger: Ledger | None, *, capacity_bytes: int | None) -> int | None:
+    """Free budget, or None when either the budget or the usage is unknown."""
+    if capacity_bytes is None or ledger is None or not usage_known(ledger):
+        return None
+    used = ledger.bytes_in(EntryState.PUBLISHED) + ledger.bytes_in(EntryState.RESERVED)
+    return max(capacity_bytes - used, 0)
+
+
+def reserve(
+    ledger: Ledger | None,
+    *,
+    owner: Owner,
+    scope: Scope,
+    size_bytes: int,
+    capacity_bytes: int | None,
+    dry_run: bool = False,
+) -> Reservation:
+    """Reserve `size_bytes` for `owner` before any byte is written.
+
+    A repeated reservation for the same owner replaces the previous one, so a retried publication
+    is never counted twice. With `dry_run` the ledger is returned unchanged.
+    """
+    if size_bytes < 0:
+        raise ValueError(f"cannot reserve a negative size ({size_bytes} bytes)")
+    others = tuple(
+        entry
+        for entry in (ledger.entries if ledger else ())
+        if not (entry.owner == owner and entry.state is EntryState.RESERVED)
+    )
+    current = dataclasses.replace(ledger, entries=others) if ledger is not None else None
+    free = available_bytes(current, capacity_bytes=capacity_bytes)
+    if capacity_bytes is not None:
+        if free is None:
+            return Reservation(ledger=ledger, refusal=Refusal.STORAGE_USAGE_UNKNOWN, available_bytes=None)
+        if size_bytes > free:
+            return Reservation(ledger=ledger, refusal=Refusal.INSUFFICIENT_STORAGE, available_bytes=free)
+    if dry_run:
+        return Reservation(ledger=ledger, refusal=None, available_bytes=free)
+    entry = LedgerEntry(owner=owner, scope=scope, size_bytes=size_bytes, state=EntryState.RESERVED)
+    base = current if current is not None else Ledger(confirmed=False)
+    return Reservation(
+        ledger=dataclasses.replace(base, entries=(*base.entries, entry)),
+        refusal=None,
+        available_bytes=None if free is None else free - size_bytes,
+    )

@@ -198,3 +198,24 @@ def test_a_cursor_the_provider_rejects_is_dropped_and_the_pass_starts_over(stack
     )
     stack.eventually(lambda: served(stack, "stale"), what="a fresh pass")
     assert sorted(stack.served_ids("stale")) == listed(stack.hub)
+
+
+def test_deleting_a_source_in_the_middle_of_a_pass_stops_it_and_removes_everything(
+    stack: CatalogStack,
+) -> None:
+    stack.hub.set_latency(0.3)
+    controller = stack.controller()
+    stack.create_source(
+        "busy", opted_in=True, spec={"provider": "HuggingFace", "huggingFace": {}, "chunkSize": 20}
+    )
+    stack.eventually(
+        lambda: stack.source("busy").get("status", {}).get("resume", {}).get("processedModels", 0) >= 20,
+        what="the pass to be under way",
+    )
+    stack.objects.delete_cluster_custom_object("ai.deckhouse.io", "v1alpha1", "modelcatalogsources", "busy")
+    stack.eventually(
+        lambda: not (stack.store_dir / "catalog" / "busy").exists(),
+        timeout=60,
+        what="the index to be removed",
+    )
+    assert "cancelled" not in controller.log()

@@ -88,7 +88,10 @@ def register(registry: kopf.OperatorRegistry, runtime: CatalogRuntime) -> None:
         API_VERSION,
         Plural.MODEL_CATALOG_SOURCES,
         registry=registry,
-        cancellation_timeout=30.0,
+        # A stopping daemon gets a grace period (it may be writing a chunk, and on deletion it
+        # removes the source's index) before kopf cancels it; without a backoff kopf cancels at once.
+        cancellation_backoff=30.0,
+        cancellation_timeout=10.0,
     )
     async def catalog_source(name: str, body: kopf.Body, stopped: kopf.DaemonStopped, **_: Any) -> None:
         loop = SourceLoop(name=name, runtime=runtime)

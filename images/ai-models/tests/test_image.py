@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -30,24 +31,19 @@ def test_runtime_dependencies_are_pinned() -> None:
 
 
 def test_the_built_package_carries_the_api_contracts(tmp_path: Path) -> None:
-    # The venv uses an editable install; a real wheel only holds what package-data lists.
+    # The venv uses an editable install; a real wheel only holds what package-data lists. Build
+    # from a copy: setuptools writes build/ and *.egg-info next to the sources it builds.
+    source = tmp_path / "source"
+    shutil.copytree(
+        IMAGE_DIR, source, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__", "tests")
+    )
     subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "--no-deps",
-            "-q",
-            "-w",
-            str(tmp_path),
-            str(IMAGE_DIR),
-        ],
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path / "dist"), str(source)],
         check=True,
         capture_output=True,
         timeout=300,
     )
-    [wheel] = tmp_path.glob("ai_models-*.whl")
+    [wheel] = (tmp_path / "dist").glob("ai_models-*.whl")
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
     contracts = {

@@ -1,1 +1,0 @@
-"""Catalog indexing and its storage layout in the object store."""

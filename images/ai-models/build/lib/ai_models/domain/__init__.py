@@ -1,1 +1,0 @@
-"""Pure domain logic: no I/O, no Kubernetes client. Hooks, processes and tests import it directly."""

@@ -1,1 +1,0 @@
-"""Storage accounting: the ledger algebra and the reservation rule (pure)."""

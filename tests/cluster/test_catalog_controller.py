@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import collections
 import datetime
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +19,7 @@ from fakes.hub import FakeHub, FakeModel
 from fakes.hub_corpus import make_corpus
 from kubeemu.pytest_fixtures import RunningEmulator
 from support.module_install import InstalledModule, install_module
+from support.processes import free_port
 
 client: Any = typed_client
 CORPUS = 230
@@ -219,3 +222,44 @@ def test_deleting_a_source_in_the_middle_of_a_pass_stops_it_and_removes_everythi
         what="the index to be removed",
     )
     assert "cancelled" not in controller.log()
+
+
+def _get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+    except urllib.error.URLError:
+        return 0, ""  # not listening yet
+
+
+def test_probes_and_metrics_of_leader_and_follower(stack: CatalogStack) -> None:
+    ports = {
+        name: free_port()
+        for name in ("leader-health", "leader-metrics", "follower-health", "follower-metrics")
+    }
+    stack.controller(
+        "replica-a",
+        AI_MODELS_CONTROLLER_HEALTH_PORT=str(ports["leader-health"]),
+        AI_MODELS_CONTROLLER_METRICS_PORT=str(ports["leader-metrics"]),
+    )
+    stack.eventually(lambda: _lease_holder(stack) == "replica-a", what="leadership")
+    stack.controller(
+        "replica-b",
+        AI_MODELS_CONTROLLER_HEALTH_PORT=str(ports["follower-health"]),
+        AI_MODELS_CONTROLLER_METRICS_PORT=str(ports["follower-metrics"]),
+    )
+    stack.create_source("measured", opted_in=True)
+    stack.eventually(lambda: served(stack, "measured"), what="the pass")
+    for role in ("leader", "follower"):
+        health = f"http://127.0.0.1:{ports[role + '-health']}"
+        stack.eventually(lambda health=health: _get(f"{health}/readyz")[0] == 200, what=f"{role} readiness")
+        assert _get(f"{health}/healthz") == (200, "ok\n")
+    leader_metrics = _get(f"http://127.0.0.1:{ports['leader-metrics']}/metrics")[1]
+    follower_metrics = _get(f"http://127.0.0.1:{ports['follower-metrics']}/metrics")[1]
+    assert "d8_ai_models_controller_leader 1.0" in leader_metrics
+    assert "d8_ai_models_controller_leader 0.0" in follower_metrics
+    models = len(listed(stack.hub))
+    assert f'd8_ai_models_catalog_source_indexed_models{{source="measured"}} {models}.0' in leader_metrics
+    assert 'd8_ai_models_catalog_source_sync_failing{source="measured"} 0.0' in leader_metrics

@@ -254,7 +254,11 @@ def test_probes_and_metrics_of_leader_and_follower(stack: CatalogStack) -> None:
     stack.eventually(lambda: served(stack, "measured"), what="the pass")
     for role in ("leader", "follower"):
         health = f"http://127.0.0.1:{ports[role + '-health']}"
-        stack.eventually(lambda health=health: _get(f"{health}/readyz")[0] == 200, what=f"{role} readiness")
+
+        def ready(health: str = health) -> bool:
+            return _get(f"{health}/readyz")[0] == 200
+
+        stack.eventually(ready, what=f"{role} readiness")
         assert _get(f"{health}/healthz") == (200, "ok\n")
     leader_metrics = _get(f"http://127.0.0.1:{ports['leader-metrics']}/metrics")[1]
     follower_metrics = _get(f"http://127.0.0.1:{ports['follower-metrics']}/metrics")[1]

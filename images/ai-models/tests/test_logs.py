@@ -68,3 +68,16 @@ def test_auto_format_is_json_inside_a_pod_and_text_outside(monkeypatch: pytest.M
     assert Settings().effective_log_format() is LogFormat.TEXT
     monkeypatch.setenv("AI_MODELS_LOG_FORMAT", "json")
     assert Settings().effective_log_format() is LogFormat.JSON
+
+
+def test_library_records_are_formatted_once_by_the_process_handler() -> None:
+    stream = io.StringIO()
+    configure_logging(level=LogLevel.INFO, log_format=LogFormat.JSON, stream=stream)
+    import ai_models.adapters.hub  # noqa: F401, PLC0415  (importing the adapter adopts the library's logger)
+
+    logging.getLogger("huggingface_hub.utils._http").warning("Retrying in 1.0s [Retry 1/2].")
+    logging.getLogger("uvicorn.error").info("Started", extra={"color_message": "\x1b[36mStarted\x1b[0m"})
+    lines = stream.getvalue().splitlines()
+    assert [json.loads(line)["msg"] for line in lines] == ["Retrying in 1.0s [Retry 1/2].", "Started"]
+    assert "color_message" not in lines[1]
+    assert logging.getLogger("huggingface_hub").handlers == []

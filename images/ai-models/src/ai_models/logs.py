@@ -22,7 +22,12 @@ _LEVELS = {
 }
 
 # Attributes every LogRecord has; anything else on a record came from `extra=` and is a fact.
-_STANDARD_ATTRS = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
+# uvicorn's `color_message` repeats the message with terminal colours.
+_STANDARD_ATTRS = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
+    "message",
+    "asctime",
+    "color_message",
+}
 
 
 def _facts(record: logging.LogRecord) -> dict[str, Any]:

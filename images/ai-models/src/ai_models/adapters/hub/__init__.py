@@ -1,5 +1,7 @@
 """Hugging Face Hub access for the catalog: listing pages, config.json, and provider errors."""
 
+import logging
+
 from ai_models.adapters.hub.client import DEFAULT_CONFIG_CONCURRENCY, HubClient
 from ai_models.adapters.hub.errors import (
     ProviderError,
@@ -13,6 +15,10 @@ from ai_models.adapters.hub.errors import (
     ProviderUnavailable,
 )
 from ai_models.adapters.hub.listing import HubModel, HubPage, HubQuery
+
+# huggingface_hub adds its own stderr handler when imported. The process's root handler already
+# formats its records (JSON in a pod); the library's copy would be a second, unformatted line.
+logging.getLogger("huggingface_hub").handlers.clear()
 
 __all__ = [
     "DEFAULT_CONFIG_CONCURRENCY",

@@ -8,6 +8,7 @@ from typing import Any
 import jsonschema
 import pytest
 
+from ai_models.domain.storage.prerequisites import DeliveryMode, StorageClassSource
 from ai_models.settings import LogLevel
 from support.docs import documented_objects
 from support.paths import OPENAPI_DIR
@@ -131,3 +132,14 @@ def test_internal_values_are_declared_and_closed() -> None:
     assert internal["additionalProperties"] is False
     with pytest.raises(InvalidModuleValues, match=r"aiModels\.internal: Additional properties"):
         module_values(internal={"undeclaredKey": 1})
+
+
+def test_values_vocabularies_are_the_evaluators() -> None:
+    settings = load_yaml(OPENAPI_DIR / "config-values.yaml")["properties"]
+    internal = load_yaml(OPENAPI_DIR / "values.yaml")["properties"]["internal"]["properties"]
+    modes = [mode.value for mode in DeliveryMode]
+    assert settings["delivery"]["properties"]["mode"]["enum"] == modes
+    assert internal["storagePrerequisites"]["properties"]["mode"]["enum"] == modes
+    assert internal["delivery"]["properties"]["storageClassSource"]["enum"] == [
+        s.value for s in StorageClassSource
+    ]

@@ -1,0 +1,221 @@
+"""Can the module deliver models in this cluster at all? One pure evaluator (ARCHITECTURE §7).
+
+Inputs are plain facts read elsewhere (StorageClasses, Deckhouse's global storage class, the shared
+claims already made, node labels); the Helm hook and every controller replica run this same code.
+Standard library only, so the hooks can import it without the runtime's dependencies.
+
+SharedPVC needs a class resolved from `delivery.sharedPVCStorageClassName`, then Deckhouse's global
+storage class, then the single default StorageClass; it must exist and bind at once
+(`volumeBindingMode: Immediate`: delivery waits for the volume before creating its first consumer,
+so a WaitForFirstConsumer volume never binds). ReadWriteMany cannot be read from a class; the first
+shared claim that binds confirms it, one that fails refutes it. NodeCache needs a cache size and a
+node selector that matches at least one node.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Mapping, Sequence
+
+IMMEDIATE = "Immediate"
+WAIT_FOR_FIRST_CONSUMER = "WaitForFirstConsumer"
+
+
+class DeliveryMode(enum.StrEnum):
+    SHARED_PVC = "SharedPVC"
+    NODE_CACHE = "NodeCache"
+
+
+class StorageClassSource(enum.StrEnum):
+    """Where the SharedPVC class came from (values `internal.delivery.storageClassSource`)."""
+
+    MODULE_SETTING = "ModuleSetting"
+    GLOBAL_STORAGE_CLASS = "GlobalStorageClass"
+    DEFAULT_STORAGE_CLASS = "DefaultStorageClass"
+    NOT_FOUND = "NotFound"
+
+
+class PrerequisitesReason(enum.StrEnum):
+    SATISFIED = "Satisfied"
+    READ_WRITE_MANY_UNCONFIRMED = "ReadWriteManyUnconfirmed"
+    STORAGE_CLASS_NOT_FOUND = "StorageClassNotFound"
+    NO_DEFAULT_STORAGE_CLASS = "NoDefaultStorageClass"
+    SEVERAL_DEFAULT_STORAGE_CLASSES = "SeveralDefaultStorageClasses"
+    STORAGE_CLASS_WAIT_FOR_FIRST_CONSUMER = "StorageClassWaitForFirstConsumer"
+    READ_WRITE_MANY_FAILED = "ReadWriteManyFailed"
+    NODE_CACHE_SIZE_NOT_SET = "NodeCacheSizeNotSet"
+    NODE_CACHE_SELECTS_NO_NODE = "NodeCacheSelectsNoNode"
+
+
+# Reasons that still let delivery work (the metric reports 1).
+SATISFYING_REASONS = frozenset(
+    {PrerequisitesReason.SATISFIED, PrerequisitesReason.READ_WRITE_MANY_UNCONFIRMED}
+)
+
+
+class ClaimPhase(enum.StrEnum):
+    PENDING = "Pending"
+    BOUND = "Bound"
+    LOST = "Lost"
+
+
+@dataclasses.dataclass(frozen=True)
+class StorageClassFacts:
+    name: str
+    volume_binding_mode: str = IMMEDIATE
+    is_default: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class SharedClaimFacts:
+    """A claim labelled `ai.deckhouse.io/shared-pvc=true`."""
+
+    namespace: str
+    name: str
+    storage_class: str | None
+    phase: ClaimPhase
+    provisioning_failed: bool = False  # a ProvisioningFailed event about this very claim (by uid)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class StorageInputs:
+    mode: DeliveryMode
+    shared_pvc_storage_class: str | None = None
+    global_storage_class: str | None = None
+    storage_classes: Sequence[StorageClassFacts] = ()
+    shared_claims: Sequence[SharedClaimFacts] = ()
+    node_cache_size: str | None = None
+    node_cache_selector: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    node_labels: Sequence[Mapping[str, str]] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class PrerequisitesVerdict:
+    mode: DeliveryMode
+    reason: PrerequisitesReason
+    message: str
+    storage_class: str | None = None
+    storage_class_source: StorageClassSource | None = None
+
+    @property
+    def satisfied(self) -> bool:
+        return self.reason in SATISFYING_REASONS
+
+
+@dataclasses.dataclass(frozen=True)
+class _Resolution:
+    name: str | None
+    source: StorageClassSource
+    failure: PrerequisitesReason | None
+    message: str
+
+
+def resolve_storage_class(inputs: StorageInputs) -> _Resolution:
+    """The SharedPVC class through the fallback chain, or why there is none."""
+    known = {item.name: item for item in inputs.storage_classes}
+    for name, source, setting in (
+        (
+            inputs.shared_pvc_storage_class,
+            StorageClassSource.MODULE_SETTING,
+            "delivery.sharedPVCStorageClassName",
+        ),
+        (
+            inputs.global_storage_class,
+            StorageClassSource.GLOBAL_STORAGE_CLASS,
+            "Deckhouse's global storage class",
+        ),
+    ):
+        if name:
+            if name in known:
+                return _Resolution(name, source, None, f"StorageClass {name} from {setting}")
+            return _Resolution(
+                name,
+                source,
+                PrerequisitesReason.STORAGE_CLASS_NOT_FOUND,
+                f"StorageClass {name} named by {setting} does not exist; create it or name another class",
+            )
+    defaults = sorted(item.name for item in inputs.storage_classes if item.is_default)
+    if len(defaults) == 1:
+        return _Resolution(
+            defaults[0], StorageClassSource.DEFAULT_STORAGE_CLASS, None, f"default StorageClass {defaults[0]}"
+        )
+    if not defaults:
+        return _Resolution(
+            None,
+            StorageClassSource.NOT_FOUND,
+            PrerequisitesReason.NO_DEFAULT_STORAGE_CLASS,
+            "no StorageClass is named by delivery.sharedPVCStorageClassName or the global storage class, "
+            "and the cluster has no default StorageClass; set delivery.sharedPVCStorageClassName to a "
+            "ReadWriteMany class with volumeBindingMode Immediate",
+        )
+    return _Resolution(
+        None,
+        StorageClassSource.NOT_FOUND,
+        PrerequisitesReason.SEVERAL_DEFAULT_STORAGE_CLASSES,
+        f"several default StorageClasses ({', '.join(defaults)}); set delivery.sharedPVCStorageClassName",
+    )
+
+
+def evaluate(inputs: StorageInputs) -> PrerequisitesVerdict:
+    if inputs.mode is DeliveryMode.NODE_CACHE:
+        return _node_cache(inputs)
+    return _shared_pvc(inputs)
+
+
+def _shared_pvc(inputs: StorageInputs) -> PrerequisitesVerdict:
+    resolution = resolve_storage_class(inputs)
+    if resolution.failure is not None:
+        return PrerequisitesVerdict(
+            inputs.mode, resolution.failure, resolution.message, resolution.name, resolution.source
+        )
+    assert resolution.name is not None
+    storage_class = next(item for item in inputs.storage_classes if item.name == resolution.name)
+    if storage_class.volume_binding_mode != IMMEDIATE:
+        return PrerequisitesVerdict(
+            inputs.mode,
+            PrerequisitesReason.STORAGE_CLASS_WAIT_FOR_FIRST_CONSUMER,
+            f"{resolution.message} binds volumes only for a first consumer (volumeBindingMode "
+            f"{storage_class.volume_binding_mode}); shared volumes need Immediate binding",
+            resolution.name,
+            resolution.source,
+        )
+    claims = [claim for claim in inputs.shared_claims if claim.storage_class == resolution.name]
+    if any(claim.phase is ClaimPhase.BOUND for claim in claims):
+        reason, message = (
+            PrerequisitesReason.SATISFIED,
+            f"{resolution.message}; ReadWriteMany confirmed by a bound claim",
+        )
+    elif failed := [claim for claim in claims if claim.provisioning_failed or claim.phase is ClaimPhase.LOST]:
+        first = failed[0]
+        reason = PrerequisitesReason.READ_WRITE_MANY_FAILED
+        message = (
+            f"{resolution.message}: the shared claim {first.namespace}/{first.name} could not get a "
+            "ReadWriteMany volume; use a class whose provisioner supports ReadWriteMany"
+        )
+    else:
+        reason = PrerequisitesReason.READ_WRITE_MANY_UNCONFIRMED
+        message = f"{resolution.message}; ReadWriteMany is confirmed by the first shared claim that binds"
+    return PrerequisitesVerdict(inputs.mode, reason, message, resolution.name, resolution.source)
+
+
+def _node_cache(inputs: StorageInputs) -> PrerequisitesVerdict:
+    if not inputs.node_cache_size:
+        return PrerequisitesVerdict(
+            inputs.mode, PrerequisitesReason.NODE_CACHE_SIZE_NOT_SET, "set delivery.nodeCache.size"
+        )
+    selector = dict(inputs.node_cache_selector)
+    matching = [
+        labels for labels in inputs.node_labels if all(labels.get(k) == v for k, v in selector.items())
+    ]
+    if not matching:
+        wanted = ",".join(f"{key}={value}" for key, value in sorted(selector.items())) or "(empty)"
+        return PrerequisitesVerdict(
+            inputs.mode,
+            PrerequisitesReason.NODE_CACHE_SELECTS_NO_NODE,
+            f"no node matches delivery.nodeCache.nodeSelector {wanted}; "
+            "label the cache nodes or change the selector",
+        )
+    return PrerequisitesVerdict(
+        inputs.mode, PrerequisitesReason.SATISFIED, f"{len(matching)} node(s) keep a model cache"
+    )

@@ -1,0 +1,173 @@
+"""The storage-prerequisites verdict, one case per reason of the closed vocabulary."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from ai_models.domain.storage.prerequisites import (
+    ClaimPhase,
+    DeliveryMode,
+    PrerequisitesReason,
+    SharedClaimFacts,
+    StorageClassFacts,
+    StorageClassSource,
+    StorageInputs,
+    evaluate,
+)
+
+NFS = StorageClassFacts("nfs-rwx")
+CEPH = StorageClassFacts("ceph-rwx", is_default=True)
+LOCAL = StorageClassFacts("local-path", volume_binding_mode="WaitForFirstConsumer", is_default=True)
+SHARED = StorageInputs(mode=DeliveryMode.SHARED_PVC, storage_classes=(NFS, CEPH))
+
+
+def claim(phase: ClaimPhase, *, storage_class: str = "ceph-rwx", failed: bool = False) -> SharedClaimFacts:
+    return SharedClaimFacts("team-a", "ai-models-llama", storage_class, phase, provisioning_failed=failed)
+
+
+def with_(**changes: object) -> StorageInputs:
+    return dataclasses.replace(SHARED, **changes)  # type: ignore[arg-type]
+
+
+def test_module_setting_wins_over_the_global_class_and_the_default() -> None:
+    verdict = evaluate(with_(shared_pvc_storage_class="nfs-rwx", global_storage_class="ceph-rwx"))
+    assert (verdict.storage_class, verdict.storage_class_source) == (
+        "nfs-rwx",
+        StorageClassSource.MODULE_SETTING,
+    )
+
+
+def test_global_class_wins_over_the_default() -> None:
+    verdict = evaluate(with_(global_storage_class="nfs-rwx"))
+    assert (verdict.storage_class, verdict.storage_class_source) == (
+        "nfs-rwx",
+        StorageClassSource.GLOBAL_STORAGE_CLASS,
+    )
+
+
+def test_single_default_class_is_used_last() -> None:
+    verdict = evaluate(SHARED)
+    assert (verdict.storage_class, verdict.storage_class_source) == (
+        "ceph-rwx",
+        StorageClassSource.DEFAULT_STORAGE_CLASS,
+    )
+
+
+def test_before_any_claim_the_class_is_usable_but_read_write_many_unconfirmed() -> None:
+    verdict = evaluate(SHARED)
+    assert verdict.reason is PrerequisitesReason.READ_WRITE_MANY_UNCONFIRMED
+    assert verdict.satisfied
+
+
+def test_a_bound_shared_claim_confirms_read_write_many() -> None:
+    verdict = evaluate(with_(shared_claims=(claim(ClaimPhase.PENDING), claim(ClaimPhase.BOUND))))
+    assert verdict.reason is PrerequisitesReason.SATISFIED
+    assert verdict.satisfied
+
+
+@pytest.mark.parametrize("failed", [claim(ClaimPhase.PENDING, failed=True), claim(ClaimPhase.LOST)])
+def test_a_failed_shared_claim_refutes_read_write_many(failed: SharedClaimFacts) -> None:
+    verdict = evaluate(with_(shared_claims=(failed,)))
+    assert verdict.reason is PrerequisitesReason.READ_WRITE_MANY_FAILED
+    assert not verdict.satisfied
+    assert "team-a/ai-models-llama" in verdict.message
+
+
+def test_claims_of_another_class_say_nothing_about_this_one() -> None:
+    verdict = evaluate(with_(shared_claims=(claim(ClaimPhase.BOUND, storage_class="nfs-rwx"),)))
+    assert verdict.reason is PrerequisitesReason.READ_WRITE_MANY_UNCONFIRMED
+
+
+@pytest.mark.parametrize(
+    ("inputs", "reason", "hint"),
+    [
+        (with_(shared_pvc_storage_class="missing"), PrerequisitesReason.STORAGE_CLASS_NOT_FOUND, "missing"),
+        (
+            with_(global_storage_class="missing"),
+            PrerequisitesReason.STORAGE_CLASS_NOT_FOUND,
+            "global storage class",
+        ),
+        (
+            with_(storage_classes=(NFS,)),
+            PrerequisitesReason.NO_DEFAULT_STORAGE_CLASS,
+            "sharedPVCStorageClassName",
+        ),
+        (
+            with_(storage_classes=(CEPH, dataclasses.replace(NFS, is_default=True))),
+            PrerequisitesReason.SEVERAL_DEFAULT_STORAGE_CLASSES,
+            "ceph-rwx, nfs-rwx",
+        ),
+        (
+            with_(storage_classes=(LOCAL,)),
+            PrerequisitesReason.STORAGE_CLASS_WAIT_FOR_FIRST_CONSUMER,
+            "Immediate",
+        ),
+    ],
+)
+def test_unusable_shared_pvc_class_is_named_with_its_reason(
+    inputs: StorageInputs, reason: PrerequisitesReason, hint: str
+) -> None:
+    verdict = evaluate(inputs)
+    assert verdict.reason is reason
+    assert not verdict.satisfied
+    assert hint in verdict.message
+
+
+NODE_CACHE = StorageInputs(
+    mode=DeliveryMode.NODE_CACHE,
+    node_cache_size="200Gi",
+    node_cache_selector={"ai.deckhouse.io/model-cache": "true"},
+    node_labels=(
+        {"kubernetes.io/hostname": "gpu-1", "ai.deckhouse.io/model-cache": "true"},
+        {"kubernetes.io/hostname": "cpu-1"},
+    ),
+)
+
+
+def test_node_cache_is_satisfied_when_the_selector_matches_a_node() -> None:
+    verdict = evaluate(NODE_CACHE)
+    assert verdict.reason is PrerequisitesReason.SATISFIED
+    assert "1 node(s)" in verdict.message
+
+
+def test_node_cache_selecting_no_node_is_named() -> None:
+    verdict = evaluate(dataclasses.replace(NODE_CACHE, node_cache_selector={"pool": "gpu"}))
+    assert verdict.reason is PrerequisitesReason.NODE_CACHE_SELECTS_NO_NODE
+    assert "pool=gpu" in verdict.message
+
+
+def test_node_cache_without_a_size_is_named() -> None:
+    verdict = evaluate(dataclasses.replace(NODE_CACHE, node_cache_size=None))
+    assert verdict.reason is PrerequisitesReason.NODE_CACHE_SIZE_NOT_SET
+
+
+def test_every_reason_is_reachable() -> None:
+    reached = {
+        evaluate(inputs).reason
+        for inputs in (
+            SHARED,
+            with_(shared_claims=(claim(ClaimPhase.BOUND),)),
+            with_(shared_claims=(claim(ClaimPhase.LOST),)),
+            with_(shared_pvc_storage_class="missing"),
+            with_(storage_classes=(NFS,)),
+            with_(storage_classes=(CEPH, dataclasses.replace(NFS, is_default=True))),
+            with_(storage_classes=(LOCAL,)),
+            dataclasses.replace(NODE_CACHE, node_cache_selector={"pool": "gpu"}),
+            dataclasses.replace(NODE_CACHE, node_cache_size=None),
+        )
+    }
+    assert reached == set(PrerequisitesReason)
+
+
+def test_the_evaluator_uses_only_the_standard_library() -> None:
+    # Helm hooks import it from lib/python without the runtime's dependencies.
+    from ai_models.domain.storage import prerequisites  # noqa: PLC0415
+
+    source = Path(prerequisites.__file__).read_text(encoding="utf-8")
+    imports = {
+        line.split()[1].split(".")[0] for line in source.splitlines() if line.startswith(("import ", "from "))
+    }
+    assert imports <= {"__future__", "dataclasses", "enum", "collections"}

@@ -9,6 +9,7 @@ the templates, so a template that drifts from the contract fails here.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -147,8 +148,25 @@ def expected_common_env(values: Mapping[str, Any]) -> dict[str, Any]:
     return env
 
 
+def expected_controller_env(values: Mapping[str, Any]) -> dict[str, Any]:
+    delivery = values["aiModels"]["delivery"]
+    env: dict[str, Any] = {
+        "AI_MODELS_CONTROLLER_LEASE_NAME": CONTROLLER,
+        "AI_MODELS_DELIVERY_MODE": delivery["mode"],
+        "AI_MODELS_DELIVERY_NODE_CACHE_SIZE": delivery["nodeCache"]["size"],
+        "AI_MODELS_DELIVERY_NODE_CACHE_SELECTOR": json.dumps(
+            delivery["nodeCache"]["nodeSelector"], separators=(",", ":")
+        ),
+    }
+    if delivery.get("sharedPVCStorageClassName"):
+        env["AI_MODELS_DELIVERY_SHARED_PVC_STORAGE_CLASS"] = delivery["sharedPVCStorageClassName"]
+    if values["global"].get("defaultClusterStorageClass"):
+        env["AI_MODELS_DELIVERY_GLOBAL_STORAGE_CLASS"] = values["global"]["defaultClusterStorageClass"]
+    return env
+
+
 PROCESS_ENV: dict[str, dict[str, Any]] = {
-    CONTROLLER: {"AI_MODELS_CONTROLLER_LEASE_NAME": CONTROLLER},
+    CONTROLLER: {},
     API: {
         "AI_MODELS_API_PORT": "8000",
         "AI_MODELS_API_INDEX_DIR": INDEX_DIR,
@@ -166,7 +184,12 @@ CONTROLLER_CLUSTER_RULES = [
     rule([""], ["namespaces"], ["get", "list", "watch"]),
     rule([""], ["events"], ["create", "patch"]),
     rule(["events.k8s.io"], ["events"], ["create", "patch"]),
+    # The storage-prerequisites check; SharedPVC (the default mode) reads shared claims and events.
+    rule(["storage.k8s.io"], ["storageclasses"], ["list"]),
+    rule([""], ["persistentvolumeclaims", "events"], ["list"]),
 ]
+# NodeCache mode reads nodes instead of claims and their events.
+CONTROLLER_NODE_CACHE_PREREQUISITE_RULES = [rule([""], ["nodes"], ["list"])]
 CONTROLLER_NAMESPACE_RULES = [
     rule(["coordination.k8s.io"], ["leases"], ["create"]),
     rule(["coordination.k8s.io"], ["leases"], ["get", "update"], [CONTROLLER]),
@@ -231,7 +254,8 @@ def test_one_module_image_runs_the_sub_command(deployment: str) -> None:
 def test_settings_reach_the_process_as_env(item: Any, deployment: str) -> None:
     name, _ = PROCESSES[deployment]
     env = env_of(container(rendered(item.name), deployment, name))
-    assert env == expected_common_env(item.values()) | PROCESS_ENV[deployment]
+    own = expected_controller_env(item.values()) if deployment == CONTROLLER else PROCESS_ENV[deployment]
+    assert env == expected_common_env(item.values()) | own
 
 
 def test_the_scenarios_cover_each_optional_setting_both_ways() -> None:
@@ -596,6 +620,14 @@ def test_each_process_gets_exactly_its_rules(
     assert namespaced == rule_set(namespace_rules)
     # The kube-rbac-proxy sidecar's TokenReview/SubjectAccessReview come from Deckhouse's own role.
     assert foreign == {DECKHOUSE_RBAC_PROXY_ROLE}
+
+
+def test_the_controller_reads_nodes_not_claims_in_node_cache_mode() -> None:
+    cluster, _, _ = granted(rendered("delivery-node-cache"), "controller")
+    shared_pvc_only = rule_set([rule([""], ["persistentvolumeclaims", "events"], ["list"])])
+    assert cluster == (rule_set(CONTROLLER_CLUSTER_RULES) - shared_pvc_only) | rule_set(
+        CONTROLLER_NODE_CACHE_PREREQUISITE_RULES
+    )
 
 
 def test_rbac_follows_the_dmt_placement_and_naming_rules() -> None:

@@ -20,6 +20,7 @@ from ai_models.controller.health import ProbeServer, ProbeState
 from ai_models.controller.leadership import LeaseTiming, lead_while_holding_lease
 from ai_models.controller.metrics import ControllerMetrics
 from ai_models.controller.operator import register_login, run_operator
+from ai_models.controller.prerequisites import PrerequisitesCollector, check, log_verdict
 from ai_models.controller.settings import ControllerSettings
 
 log = logging.getLogger(__name__)
@@ -68,6 +69,13 @@ def run(settings: ControllerSettings) -> int:
     start_http_server(settings.controller_metrics_port, addr=settings.controller_metrics_address)
     try:
         api = _load_kube_configuration()
+        # Every replica reports the verdict at once, before waiting for the lease: in a cluster
+        # without monitoring this log line is where an admin learns delivery cannot work.
+        try:
+            log_verdict(check(api, settings))
+        except Exception as error:
+            log.warning("storage-prerequisites check failed at start", extra={"error": str(error)})
+        REGISTRY.register(PrerequisitesCollector(api=api, settings=settings))
         store = open_store(settings)
         runtime = catalog_sources.CatalogRuntime(
             settings=settings,

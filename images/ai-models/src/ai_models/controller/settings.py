@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
+from ai_models.domain.storage.prerequisites import DeliveryMode
 from ai_models.settings import Settings
 
 
@@ -20,3 +21,14 @@ class ControllerSettings(Settings):
         default=10.0, gt=0, description="First backoff after a failure."
     )
     catalog_retry_cap_seconds: float = Field(default=600.0, gt=0, description="Longest backoff.")
+    delivery_mode: DeliveryMode = Field(default=DeliveryMode.SHARED_PVC, description="Setting delivery.mode.")
+    delivery_shared_pvc_storage_class: str | None = Field(
+        default=None, description="Setting delivery.sharedPVCStorageClassName."
+    )
+    delivery_global_storage_class: str | None = Field(
+        default=None, description="Deckhouse's global storage class (global.defaultClusterStorageClass)."
+    )
+    delivery_node_cache_size: str | None = Field(default=None, description="Setting delivery.nodeCache.size.")
+    delivery_node_cache_selector: dict[str, str] = Field(
+        default_factory=dict, description="Setting delivery.nodeCache.nodeSelector (JSON)."
+    )

@@ -1,0 +1,144 @@
+"""The storage-prerequisites verdict of a controller replica: read the cluster, run the one pure
+evaluator, log it at start (before leader election) and export it on every scrape."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+from kubernetes import client as k8s
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from ai_models.controller.settings import ControllerSettings
+from ai_models.domain.storage.prerequisites import (
+    ClaimPhase,
+    DeliveryMode,
+    PrerequisitesVerdict,
+    SharedClaimFacts,
+    StorageClassFacts,
+    StorageInputs,
+    evaluate,
+)
+
+log = logging.getLogger(__name__)
+SHARED_PVC_LABEL = "ai.deckhouse.io/shared-pvc=true"
+DEFAULT_CLASS_ANNOTATIONS = (
+    "storageclass.kubernetes.io/is-default-class",
+    "storageclass.beta.kubernetes.io/is-default-class",
+)
+METRIC = "d8_ai_models_storage_prerequisites_satisfied"
+
+
+def _storage_classes(api: Any) -> tuple[StorageClassFacts, ...]:
+    listed = k8s.StorageV1Api(api).list_storage_class()
+    return tuple(
+        StorageClassFacts(
+            name=item.metadata.name,
+            volume_binding_mode=item.volume_binding_mode or "Immediate",
+            is_default=any(
+                (item.metadata.annotations or {}).get(key) == "true" for key in DEFAULT_CLASS_ANNOTATIONS
+            ),
+        )
+        for item in listed.items
+    )
+
+
+def _provisioning_failed(core: Any, claim: Any) -> bool:
+    # One page, filtered by the server to this claim; the uid check keeps a namespace user's
+    # hand-made Event about a same-named claim from counting.
+    events = core.list_namespaced_event(
+        claim.metadata.namespace,
+        field_selector=f"involvedObject.uid={claim.metadata.uid},reason=ProvisioningFailed",
+        limit=1,
+    )
+    return any(event.involved_object.uid == claim.metadata.uid for event in events.items)
+
+
+def _shared_claims(api: Any) -> tuple[SharedClaimFacts, ...]:
+    core = k8s.CoreV1Api(api)
+    claims = core.list_persistent_volume_claim_for_all_namespaces(label_selector=SHARED_PVC_LABEL).items
+    facts = []
+    for claim in claims:
+        phase_text = (claim.status.phase if claim.status else None) or ClaimPhase.PENDING.value
+        phase = (
+            ClaimPhase(phase_text) if phase_text in ClaimPhase.__members__.values() else ClaimPhase.PENDING
+        )
+        failed = phase is ClaimPhase.PENDING and _provisioning_failed(core, claim)
+        facts.append(
+            SharedClaimFacts(
+                namespace=claim.metadata.namespace,
+                name=claim.metadata.name,
+                storage_class=claim.spec.storage_class_name,
+                phase=phase,
+                provisioning_failed=failed,
+            )
+        )
+    return tuple(facts)
+
+
+def read_inputs(api: Any, settings: ControllerSettings) -> StorageInputs:
+    mode = settings.delivery_mode
+    shared = mode is DeliveryMode.SHARED_PVC
+    return StorageInputs(
+        mode=mode,
+        shared_pvc_storage_class=settings.delivery_shared_pvc_storage_class,
+        global_storage_class=settings.delivery_global_storage_class,
+        storage_classes=_storage_classes(api) if shared else (),
+        shared_claims=_shared_claims(api) if shared else (),
+        node_cache_size=settings.delivery_node_cache_size,
+        node_cache_selector=settings.delivery_node_cache_selector,
+        node_labels=()
+        if shared
+        else tuple(dict(node.metadata.labels or {}) for node in k8s.CoreV1Api(api).list_node().items),
+    )
+
+
+def check(api: Any, settings: ControllerSettings) -> PrerequisitesVerdict:
+    return evaluate(read_inputs(api, settings))
+
+
+def log_verdict(verdict: PrerequisitesVerdict) -> None:
+    facts = {
+        "mode": str(verdict.mode),
+        "reason": str(verdict.reason),
+        "satisfied": verdict.satisfied,
+        "storage_class": verdict.storage_class,
+    }
+    if verdict.satisfied:
+        log.info("storage prerequisites: %s", verdict.message, extra=facts)
+    else:
+        log.warning(
+            "storage prerequisites NOT satisfied, delivery cannot work (catalog and APIs keep working): %s",
+            verdict.message,
+            extra=facts,
+        )
+
+
+class PrerequisitesCollector(Collector):
+    """Evaluates on every scrape, so fixing the cluster clears the signal without a restart."""
+
+    def __init__(self, *, api: Any, settings: ControllerSettings) -> None:
+        self._api = api
+        self._settings = settings
+
+    def describe(self) -> list[Any]:
+        # No up-front collect() at registration: that would read the cluster once for nothing.
+        return []
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = GaugeMetricFamily(
+            METRIC,
+            "1 when the storage prerequisites of the delivery mode are satisfied.",
+            labels=["mode", "reason"],
+        )
+        try:
+            verdict = check(self._api, self._settings)
+        except Exception as error:
+            # Without an answer there is no verdict to report; the scrape itself still succeeds.
+            log.warning("storage-prerequisites check failed", extra={"error": str(error)})
+            yield family
+            return
+        family.add_metric([str(verdict.mode), str(verdict.reason)], 1.0 if verdict.satisfied else 0.0)
+        yield family

@@ -10,6 +10,7 @@ import pytest
 
 from ai_models.adapters.hub.errors import ProviderErrorReason
 from ai_models.api.models import Problem, SearchPage
+from ai_models.domain.storage.prerequisites import SATISFYING_REASONS, PrerequisitesReason
 from ai_models.names import CatalogSourceEvent, CatalogSourceReason
 from support.access_matrix import markdown_tables
 from support.paths import DOCS_DIR
@@ -62,3 +63,18 @@ def test_json_examples_are_valid_answers_of_the_api(name: str, document: object)
         SearchPage.model_validate(document)
     else:
         Problem.model_validate(document)
+
+
+def _prerequisites_table(page: str) -> list[list[str]]:
+    text = (DOCS_DIR / page).read_text(encoding="utf-8")
+    [table] = [table for table in markdown_tables(text) if table[1][0] == "`Satisfied`"]
+    return table
+
+
+@pytest.mark.parametrize("page", GUIDES)
+def test_documented_prerequisite_reasons_are_the_evaluators_with_their_metric_value(page: str) -> None:
+    rows = _prerequisites_table(page)[1:]
+    documented = {row[0].strip("`"): row[1] for row in rows}
+    assert documented == {
+        str(reason): "1" if reason in SATISFYING_REASONS else "0" for reason in PrerequisitesReason
+    }

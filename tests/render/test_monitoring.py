@@ -4,6 +4,7 @@ with sample files (the real rules and dashboards arrive with the components)."""
 from __future__ import annotations
 
 import json
+import shutil
 from typing import Any
 
 import helm_python
@@ -54,6 +55,8 @@ def monitoring_values() -> dict[str, Any]:
 
 @pytest.fixture
 def monitored_chart(chart_copy: ProbeChart) -> ProbeChart:
+    # The helper is proven on sample files alone; the module's own rules have their own tests.
+    shutil.rmtree(chart_copy.directory / "monitoring", ignore_errors=True)
     chart_copy.add_file("monitoring/prometheus-rules/availability.yaml", RULES)
     chart_copy.add_file("monitoring/prometheus-rules/storage/prerequisites.tpl", TEMPLATED_RULES)
     chart_copy.add_file("monitoring/grafana-dashboards/ai-models/overview_v2.json", json.dumps(DASHBOARD))

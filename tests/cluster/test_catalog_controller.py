@@ -183,9 +183,18 @@ def test_leader_that_loses_its_lease_exits_cleanly(stack: CatalogStack) -> None:
     controller = stack.controller("replica-a")
     stack.eventually(lambda: _lease_holder(stack) == "replica-a", what="leadership")
     coordination = client.CoordinationV1Api(stack.emulator.api_client())
-    lease = coordination.read_namespaced_lease("ai-models-controller", "d8-ai-models")
-    lease.spec.holder_identity = "intruder"
-    coordination.replace_namespaced_lease("ai-models-controller", "d8-ai-models", lease)
+    for _attempt in range(20):
+        # The leader renews every second; retry our write until it lands between two renewals.
+        lease = coordination.read_namespaced_lease("ai-models-controller", "d8-ai-models")
+        lease.spec.holder_identity = "intruder"
+        try:
+            coordination.replace_namespaced_lease("ai-models-controller", "d8-ai-models", lease)
+            break
+        except ApiException as conflict:
+            if conflict.status != 409:
+                raise
+    else:
+        raise AssertionError("could not take the lease over")
     controller.wait_until(lambda: not controller.running(), timeout=20, what="exit after losing the lease")
     assert controller.terminate() == 0
     assert "lost the lease" in controller.log()

@@ -6,16 +6,11 @@ import re
 from typing import Any
 
 import pytest
-from prometheus_client import CollectorRegistry
 
-from ai_models.api.metrics import ApiMetrics
-from ai_models.controller.metrics import ControllerMetrics
-from ai_models.controller.prerequisites import METRIC as PREREQUISITES_METRIC
+from support.metrics_contract import PLATFORM_METRICS, exported_metrics, metric_names
 from support.render import render_chart
 from support.values import module_values
 
-# Metrics of the platform (Prometheus itself, kube-state-metrics) the rules may use.
-PLATFORM_METRICS = {"up", "kube_deployment_status_replicas_available"}
 REQUIRED_ALERTS = {
     "D8AIModelsTargetAbsent",
     "D8AIModelsTargetDown",
@@ -23,31 +18,6 @@ REQUIRED_ALERTS = {
     "D8AIModelsStoragePrerequisitesNotSatisfied",
     "D8AIModelsCatalogSourceSyncFailing",
 }
-PROMQL_KEYWORDS = {
-    "by",
-    "without",
-    "on",
-    "ignoring",
-    "group_left",
-    "group_right",
-    "and",
-    "or",
-    "unless",
-    "bool",
-}
-PROMQL_FUNCTIONS = {"absent", "max", "min", "sum", "count", "avg", "rate", "increase", "time", "clamp_min"}
-
-
-def exported_metrics() -> set[str]:
-    registry = CollectorRegistry()
-    ControllerMetrics(registry)
-    ApiMetrics(registry)
-    names = {PREREQUISITES_METRIC}
-    for family in registry.collect():
-        names.add(family.name)
-        if family.type == "counter":
-            names.add(f"{family.name}_total")
-    return names
 
 
 def rules() -> list[dict[str, Any]]:
@@ -58,16 +28,6 @@ def rules() -> list[dict[str, Any]]:
         for group in obj["spec"]["groups"]
         for rule in group["rules"]
     ]
-
-
-def metric_names(expr: str) -> set[str]:
-    without_strings = re.sub(r'"[^"]*"', "", expr)
-    without_labels = re.sub(r"\{[^}]*\}", "", without_strings)
-    without_durations = re.sub(r"\[[^\]]*\]", "", without_labels)
-    identifiers = set(re.findall(r"[a-zA-Z_:][a-zA-Z0-9_:]*", without_durations))
-    grouped = set(re.findall(r"(?:by|without|on|ignoring)\s*\(([^)]*)\)", without_strings))
-    grouping_labels = {label.strip() for group in grouped for label in group.split(",")}
-    return identifiers - PROMQL_KEYWORDS - PROMQL_FUNCTIONS - grouping_labels
 
 
 def test_the_required_alerts_exist() -> None:

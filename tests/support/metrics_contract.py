@@ -1,0 +1,66 @@
+"""Which metrics the module's code exports, and which metrics a PromQL expression reads.
+
+Alerts and dashboards are checked against these, so a renamed metric breaks a test, not a pager.
+"""
+
+from __future__ import annotations
+
+import re
+
+from prometheus_client import CollectorRegistry
+
+from ai_models.api.metrics import ApiMetrics
+from ai_models.controller.metrics import ControllerMetrics
+from ai_models.controller.prerequisites import METRIC as PREREQUISITES_METRIC
+
+# Metrics of the platform (Prometheus itself, kube-state-metrics) the rules may use.
+PLATFORM_METRICS = {"up", "kube_deployment_status_replicas_available"}
+PROMQL_KEYWORDS = {
+    "by",
+    "without",
+    "on",
+    "ignoring",
+    "group_left",
+    "group_right",
+    "and",
+    "or",
+    "unless",
+    "bool",
+}
+PROMQL_FUNCTIONS = {
+    "absent",
+    "max",
+    "min",
+    "sum",
+    "count",
+    "avg",
+    "rate",
+    "increase",
+    "time",
+    "clamp_min",
+    "histogram_quantile",
+}
+
+
+def exported_metrics() -> set[str]:
+    registry = CollectorRegistry()
+    ControllerMetrics(registry)
+    ApiMetrics(registry)
+    names = {PREREQUISITES_METRIC}
+    for family in registry.collect():
+        names.add(family.name)
+        if family.type == "counter":
+            names.add(f"{family.name}_total")
+        if family.type == "histogram":
+            names.update(f"{family.name}_{suffix}" for suffix in ("bucket", "sum", "count"))
+    return names
+
+
+def metric_names(expr: str) -> set[str]:
+    without_strings = re.sub(r'"[^"]*"', "", expr)
+    without_labels = re.sub(r"\{[^}]*\}", "", without_strings)
+    without_durations = re.sub(r"\[[^\]]*\]", "", without_labels)
+    identifiers = set(re.findall(r"[a-zA-Z_:][a-zA-Z0-9_:]*", without_durations))
+    grouped = set(re.findall(r"(?:by|without|on|ignoring)\s*\(([^)]*)\)", without_strings))
+    grouping_labels = {label.strip() for group in grouped for label in group.split(",")}
+    return identifiers - PROMQL_KEYWORDS - PROMQL_FUNCTIONS - grouping_labels

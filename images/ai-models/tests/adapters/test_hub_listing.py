@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ai_models.adapters.hub.listing import HubModel, parse_model
+from ai_models.adapters.hub.listing import LISTING_EXPAND, HubModel, parse_model
 from ai_models.domain.catalog.record import Gated
 
 JSON = st.recursive(
@@ -18,25 +18,7 @@ JSON = st.recursive(
     ),
     max_leaves=20,
 )
-FIELDS = st.sampled_from(
-    [
-        "id",
-        "author",
-        "sha",
-        "pipeline_tag",
-        "library_name",
-        "tags",
-        "gated",
-        "downloads",
-        "likes",
-        "createdAt",
-        "lastModified",
-        "safetensors",
-        "gguf",
-        "siblings",
-        "config",
-    ]
-)
+FIELDS = st.sampled_from(["id", *LISTING_EXPAND])
 
 
 @given(st.dictionaries(FIELDS, JSON) | JSON)

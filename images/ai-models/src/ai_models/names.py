@@ -64,3 +64,82 @@ class CatalogSourceEvent(enum.StrEnum):
     INDEXING_RESUMED = "IndexingResumed"
     INDEXING_SUCCEEDED = "IndexingSucceeded"
     INDEXING_FAILED = "IndexingFailed"
+
+
+# ----- Model and ClusterModel ---------------------------------------------------------------------
+
+MODEL_FINALIZER: Final = "ai.deckhouse.io/model-cleanup"
+# Labels on the publication Jobs (and their token Secrets) the controller creates in the module
+# namespace: which object they publish for, so an event on a Job maps back to its owner.
+PUBLICATION_COMPONENT: Final = "publication"
+OWNER_KIND_LABEL: Final = "ai.deckhouse.io/owner-kind"
+OWNER_NAMESPACE_LABEL: Final = "ai.deckhouse.io/owner-namespace"
+OWNER_NAME_LABEL: Final = "ai.deckhouse.io/owner-name"
+OWNER_UID_LABEL: Final = "ai.deckhouse.io/owner-uid"
+COMPONENT_LABEL: Final = "app.kubernetes.io/component"
+UPLOAD_SIGNING_SECRET: Final = "ai-models-upload-signing"
+UPLOAD_SIGNING_KEY: Final = "key"
+ARTIFACTS_CREDENTIALS_SECRET: Final = "ai-models-artifacts-credentials"
+
+
+class ModelKind(enum.StrEnum):
+    MODEL = "Model"
+    CLUSTER_MODEL = "ClusterModel"
+
+    @property
+    def plural(self) -> Plural:
+        return Plural.MODELS if self is ModelKind.MODEL else Plural.CLUSTER_MODELS
+
+
+class ModelPhase(enum.StrEnum):
+    PENDING = "Pending"
+    WAIT_FOR_UPLOAD = "WaitForUpload"
+    PUBLISHING = "Publishing"
+    READY = "Ready"
+    FAILED = "Failed"
+    DELETING = "Deleting"
+
+
+class ModelConditionType(enum.StrEnum):
+    ARTIFACT_RESOLVED = "ArtifactResolved"
+    METADATA_RESOLVED = "MetadataResolved"
+    READY = "Ready"
+
+
+class ModelReason(enum.StrEnum):
+    """Condition reasons of Model and ClusterModel (ARCHITECTURE.md section 4); each is set somewhere."""
+
+    PENDING = "Pending"
+    WAITING_FOR_USER_UPLOAD = "WaitingForUserUpload"
+    PUBLISHING = "Publishing"
+    ARTIFACT_PUBLISHED = "ArtifactPublished"
+    PUBLICATION_FAILED = "PublicationFailed"
+    INSUFFICIENT_STORAGE = "InsufficientStorage"
+    STORAGE_USAGE_UNKNOWN = "StorageUsageUnknown"
+    UNSUPPORTED_SOURCE = "UnsupportedSource"
+    SOURCE_NOT_FOUND = "SourceNotFound"
+    CATALOG_ENTRY_NOT_FOUND = "CatalogEntryNotFound"
+    ARTIFACT_DAMAGED = "ArtifactDamaged"
+    MODEL_METADATA_CALCULATED = "ModelMetadataCalculated"
+    MODEL_METADATA_PARTIAL = "ModelMetadataPartial"
+    READY = "Ready"
+    FAILED = "Failed"
+
+
+class ModelEvent(enum.StrEnum):
+    """Reasons of the Kubernetes Events recorded on a Model or ClusterModel."""
+
+    UPLOAD_WAITING = "UploadWaiting"
+    PUBLICATION_STARTED = "PublicationStarted"
+    PUBLICATION_SUCCEEDED = "PublicationSucceeded"
+    PUBLICATION_FAILED = "PublicationFailed"
+    ARTIFACT_DAMAGED = "ArtifactDamaged"
+    CLEANUP_FAILED = "CleanupFailed"
+
+
+class SourceType(enum.StrEnum):
+    """`status.source.resolvedType`."""
+
+    HUGGING_FACE = "HuggingFace"
+    UPLOAD = "Upload"
+    CATALOG = "Catalog"

@@ -116,3 +116,60 @@ def reserve(
         refusal=None,
         available_bytes=None if free is None else free - size_bytes,
     )
+
+
+def _without(ledger: Ledger | None, owner: Owner, *states: EntryState) -> Ledger:
+    base = ledger if ledger is not None else Ledger(confirmed=False)
+    kept = tuple(entry for entry in base.entries if not (entry.owner == owner and entry.state in states))
+    return dataclasses.replace(base, entries=kept)
+
+
+def commit(ledger: Ledger | None, *, owner: Owner, scope: Scope, size_bytes: int) -> Ledger:
+    """Record `owner`'s published artifact, replacing its reservations and any earlier artifact.
+
+    Committing onto a missing ledger creates one that is not confirmed: only an inventory pass
+    knows everything the store holds.
+    """
+    if size_bytes < 0:
+        raise ValueError(f"cannot commit a negative size ({size_bytes} bytes)")
+    base = _without(ledger, owner, EntryState.RESERVED, EntryState.PUBLISHED)
+    entry = LedgerEntry(owner=owner, scope=scope, size_bytes=size_bytes, state=EntryState.PUBLISHED)
+    return dataclasses.replace(base, entries=(*base.entries, entry))
+
+
+def release_reservation(ledger: Ledger | None, *, owner: Owner) -> Ledger | None:
+    """Drop `owner`'s reservations (a failed or abandoned publication); None stays None."""
+    if ledger is None:
+        return None
+    return _without(ledger, owner, EntryState.RESERVED)
+
+
+def release(ledger: Ledger | None, *, owner: Owner) -> Ledger | None:
+    """Drop everything `owner` holds (its object was deleted and its artifacts removed)."""
+    if ledger is None:
+        return None
+    return _without(ledger, owner, EntryState.RESERVED, EntryState.PUBLISHED)
+
+
+@dataclasses.dataclass(frozen=True)
+class ScopeUsage:
+    scope: Scope
+    used_bytes: int
+    reserved_bytes: int
+    artifacts: int
+
+
+def usage_by_scope(ledger: Ledger) -> tuple[ScopeUsage, ...]:
+    """Used and reserved bytes and published artifacts per scope, both scopes always listed."""
+    result = []
+    for scope in Scope:
+        entries = [entry for entry in ledger.entries if entry.scope is scope]
+        result.append(
+            ScopeUsage(
+                scope=scope,
+                used_bytes=sum(e.size_bytes for e in entries if e.state is EntryState.PUBLISHED),
+                reserved_bytes=sum(e.size_bytes for e in entries if e.state is EntryState.RESERVED),
+                artifacts=sum(1 for e in entries if e.state is EntryState.PUBLISHED),
+            )
+        )
+    return tuple(result)

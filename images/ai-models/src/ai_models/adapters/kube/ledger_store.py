@@ -1,0 +1,139 @@
+"""The ledger in the Secret `ai-models-storage-accounting`, changed by read-modify-write.
+
+Every change reads the Secret, applies a pure function from `domain.storage.ledger` and writes it
+back with the resourceVersion it read; a conflict (someone else wrote meanwhile) re-reads and
+re-applies, so concurrent writers (the controller, several api replicas taking upload
+reservations) never lose each other's entries. A missing Secret or an empty `ledger.json` reads
+as None (usage unknown); the first write creates the Secret.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import dataclasses
+import logging
+import time
+from collections.abc import Callable
+from typing import Any, Final, TypeVar
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from ai_models.domain.storage.codec import (
+    LEDGER_SECRET_KEY,
+    LEDGER_SECRET_NAME,
+    LedgerFormatError,
+    ledger_from_json,
+    ledger_to_json,
+)
+from ai_models.domain.storage.ledger import Ledger
+
+log = logging.getLogger(__name__)
+
+LEDGER_LABELS: Final = {
+    "app.kubernetes.io/name": LEDGER_SECRET_NAME,
+    "app.kubernetes.io/component": "storage-accounting",
+    "module": "ai-models",
+    "heritage": "deckhouse",
+}
+MAX_ATTEMPTS: Final = 8
+
+T = TypeVar("T")
+
+
+class LedgerStoreError(RuntimeError):
+    """The ledger could not be read or written; the message names the Secret and the cause."""
+
+
+@dataclasses.dataclass(frozen=True)
+class StoredLedger:
+    ledger: Ledger | None  # None: missing, emptied or unreadable = usage unknown
+    resource_version: str | None  # None: the Secret does not exist
+    readable: bool = True
+
+
+@dataclasses.dataclass(frozen=True)
+class Change:
+    """What an update function decides: the ledger to write (None: write nothing) and a result."""
+
+    ledger: Ledger | None
+    result: Any = None
+
+
+class SecretLedgerStore:
+    def __init__(
+        self, api_client: Any, *, namespace: str, request_timeout: tuple[float, float] = (3, 10)
+    ) -> None:
+        self._core = client.CoreV1Api(api_client)
+        self._namespace = namespace
+        self._timeout = request_timeout
+
+    @property
+    def where(self) -> str:
+        return f"Secret {self._namespace}/{LEDGER_SECRET_NAME}"
+
+    def read(self) -> StoredLedger:
+        try:
+            secret = self._core.read_namespaced_secret(
+                LEDGER_SECRET_NAME, self._namespace, _request_timeout=self._timeout
+            )
+        except ApiException as error:
+            if error.status == 404:
+                return StoredLedger(None, None)
+            raise LedgerStoreError(f"cannot read {self.where}: {error.status} {error.reason}") from error
+        encoded = (secret.data or {}).get(LEDGER_SECRET_KEY)
+        version = secret.metadata.resource_version
+        if not encoded:
+            return StoredLedger(None, version)
+        try:
+            return StoredLedger(ledger_from_json(base64.b64decode(encoded, validate=True)), version)
+        except (LedgerFormatError, binascii.Error) as error:
+            log.warning(
+                "ledger unreadable; usage is unknown until an inventory pass rewrites it",
+                extra={"secret": self.where, "error": str(error)},
+            )
+            return StoredLedger(None, version, readable=False)
+
+    def update(self, change: Callable[[Ledger | None], Change]) -> Any:
+        """Apply `change` to the current ledger and store its answer; returns `Change.result`.
+
+        `change` may run several times (after conflicts), so it must be pure.
+        """
+        for attempt in range(1, MAX_ATTEMPTS + 1):
+            stored = self.read()
+            decided = change(stored.ledger)
+            if decided.ledger is None:
+                return decided.result
+            try:
+                self._write(decided.ledger, stored.resource_version)
+                return decided.result
+            except ApiException as error:
+                if error.status in (409, 404) and attempt < MAX_ATTEMPTS:
+                    # 409: someone wrote since we read; 404: the Secret vanished since we read.
+                    time.sleep(min(0.05 * 2**attempt, 1.0))
+                    continue
+                raise LedgerStoreError(f"cannot write {self.where}: {error.status} {error.reason}") from error
+        raise LedgerStoreError(f"cannot write {self.where}: still conflicting after {MAX_ATTEMPTS} attempts")
+
+    def _write(self, ledger: Ledger, resource_version: str | None) -> None:
+        data = {LEDGER_SECRET_KEY: base64.b64encode(ledger_to_json(ledger)).decode()}
+        if resource_version is None:
+            body = {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {
+                    "name": LEDGER_SECRET_NAME,
+                    "namespace": self._namespace,
+                    "labels": LEDGER_LABELS,
+                },
+                "type": "Opaque",
+                "data": data,
+            }
+            self._core.create_namespaced_secret(self._namespace, body, _request_timeout=self._timeout)
+            return
+        body = {"metadata": {"resourceVersion": resource_version}, "data": data}
+        # A merge patch carrying resourceVersion is a compare-and-swap: 409 if it moved.
+        self._core.patch_namespaced_secret(
+            LEDGER_SECRET_NAME, self._namespace, body, _request_timeout=self._timeout
+        )

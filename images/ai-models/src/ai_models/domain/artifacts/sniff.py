@@ -1,0 +1,78 @@
+"""What an uploaded payload is, judged by its first bytes, and safe names for what it contains (pure).
+
+Uploads are accepted by content, never by file name: a `.gguf` name on an HTML error page must
+not become a model. Names that do come from the user (the upload's file name, archive member
+paths) are reduced to safe relative paths before they become object-store keys.
+"""
+
+from __future__ import annotations
+
+import enum
+import posixpath
+import re
+import struct
+
+SNIFF_BYTES = 512  # enough for every signature below (tar's sits at offset 257)
+MAX_SAFETENSORS_HEADER = 100 * 1024 * 1024  # the safetensors format's own limit
+MAX_PATH_CHARS = 1024
+_SAFE_SEGMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,199}$")
+
+
+class PayloadFormat(enum.StrEnum):
+    GGUF = "GGUF"
+    SAFETENSORS = "Safetensors"
+    TAR = "Tar"
+    TAR_GZIP = "TarGzip"
+    ZIP = "Zip"
+
+
+ACCEPTED_DESCRIPTION = "a GGUF or safetensors file, or a tar, tar.gz or zip archive of a model directory"
+
+
+def sniff(head: bytes) -> PayloadFormat | None:
+    """The payload's format from its first `SNIFF_BYTES` bytes (fewer if it is shorter)."""
+    if head.startswith(b"GGUF"):
+        return PayloadFormat.GGUF
+    if head.startswith(b"PK\x03\x04"):
+        return PayloadFormat.ZIP
+    if head.startswith(b"\x1f\x8b"):
+        return PayloadFormat.TAR_GZIP
+    if len(head) >= 262 and head[257:262] == b"ustar":
+        return PayloadFormat.TAR
+    if len(head) >= 9:
+        (header_length,) = struct.unpack("<Q", head[:8])
+        if 2 <= header_length <= MAX_SAFETENSORS_HEADER and head[8:9] == b"{":
+            return PayloadFormat.SAFETENSORS
+    return None
+
+
+def default_filename(payload_format: PayloadFormat) -> str:
+    return "model.gguf" if payload_format is PayloadFormat.GGUF else "model.safetensors"
+
+
+def safe_filename(name: str | None, payload_format: PayloadFormat) -> str:
+    """The stored name of a single-file upload: the user's base name when safe, else a default.
+
+    The extension always matches the content, so a runtime that looks for `*.gguf` finds it.
+    """
+    extension = ".gguf" if payload_format is PayloadFormat.GGUF else ".safetensors"
+    base = posixpath.basename((name or "").replace("\\", "/"))
+    if not _SAFE_SEGMENT.match(base):
+        return default_filename(payload_format)
+    return base if base.lower().endswith(extension) else base + extension
+
+
+def safe_member_path(path: str) -> str | None:
+    """A relative `/`-separated path inside the artifact, or None when the member must be skipped.
+
+    Refused: absolute paths, `..`, drive letters, backslashes, control characters, hidden segments
+    (`.git/...`) and segments outside `[A-Za-z0-9._+-]`.
+    """
+    if not path or len(path) > MAX_PATH_CHARS or "\\" in path or "\x00" in path:
+        return None
+    if path.startswith("/") or re.match(r"^[A-Za-z]:", path):
+        return None
+    parts = [part for part in path.split("/") if part not in ("", ".")]
+    if not parts or any(not _SAFE_SEGMENT.match(part) for part in parts):
+        return None
+    return "/".join(parts)

@@ -1,0 +1,1 @@
+"""Publication: upload grants and the publisher's outcome (pure)."""

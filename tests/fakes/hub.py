@@ -6,8 +6,15 @@ It serves the routes catalog indexing and the naive per-model approach use:
                                                   gated, sort, direction, limit, expand, full; pages
                                                   linked with `Link: <...>; rel="next"` carrying the
                                                   filters and an opaque cursor
-    GET /api/models/{org}/{name}[/revision/{rev}] model_info (expand, blobs)
-    GET|HEAD /{org}/{name}/resolve/{rev}/{file}   config.json (and README.md) with X-Repo-Commit/ETag
+    GET /api/models/{org}/{name}[/revision/{rev}] model_info (expand, blobs: size, blobId, lfs)
+    GET|HEAD /{org}/{name}/resolve/{rev}/{file}   a model's `contents` byte for byte (streamed, with
+                                                  Content-Length, ETag, X-Repo-Commit and Range),
+                                                  else config.json (and README.md)
+    GET|HEAD /cdn-lfs/{org}/{name}/{rev}/{file}   LFS files, when `redirect_lfs()` sends them there
+                                                  (on `localhost`: another origin than 127.0.0.1)
+
+Private repositories (`FakeModel.private_token`) answer 401 with `X-Error-Code: RepoNotFound` to a
+request without their token, as the real Hub does; gated ones refuse anonymous downloads.
 
 Tests drive it from their own thread: the server runs its own event loop in a background thread,
 and every control (corpus changes, required token, injected failures, latency, the request log)
@@ -29,6 +36,7 @@ import collections
 import dataclasses
 import hashlib
 import json
+import re
 import socket
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -39,7 +47,8 @@ import pytest
 from aiohttp import web
 from multidict import MultiMapping
 
-from fakes.hub_corpus import FakeModel, make_corpus
+from fakes.hub_corpus import FakeModel, make_corpus, repository
+from fakes.model_files import FileContent, content_chunks
 
 __all__ = [
     "FakeHub",
@@ -49,6 +58,7 @@ __all__ = [
     "fake_hub",
     "fake_hub_corpus",
     "make_corpus",
+    "repository",
 ]
 
 MAX_PAGE: Final = 1000
@@ -114,6 +124,13 @@ class RecordedRequest:
 
 
 @dataclasses.dataclass
+class _Drop:
+    remaining: int
+    after_bytes: int
+    bucket: str
+
+
+@dataclasses.dataclass
 class _Fault:
     remaining: int
     status: int
@@ -126,6 +143,8 @@ class _Fault:
 def bucket_of(path: str) -> str:
     if path.startswith("/api/"):
         return "api"
+    if path.startswith("/cdn-lfs/"):
+        return "cdn"
     if "/resolve/" in path:
         return "resolve"
     return "other"
@@ -140,6 +159,8 @@ class FakeHub:
         self._listings: dict[tuple[tuple[str, str], ...], list[FakeModel]] = {}
         self._token: str | None = None
         self._faults: list[_Fault] = []
+        self._drops: list[_Drop] = []
+        self._redirect_lfs = False
         self._latency = 0.0
         self._log: list[RecordedRequest] = []
         self._record_log = True
@@ -214,6 +235,8 @@ class FakeHub:
         app.router.add_get("/api/models/{org}/{name}/revision/{revision}", self._model_info)
         app.router.add_route("GET", "/{org}/{name}/resolve/{revision}/{path:.+}", self._resolve)
         app.router.add_route("HEAD", "/{org}/{name}/resolve/{revision}/{path:.+}", self._resolve)
+        app.router.add_route("GET", "/cdn-lfs/{org}/{name}/{revision}/{path:.+}", self._cdn)
+        app.router.add_route("HEAD", "/cdn-lfs/{org}/{name}/{revision}/{path:.+}", self._cdn)
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
         assert self._socket is not None
@@ -289,9 +312,22 @@ class FakeHub:
     def error_next(self, count: int, *, status: int = 503, bucket: str | None = None, after: int = 0) -> None:
         self.fail_next(count, status=status, bucket=bucket, after=after)
 
+    def drop_next(self, count: int, *, after_bytes: int, bucket: str = "resolve") -> None:
+        """Cut the connection of the next `count` file downloads (of `bucket`) after `after_bytes`
+        bytes of the body, as a flaky network does."""
+        with self._lock:
+            self._drops.append(_Drop(count, after_bytes, bucket))
+
+    def redirect_lfs(self, enabled: bool = True) -> None:
+        """Answer downloads of LFS files with a 302 to `http://localhost:<port>/cdn-lfs/...`, another
+        origin, as the real Hub redirects to its CDN."""
+        with self._lock:
+            self._redirect_lfs = enabled
+
     def clear_faults(self) -> None:
         with self._lock:
             self._faults.clear()
+            self._drops.clear()
 
     def set_latency(self, seconds: float) -> None:
         with self._lock:
@@ -331,7 +367,12 @@ class FakeHub:
         if latency:
             await asyncio.sleep(latency)
         response: web.StreamResponse
-        if token is not None and request.headers.get("Authorization") != f"Bearer {token}":
+        # The CDN takes signed URLs, not the Hub's tokens.
+        if (
+            token is not None
+            and bucket != "cdn"
+            and request.headers.get("Authorization") != f"Bearer {token}"
+        ):
             missing = "Authorization" not in request.headers
             response = _error(401 if missing else 403, "Invalid credentials in Authorization header")
         elif fault is not None and fault.body is not None:
@@ -400,47 +441,108 @@ class FakeHub:
             model = self._models.get(model_id)
         if model is None:
             return _error(404, "Repository not found", code="RepoNotFound")
+        if _hidden(model, request):
+            return _private_error()
         revision = request.match_info.get("revision")
         if revision not in (None, "main", model.sha):
             return _error(404, f"Invalid rev id: {revision}", code="RevisionNotFound")
         expand = request.query.getall("expand", [])
         info = _listing_item(model, expand=expand, full=not expand)
         if request.query.get("blobs", "").lower() == "true" and "siblings" in info:
-            info["siblings"] = [
-                {
-                    **sibling,
-                    "size": len(model.config_bytes() or b"") if sibling["rfilename"] == "config.json" else 1,
-                }
-                for sibling in info["siblings"]
-            ]
+            info["siblings"] = [_sibling(model, sibling["rfilename"]) for sibling in info["siblings"]]
         return web.json_response(info, dumps=_dumps)
 
-    async def _resolve(self, request: web.Request) -> web.Response:
+    async def _resolve(self, request: web.Request) -> web.StreamResponse:
         model_id = f"{request.match_info['org']}/{request.match_info['name']}"
         with self._lock:
             model = self._models.get(model_id)
             token = self._token
+            redirect_lfs = self._redirect_lfs
         if model is None:
             return _error(404, "Repository not found", code="RepoNotFound")
+        if _hidden(model, request):
+            return _private_error()
         if request.match_info["revision"] not in ("main", model.sha):
             return _error(404, "Revision not found", code="RevisionNotFound")
         if model.gated and token is None and "Authorization" not in request.headers:
             return _error(401, f"Access to model {model.id} is restricted.", code="GatedRepo")
         path = request.match_info["path"]
-        body = model.config_bytes() if path == "config.json" else None
-        if path == "README.md" and path in model.files:
-            body = f"# {model.id}\n".encode()
+        body = model.content(path)
         if body is None:
             return _error(404, "Entry not found", code="EntryNotFound")
-        headers = {
-            "X-Repo-Commit": model.sha,
-            "ETag": f'"{hashlib.sha256(body).hexdigest()}"',
-            "Content-Type": "application/json" if path.endswith(".json") else "text/plain",
-        }
+        headers = {"X-Repo-Commit": model.sha, "Content-Type": _content_type(path)}
+        if model.contents is not None and path in model.contents:
+            blob = model.blob(path)
+            assert blob is not None
+            lfs = blob.get("lfs")
+            headers["ETag"] = f'"{lfs["sha256"] if lfs else blob["blobId"]}"'
+            if lfs and redirect_lfs:
+                headers["X-Linked-Size"] = str(lfs["size"])
+                headers["X-Linked-Etag"] = headers["ETag"]
+                headers["Location"] = (
+                    f"http://localhost:{self.port}/cdn-lfs/{model.id}/{model.sha}/{path}"
+                    "?X-Amz-Signature=fake&Expires=9999999999"
+                )
+                return web.Response(status=302, headers=headers)
+        else:
+            assert isinstance(body, bytes)
+            headers["ETag"] = f'"{hashlib.sha256(body).hexdigest()}"'
+        return await self._send(request, body, headers, bucket="resolve")
+
+    async def _cdn(self, request: web.Request) -> web.StreamResponse:
+        model_id = f"{request.match_info['org']}/{request.match_info['name']}"
+        with self._lock:
+            model = self._models.get(model_id)
+        path = request.match_info["path"]
+        body = (
+            model.content(path) if model is not None and model.sha == request.match_info["revision"] else None
+        )
+        if body is None or "X-Amz-Signature" not in request.query:
+            return web.Response(status=403, text="<Error><Code>AccessDenied</Code></Error>")
+        return await self._send(request, body, {"Content-Type": "binary/octet-stream"}, bucket="cdn")
+
+    async def _send(
+        self, request: web.Request, body: FileContent, headers: dict[str, str], *, bucket: str
+    ) -> web.StreamResponse:
+        """`body` (or the requested range of it), streamed in chunks of at most 1 MiB."""
+        size = len(body)
+        start, end = 0, size
+        status = 200
+        wanted = _byte_range(request.headers.get("Range"), size)
+        if wanted is _UNSATISFIABLE:
+            return web.Response(status=416, headers={"Content-Range": f"bytes */{size}"})
+        if isinstance(wanted, tuple):
+            start, end = wanted
+            status = 206
+            headers["Content-Range"] = f"bytes {start}-{end - 1}/{size}"
+        headers["Accept-Ranges"] = "bytes"
         if request.method == "HEAD":
-            headers["Content-Length"] = str(len(body))
-            return web.Response(status=200, headers=headers)
-        return web.Response(body=body, headers=headers)
+            headers["Content-Length"] = str(end - start)
+            return web.Response(status=status, headers=headers)
+        with self._lock:
+            drop = self._take_drop(bucket)
+        response = web.StreamResponse(status=status, headers=headers)
+        response.content_length = end - start
+        await response.prepare(request)
+        sent = 0
+        for chunk in content_chunks(body, start, end):
+            if drop is not None and sent + len(chunk) > drop.after_bytes:
+                await response.write(chunk[: drop.after_bytes - sent])
+                # Closing the transport mid-body is what a reset connection looks like to a client.
+                assert request.transport is not None
+                request.transport.close()
+                return response
+            await response.write(chunk)
+            sent += len(chunk)
+        await response.write_eof()
+        return response
+
+    def _take_drop(self, bucket: str) -> _Drop | None:
+        for drop in self._drops:
+            if drop.remaining > 0 and drop.bucket == bucket:
+                drop.remaining -= 1
+                return drop
+        return None
 
 
 _PAGING: Final = frozenset({"cursor", "limit", "expand", "full"})
@@ -499,6 +601,55 @@ def _decode_cursor(cursor: str) -> int:
     if not isinstance(offset, int) or offset < 0:
         raise ValueError(f"Invalid cursor: {cursor}")
     return offset
+
+
+_UNSATISFIABLE: Final = "unsatisfiable"
+_RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
+
+
+def _byte_range(header: str | None, size: int) -> tuple[int, int] | str | None:
+    """(start, end exclusive) of a single-range `Range` header; None for the whole body."""
+    if header is None:
+        return None
+    match = _RANGE.match(header.strip())
+    if match is None or match.groups() == ("", ""):
+        return None  # a malformed or multi-range header is ignored, as servers may
+    first, last = match.groups()
+    if first == "":
+        suffix = int(last)
+        return (max(0, size - suffix), size) if suffix else _UNSATISFIABLE
+    start = int(first)
+    if start >= size:
+        return _UNSATISFIABLE
+    end = size if last == "" else min(size, int(last) + 1)
+    return (start, end) if end > start else _UNSATISFIABLE
+
+
+def _hidden(model: FakeModel, request: web.Request) -> bool:
+    return model.private_token is not None and request.headers.get("Authorization") != (
+        f"Bearer {model.private_token}"
+    )
+
+
+def _private_error() -> web.Response:
+    # The real Hub does not tell a stranger that a private repository exists.
+    return _error(401, "Invalid username or password.", code="RepoNotFound")
+
+
+def _sibling(model: FakeModel, name: str) -> dict[str, Any]:
+    blob = model.blob(name) if model.contents is not None else None
+    if blob is not None:
+        return {"rfilename": name, **blob}
+    # Repositories without `contents` keep their old answer: a config's real size, else 1 byte.
+    return {"rfilename": name, "size": len(model.config_bytes() or b"") if name == "config.json" else 1}
+
+
+def _content_type(path: str) -> str:
+    if path.endswith(".json"):
+        return "application/json"
+    if path.endswith(".md"):
+        return "text/plain"
+    return "application/octet-stream"
 
 
 def _error(status: int, message: str, *, code: str | None = None) -> web.Response:

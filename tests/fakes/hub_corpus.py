@@ -12,10 +12,13 @@ from __future__ import annotations
 import copy
 import dataclasses
 import datetime
+import hashlib
 import json
 import random
 from collections.abc import Callable, Mapping
 from typing import Any, Final
+
+from fakes.model_files import FileContent, content_sha256, content_size, git_blob_id, lfs_pointer
 
 DAY: Final = datetime.timedelta(days=1)
 EPOCH: Final = datetime.datetime(2021, 1, 1, tzinfo=datetime.UTC)
@@ -40,7 +43,13 @@ LICENSES: Final = ("apache-2.0", "mit", "llama3.1", "gemma", "other", "cc-by-nc-
 @dataclasses.dataclass
 class FakeModel:
     """One repository. `config` is config.json (None: the repository has none); `config_body`
-    overrides the served bytes, for configs that are not JSON."""
+    overrides the served bytes, for configs that are not JSON.
+
+    `contents` are files the fake serves byte for byte (`bytes`, or a `SyntheticFile` for large
+    ones); they take precedence over `config`/README. `private_token`: the repository is private
+    and only a request with `Authorization: Bearer <private_token>` sees it (others get the Hub's
+    401 RepoNotFound).
+    """
 
     id: str
     sha: str
@@ -60,10 +69,41 @@ class FakeModel:
     config_body: bytes | None = None
     license: str | None = None
     family: str = ""
+    contents: Mapping[str, FileContent] | None = None
+    private_token: str | None = None
 
     @property
     def author(self) -> str:
         return self.id.split("/", 1)[0]
+
+    def content(self, path: str) -> FileContent | None:
+        """The bytes served for `path`, or None when the repository has no such file."""
+        if self.contents is not None and path in self.contents:
+            return self.contents[path]
+        if path == "config.json":
+            return self.config_bytes()
+        if path == "README.md" and path in self.files:
+            return f"# {self.id}\n".encode()
+        return None
+
+    def blob(self, path: str) -> dict[str, Any] | None:
+        """The Hub's `blobs=true` facts of a served file: size, blobId and, for LFS files, lfs."""
+        content = self.content(path)
+        if content is None:
+            return None
+        size = content_size(content)
+        if is_lfs(path):
+            sha256 = content_sha256(content)
+            pointer = lfs_pointer(sha256, size)
+            return {
+                "size": size,
+                "blobId": git_blob_id(pointer),
+                "lfs": {"sha256": sha256, "size": size, "pointerSize": len(pointer)},
+            }
+        assert isinstance(content, bytes), (
+            f"{path}: synthetic files are LFS files (.safetensors, .gguf, .bin)"
+        )
+        return {"size": size, "blobId": git_blob_id(content)}
 
     def config_bytes(self) -> bytes | None:
         if self.config_body is not None:
@@ -81,7 +121,7 @@ class FakeModel:
             "library_name": self.library_name,
             "tags": list(self.tags),
             "gated": self.gated,
-            "private": False,
+            "private": self.private_token is not None,
             "disabled": False,
             "downloads": self.downloads,
             "downloadsAllTime": self.downloads * 7,
@@ -135,6 +175,55 @@ def make_model(family: str, index: int, *, seed: int = 0) -> FakeModel:
     """One model of the named family (see FAMILIES), for tests that need a specific shape."""
     by_name = {item.name: item for item in FAMILIES}
     return by_name[family].build(random.Random(f"{seed}-{family}-{index}"), index)
+
+
+LFS_SUFFIXES: Final = (".safetensors", ".gguf", ".bin")
+
+
+def is_lfs(path: str) -> bool:
+    """Files the fake stores in LFS, as the Hub does for weights."""
+    return path.lower().endswith(LFS_SUFFIXES)
+
+
+def repository(
+    model_id: str,
+    contents: Mapping[str, FileContent],
+    *,
+    sha: str | None = None,
+    pipeline_tag: str | None = "text-generation",
+    library_name: str | None = "transformers",
+    tags: list[str] | None = None,
+    gguf: dict[str, Any] | None = None,
+    gated: bool | str = False,
+    private_token: str | None = None,
+) -> FakeModel:
+    """A repository that serves `contents`, its file list being exactly their paths."""
+    config: Any = None
+    config_body = contents.get("config.json")
+    if isinstance(config_body, bytes):
+        try:
+            config = json.loads(config_body)
+        except ValueError:
+            config = None
+    return FakeModel(
+        id=model_id,
+        sha=sha or hashlib.sha1(model_id.encode(), usedforsecurity=False).hexdigest(),
+        pipeline_tag=pipeline_tag,
+        library_name=library_name,
+        tags=list(tags if tags is not None else [library_name or "gguf", pipeline_tag or "other"]),
+        downloads=0,
+        likes=0,
+        trending_score=0.0,
+        created_at=EPOCH,
+        last_modified=EPOCH,
+        gated=gated,
+        gguf=gguf,
+        files=sorted(contents),
+        config=config,
+        contents=dict(contents),
+        private_token=private_token,
+        family="repository",
+    )
 
 
 def _iso(moment: datetime.datetime) -> str:

@@ -955,3 +955,47 @@ spec:
       targetLabel: node
 {{- end }}
 {{- end -}}
+
+{{- /* The publication Job's pod template (see templates/publisher/pod-template.yaml).
+Usage: include "ai_models.publisher_pod_template" . | fromYaml */ -}}
+{{- define "ai_models.publisher_pod_template" -}}
+metadata:
+  labels:
+    app: ai-models-publisher
+    module: {{ include "ai_models.module_name" . }}
+    heritage: deckhouse
+spec:
+  serviceAccountName: publisher
+  automountServiceAccountToken: true
+  enableServiceLinks: false
+  restartPolicy: Never
+  {{- include "ai_models.priority_class" (list . "cluster-low") | nindent 2 }}
+  {{- include "ai_models.node_selector" (list . "system") | nindent 2 }}
+  {{- include "ai_models.tolerations" (list . "system") | nindent 2 }}
+  {{- include "ai_models.pod_security_context_run_as_user_deckhouse" . | nindent 2 }}
+  {{- include "ai_models.image_pull_secrets" . | nindent 2 }}
+  containers:
+  - name: publish
+    image: {{ include "ai_models.module_image" (list . "aiModels") }}
+    command: ["ai-models"]
+    args: ["publish"]
+    {{- include "ai_models.container_security_context_pss_restricted" . | nindent 4 }}
+    env:
+    {{- include "ai_models.process_env" . | nindent 4 }}
+    volumeMounts:
+    - name: tmp
+      mountPath: /tmp
+    {{- with include "ai_models.artifacts_ca_volume_mount" . }}{{ . | nindent 4 }}{{ end }}
+    resources:
+      requests:
+        {{- include "ai_models.ephemeral_storage_logs_with_extra" 64 | nindent 8 }}
+        cpu: 100m
+        memory: 128Mi
+      limits:
+        memory: 384Mi
+  volumes:
+  - name: tmp
+    emptyDir:
+      sizeLimit: 64Mi
+  {{- with include "ai_models.artifacts_ca_volume" . }}{{ . | nindent 2 }}{{ end }}
+{{- end -}}

@@ -34,7 +34,12 @@ DEPLOYMENTS = (CONTROLLER, API)
 # Deployment -> (main container, its ServiceAccount). DMT names a ServiceAccount of
 # templates/<dir>/rbac-for-us.yaml in the module namespace after <dir>.
 PROCESSES = {CONTROLLER: ("controller", "controller"), API: ("api", "api")}
-OWN_TEMPLATES = ("templates/controller/", "templates/api/", "templates/rbac-to-us.yaml")
+OWN_TEMPLATES = (
+    "templates/controller/",
+    "templates/api/",
+    "templates/publisher/",
+    "templates/rbac-to-us.yaml",
+)
 SCENARIOS = load_scenarios()
 DIGESTS = module_values()["global"]["modulesImages"]["digests"]
 
@@ -162,6 +167,11 @@ def expected_controller_env(values: Mapping[str, Any]) -> dict[str, Any]:
         env["AI_MODELS_DELIVERY_SHARED_PVC_STORAGE_CLASS"] = delivery["sharedPVCStorageClassName"]
     if values["global"].get("defaultClusterStorageClass"):
         env["AI_MODELS_DELIVERY_GLOBAL_STORAGE_CLASS"] = values["global"]["defaultClusterStorageClass"]
+    env["AI_MODELS_PUBLISH_POD_TEMPLATE_FILE"] = "/etc/ai-models/publisher/template.yaml"
+    env["AI_MODELS_PUBLICATION_MAX_CONCURRENT"] = str(
+        values["aiModels"]["publication"]["maxConcurrentPublications"]
+    )
+    env["AI_MODELS_UPLOAD_IN_CLUSTER_URL"] = f"http://ai-models-api.{NAMESPACE}.svc"
     return env
 
 
@@ -179,7 +189,9 @@ PROCESS_ENV: dict[str, dict[str, Any]] = {
 CONTROLLER_CLUSTER_RULES = [
     rule(["ai.deckhouse.io"], ["modelcatalogsources"], ["get", "list", "watch", "patch", "update"]),
     rule(["ai.deckhouse.io"], ["modelcatalogsources/status"], ["get", "patch", "update"]),
-    rule(["ai.deckhouse.io"], ["models", "clustermodels"], ["get", "list", "watch"]),
+    rule(["ai.deckhouse.io"], ["models", "clustermodels"], ["get", "list", "watch", "patch"]),
+    rule(["ai.deckhouse.io"], ["models/status", "clustermodels/status"], ["get", "patch"]),
+    rule([""], ["secrets"], ["get"]),
     rule(["apiextensions.k8s.io"], ["customresourcedefinitions"], ["get", "list", "watch"]),
     rule([""], ["namespaces"], ["get", "list", "watch"]),
     rule([""], ["events"], ["create", "patch"]),
@@ -193,7 +205,9 @@ CONTROLLER_NODE_CACHE_PREREQUISITE_RULES = [rule([""], ["nodes"], ["list"])]
 CONTROLLER_NAMESPACE_RULES = [
     rule(["coordination.k8s.io"], ["leases"], ["create"]),
     rule(["coordination.k8s.io"], ["leases"], ["get", "update"], [CONTROLLER]),
-    rule([""], ["secrets"], ["get"]),
+    rule([""], ["secrets"], ["get", "list", "watch", "create", "update", "patch", "delete"]),
+    rule(["batch"], ["jobs"], ["get", "list", "watch", "create", "delete"]),
+    rule([""], ["pods"], ["list"]),
 ]
 API_CLUSTER_RULES = [
     rule(["authentication.k8s.io"], ["tokenreviews"], ["create"]),
@@ -231,6 +245,12 @@ def test_minimal_cluster_renders_exactly_these_objects() -> None:
     expected += [
         ("templates/rbac-to-us.yaml", kind, NAMESPACE, "access-to-ai-models-prometheus-metrics")
         for kind in ("Role", "RoleBinding")
+    ]
+    expected += [
+        ("templates/publisher/pod-template.yaml", "ConfigMap", NAMESPACE, "ai-models-publisher-template"),
+        ("templates/publisher/rbac-for-us.yaml", "ServiceAccount", NAMESPACE, "publisher"),
+        ("templates/publisher/rbac-for-us.yaml", "ClusterRole", "", "d8:ai-models:publisher"),
+        ("templates/publisher/rbac-for-us.yaml", "ClusterRoleBinding", "", "d8:ai-models:publisher"),
     ]
     assert inventory == sorted(expected)
 

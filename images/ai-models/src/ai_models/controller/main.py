@@ -14,14 +14,18 @@ from kubernetes import config as k8s_config
 from prometheus_client import REGISTRY, start_http_server
 
 from ai_models.adapters.hub import HubClient
+from ai_models.adapters.kube.ledger_store import SecretLedgerStore
 from ai_models.adapters.objectstore import open_store
 from ai_models.controller import catalog_sources
 from ai_models.controller.health import ProbeServer, ProbeState
 from ai_models.controller.leadership import LeaseTiming, lead_while_holding_lease
 from ai_models.controller.metrics import ControllerMetrics
+from ai_models.controller.models.runtime import ModelRuntime
+from ai_models.controller.models.snapshots import hub_snapshot
 from ai_models.controller.operator import register_login, run_operator
 from ai_models.controller.prerequisites import PrerequisitesCollector, check, log_verdict
 from ai_models.controller.settings import ControllerSettings
+from ai_models.controller.storage.metrics import LedgerCollector, StorageMetrics
 
 log = logging.getLogger(__name__)
 START_ATTEMPTS = 10
@@ -76,6 +80,13 @@ def run(settings: ControllerSettings) -> int:
         except Exception as error:
             log.warning("storage-prerequisites check failed at start", extra={"error": str(error)})
         REGISTRY.register(PrerequisitesCollector(api=api, settings=settings))
+        REGISTRY.register(
+            LedgerCollector(
+                SecretLedgerStore(api, namespace=settings.namespace),
+                capacity_bytes=settings.capacity_limit_bytes,
+            )
+        )
+        storage_metrics = StorageMetrics(REGISTRY)
         store = open_store(settings)
         runtime = catalog_sources.CatalogRuntime(
             settings=settings,
@@ -87,6 +98,9 @@ def run(settings: ControllerSettings) -> int:
         registry = kopf.OperatorRegistry()
         register_login(registry)
         catalog_sources.register(registry, runtime)
+        ModelRuntime(
+            settings=settings, api_client=api, store=store, metrics=storage_metrics, snapshot=hub_snapshot
+        ).register(registry)
         probes.mark_ready()
 
         def reconcile(stop: threading.Event) -> None:

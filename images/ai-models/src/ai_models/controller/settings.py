@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from pydantic import Field
 
 from ai_models.domain.storage.prerequisites import DeliveryMode
@@ -31,4 +33,32 @@ class ControllerSettings(Settings):
     delivery_node_cache_size: str | None = Field(default=None, description="Setting delivery.nodeCache.size.")
     delivery_node_cache_selector: dict[str, str] = Field(
         default_factory=dict, description="Setting delivery.nodeCache.nodeSelector (JSON)."
+    )
+    publish_pod_template_file: Path | None = Field(
+        default=None, description="The publisher pod template (ConfigMap ai-models-publisher-template)."
+    )
+    publication_max_concurrent: int = Field(
+        default=4, ge=1, description="Setting publication.maxConcurrentPublications: publish Jobs at once."
+    )
+    publication_backoff_limit: int = Field(default=3, ge=0, description="Pod retries of one publish Job.")
+    publication_deadline_seconds: int = Field(
+        default=86400, ge=60, description="Longest run of one publish Job."
+    )
+    publication_retry_seconds: float = Field(
+        default=300.0, gt=0, description="How long a failed publication waits before it is tried again."
+    )
+    upload_token_ttl_seconds: int = Field(default=3600, ge=60, description="Validity of an upload URL.")
+    upload_poll_seconds: float = Field(
+        default=3.0, gt=0, description="How often an awaited upload is looked for."
+    )
+    upload_in_cluster_url: str = Field(
+        default="http://ai-models-api.d8-ai-models.svc", description="Base of status.upload.inCluster."
+    )
+    upload_public_url: str | None = Field(
+        default=None, description="Base of status.upload.external (https://ai-models.<public domain>)."
+    )
+    model_workers: int = Field(default=4, ge=1, le=64, description="Models reconciled at once.")
+    model_resync_seconds: float = Field(default=300.0, gt=0, description="Full re-reconcile period.")
+    inventory_interval_seconds: float = Field(
+        default=3600.0, gt=0, description="Period of the inventory pass."
     )

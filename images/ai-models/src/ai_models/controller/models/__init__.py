@@ -1,0 +1,1 @@
+"""The Model/ClusterModel reconciler: publication Jobs, status, events and cleanup (leader only)."""

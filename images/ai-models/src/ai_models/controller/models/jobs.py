@@ -1,0 +1,232 @@
+"""Publication Jobs: built from the Helm-rendered pod template, created and removed in the module
+namespace, and read back (status, the Pod's termination message).
+
+Helm renders the publisher's pod template (image, placement, security context, resources, store
+settings and credentials) into a ConfigMap mounted into the controller, so every pod the module
+runs is reviewed in one place; the controller adds only what is specific to one publication.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import enum
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Final
+
+import yaml
+from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
+
+from ai_models.domain.storage.ledger import Owner
+from ai_models.names import (
+    COMPONENT_LABEL,
+    OWNER_KIND_LABEL,
+    OWNER_NAME_LABEL,
+    OWNER_NAMESPACE_LABEL,
+    OWNER_UID_LABEL,
+    PUBLICATION_COMPONENT,
+)
+
+DIGEST_ANNOTATION: Final = "ai.deckhouse.io/artifact-digest"
+TERMINATION_MESSAGE_PATH: Final = "/dev/termination-log"
+PUBLISHER_CONTAINER: Final = "publish"
+TOKEN_KEY: Final = "token"
+# Exit codes of `ai-models publish` that mean "the outcome is final for this Job": a new Pod would
+# fail the same way, so the Job must not spend its retries on it (1: failure with an outcome,
+# 2: bad settings). Anything else (a killed or evicted Pod) is retried by the Job.
+FINAL_EXIT_CODES: Final = (1, 2)
+
+
+class PodTemplateError(RuntimeError):
+    """The publisher pod template is missing or malformed; the message names the file."""
+
+
+def load_pod_template(path: Path) -> dict[str, Any]:
+    try:
+        document = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as error:
+        raise PodTemplateError(f"cannot read the publisher pod template {path}: {error}") from error
+    containers = (document or {}).get("spec", {}).get("containers") if isinstance(document, dict) else None
+    if not containers or not any(item.get("name") == PUBLISHER_CONTAINER for item in containers):
+        raise PodTemplateError(
+            f"the publisher pod template {path} has no container named {PUBLISHER_CONTAINER!r}; "
+            "it comes from the ConfigMap ai-models-publisher-template rendered by the module's Helm chart"
+        )
+    result: dict[str, Any] = document
+    return result
+
+
+def job_name(owner: Owner) -> str:
+    return f"publish-{owner.uid}"
+
+
+def token_secret_name(owner: Owner) -> str:
+    return f"publish-{owner.uid}-token"
+
+
+def owner_labels(owner: Owner) -> dict[str, str]:
+    return {
+        COMPONENT_LABEL: PUBLICATION_COMPONENT,
+        OWNER_KIND_LABEL: owner.kind,
+        OWNER_NAMESPACE_LABEL: owner.namespace,
+        OWNER_NAME_LABEL: owner.name,
+        OWNER_UID_LABEL: owner.uid,
+    }
+
+
+def publication_env(owner: Owner, *, digest: str, source: Mapping[str, str]) -> list[dict[str, Any]]:
+    env: list[dict[str, Any]] = [
+        {"name": "AI_MODELS_PUBLISH_OWNER_KIND", "value": owner.kind},
+        {"name": "AI_MODELS_PUBLISH_OWNER_NAMESPACE", "value": owner.namespace},
+        {"name": "AI_MODELS_PUBLISH_OWNER_NAME", "value": owner.name},
+        {"name": "AI_MODELS_PUBLISH_OWNER_UID", "value": owner.uid},
+        {"name": "AI_MODELS_PUBLISH_DIGEST", "value": digest},
+        {"name": "AI_MODELS_PUBLISH_TERMINATION_MESSAGE_PATH", "value": TERMINATION_MESSAGE_PATH},
+    ]
+    env.extend({"name": name, "value": value} for name, value in source.items())
+    return env
+
+
+def token_env(owner: Owner) -> dict[str, Any]:
+    return {
+        "name": "AI_MODELS_PUBLISH_TOKEN",
+        "valueFrom": {"secretKeyRef": {"name": token_secret_name(owner), "key": TOKEN_KEY}},
+    }
+
+
+@dataclasses.dataclass(frozen=True)
+class JobLimits:
+    backoff_limit: int
+    deadline_seconds: int
+
+
+def publication_job(
+    template: Mapping[str, Any],
+    *,
+    owner: Owner,
+    namespace: str,
+    digest: str,
+    env: Sequence[Mapping[str, Any]],
+    limits: JobLimits,
+) -> dict[str, Any]:
+    pod = copy.deepcopy(dict(template))
+    labels = owner_labels(owner)
+    metadata = pod.setdefault("metadata", {})
+    metadata["labels"] = {**(metadata.get("labels") or {}), **labels}
+    spec = pod["spec"]
+    spec["restartPolicy"] = "Never"
+    for container in spec["containers"]:
+        if container["name"] == PUBLISHER_CONTAINER:
+            container["env"] = [*(container.get("env") or []), *env]
+            container["terminationMessagePath"] = TERMINATION_MESSAGE_PATH
+            container["terminationMessagePolicy"] = "FallbackToLogsOnError"
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": job_name(owner),
+            "namespace": namespace,
+            "labels": {**(metadata.get("labels") or {}), **labels},
+            "annotations": {DIGEST_ANNOTATION: digest},
+        },
+        "spec": {
+            "backoffLimit": limits.backoff_limit,
+            "activeDeadlineSeconds": limits.deadline_seconds,
+            "podFailurePolicy": {
+                "rules": [
+                    {
+                        "action": "FailJob",
+                        "onExitCodes": {
+                            "containerName": PUBLISHER_CONTAINER,
+                            "operator": "In",
+                            "values": list(FINAL_EXIT_CODES),
+                        },
+                    }
+                ]
+            },
+            "template": pod,
+        },
+    }
+
+
+def token_secret(owner: Owner, *, namespace: str, token: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": token_secret_name(owner), "namespace": namespace, "labels": owner_labels(owner)},
+        "type": "Opaque",
+        "stringData": {TOKEN_KEY: token},
+    }
+
+
+class JobState(enum.StrEnum):
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+
+
+def job_state(job: Mapping[str, Any]) -> JobState:
+    for condition in (job.get("status") or {}).get("conditions") or ():
+        if condition.get("status") != "True":
+            continue
+        if condition.get("type") == "Complete":
+            return JobState.SUCCEEDED
+        if condition.get("type") == "Failed":
+            return JobState.FAILED
+    return JobState.RUNNING
+
+
+def is_running(job: Mapping[str, Any]) -> bool:
+    return job_state(job) is JobState.RUNNING and not job.get("metadata", {}).get("deletionTimestamp")
+
+
+class JobApi:
+    def __init__(self, api_client: Any, *, namespace: str, timeout: tuple[float, float] = (3, 30)) -> None:
+        self._batch = k8s.BatchV1Api(api_client)
+        self._core = k8s.CoreV1Api(api_client)
+        self._namespace = namespace
+        self._timeout = timeout
+
+    def create(self, job: Mapping[str, Any], secret: Mapping[str, Any] | None) -> None:
+        if secret is not None:
+            try:
+                self._core.create_namespaced_secret(self._namespace, secret, _request_timeout=self._timeout)
+            except ApiException as error:
+                if error.status != 409:
+                    raise
+                self._core.replace_namespaced_secret(
+                    secret["metadata"]["name"], self._namespace, secret, _request_timeout=self._timeout
+                )
+        try:
+            self._batch.create_namespaced_job(self._namespace, job, _request_timeout=self._timeout)
+        except ApiException as error:
+            if error.status != 409:  # already created by an earlier attempt
+                raise
+
+    def delete(self, owner: Owner) -> None:
+        for delete, name in (
+            (self._batch.delete_namespaced_job, job_name(owner)),
+            (self._core.delete_namespaced_secret, token_secret_name(owner)),
+        ):
+            try:
+                delete(name, self._namespace, propagation_policy="Background", _request_timeout=self._timeout)
+            except ApiException as error:
+                if error.status != 404:
+                    raise
+
+    def termination_message(self, job: Mapping[str, Any]) -> str | None:
+        """The termination message of the Job's most recent Pod that terminated."""
+        name = job["metadata"]["name"]
+        pods = self._core.list_namespaced_pod(
+            self._namespace, label_selector=f"job-name={name}", _request_timeout=self._timeout
+        ).items
+        messages: list[tuple[str, str]] = []
+        for pod in pods:
+            for status in (pod.status.container_statuses or []) if pod.status else []:
+                terminated = status.state.terminated if status.state else None
+                if status.name == PUBLISHER_CONTAINER and terminated is not None and terminated.message:
+                    finished = terminated.finished_at.isoformat() if terminated.finished_at else ""
+                    messages.append((finished, terminated.message))
+        return max(messages)[1] if messages else None

@@ -1,0 +1,184 @@
+"""Thin Kubernetes calls the model reconciler makes: objects, status, finalizers, events, Secrets."""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import datetime
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
+
+from ai_models.domain.conditions import timestamp
+from ai_models.names import API_GROUP, API_VERSION, MODEL_FINALIZER, ModelKind
+
+log = logging.getLogger(__name__)
+REPORTING_COMPONENT = "ai-models-controller"
+# Events about cluster-scoped objects go to `default`, as kubectl describe looks for them there.
+CLUSTER_EVENTS_NAMESPACE = "default"
+
+
+@dataclasses.dataclass(frozen=True, order=True)
+class ModelKey:
+    """Which object a work item is about; `namespace` is "" for a ClusterModel."""
+
+    kind: ModelKind
+    namespace: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.namespace}/{self.name}" if self.namespace else f"{self.kind} {self.name}"
+
+
+def key_of(obj: Mapping[str, Any]) -> ModelKey:
+    meta = obj["metadata"]
+    return ModelKey(ModelKind(obj["kind"]), meta.get("namespace") or "", meta["name"])
+
+
+class ModelObjects:
+    def __init__(self, api_client: Any, *, timeout: tuple[float, float] = (3, 30)) -> None:
+        self._client = api_client
+        self._objects = k8s.CustomObjectsApi(api_client)
+        self._core = k8s.CoreV1Api(api_client)
+        self._timeout = timeout
+
+    def get(self, key: ModelKey) -> dict[str, Any] | None:
+        try:
+            if key.kind is ModelKind.MODEL:
+                found = self._objects.get_namespaced_custom_object(
+                    API_GROUP,
+                    API_VERSION,
+                    key.namespace,
+                    key.kind.plural,
+                    key.name,
+                    _request_timeout=self._timeout,
+                )
+            else:
+                found = self._objects.get_cluster_custom_object(
+                    API_GROUP, API_VERSION, key.kind.plural, key.name, _request_timeout=self._timeout
+                )
+        except ApiException as error:
+            if error.status == 404:
+                return None
+            raise
+        result: dict[str, Any] = found
+        return result
+
+    def list_all(self, kind: ModelKind) -> list[dict[str, Any]]:
+        listed = self._objects.list_cluster_custom_object(
+            API_GROUP, API_VERSION, kind.plural, _request_timeout=self._timeout
+        )
+        items: list[dict[str, Any]] = listed.get("items", [])
+        for item in items:
+            item.setdefault("kind", kind.value)
+        return items
+
+    def patch_status(self, key: ModelKey, status: Mapping[str, Any]) -> None:
+        body = {"status": dict(status)}
+        try:
+            if key.kind is ModelKind.MODEL:
+                self._objects.patch_namespaced_custom_object_status(
+                    API_GROUP,
+                    API_VERSION,
+                    key.namespace,
+                    key.kind.plural,
+                    key.name,
+                    body,
+                    _request_timeout=self._timeout,
+                )
+            else:
+                self._objects.patch_cluster_custom_object_status(
+                    API_GROUP, API_VERSION, key.kind.plural, key.name, body, _request_timeout=self._timeout
+                )
+        except ApiException as error:
+            if error.status != 404:  # gone meanwhile: nothing to report on
+                raise
+
+    def _patch(self, key: ModelKey, body: Any) -> None:
+        if key.kind is ModelKind.MODEL:
+            self._objects.patch_namespaced_custom_object(
+                API_GROUP,
+                API_VERSION,
+                key.namespace,
+                key.kind.plural,
+                key.name,
+                body,
+                _request_timeout=self._timeout,
+            )
+        else:
+            self._objects.patch_cluster_custom_object(
+                API_GROUP, API_VERSION, key.kind.plural, key.name, body, _request_timeout=self._timeout
+            )
+
+    def set_finalizers(self, obj: Mapping[str, Any], finalizers: list[str]) -> None:
+        """Replace the finalizer list, guarded by the resourceVersion the decision was made on."""
+        meta = obj["metadata"]
+        try:
+            self._patch(
+                key_of(obj),
+                {"metadata": {"finalizers": finalizers, "resourceVersion": meta["resourceVersion"]}},
+            )
+        except ApiException as error:
+            if error.status not in (404, 409):  # gone, or changed: the next event brings it back
+                raise
+
+    def add_finalizer(self, obj: Mapping[str, Any]) -> None:
+        current = list(obj["metadata"].get("finalizers") or [])
+        if MODEL_FINALIZER not in current:
+            self.set_finalizers(obj, [*current, MODEL_FINALIZER])
+
+    def remove_finalizer(self, obj: Mapping[str, Any]) -> None:
+        current = list(obj["metadata"].get("finalizers") or [])
+        if MODEL_FINALIZER in current:
+            self.set_finalizers(obj, [item for item in current if item != MODEL_FINALIZER])
+
+    def event(self, obj: Mapping[str, Any], *, type_: str, reason: str, message: str) -> None:
+        """Record a Kubernetes Event on the object; failing to record one never fails a reconcile."""
+        meta = obj["metadata"]
+        namespace = meta.get("namespace") or CLUSTER_EVENTS_NAMESPACE
+        now = datetime.datetime.now(datetime.UTC)
+        body = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"generateName": f"{meta['name']}.", "namespace": namespace},
+            "involvedObject": {
+                "apiVersion": f"{API_GROUP}/{API_VERSION}",
+                "kind": obj["kind"],
+                "name": meta["name"],
+                "namespace": meta.get("namespace") or "",
+                "uid": meta.get("uid", ""),
+                "resourceVersion": meta.get("resourceVersion", ""),
+            },
+            "reason": reason,
+            "message": message[:1024],
+            "type": type_,
+            "source": {"component": REPORTING_COMPONENT},
+            "reportingComponent": REPORTING_COMPONENT,
+            "reportingInstance": REPORTING_COMPONENT,
+            "firstTimestamp": timestamp(now),
+            "lastTimestamp": timestamp(now),
+            "count": 1,
+        }
+        try:
+            self._core.create_namespaced_event(namespace, body, _request_timeout=self._timeout)
+        except Exception as error:
+            log.warning(
+                "cannot record an event",
+                extra={"object": meta["name"], "reason": reason, "error": str(error)},
+            )
+
+    def secret_data(self, namespace: str, name: str) -> dict[str, str] | None:
+        """The Secret's data, base64-decoded; None when there is no such Secret."""
+        try:
+            secret = self._core.read_namespaced_secret(name, namespace, _request_timeout=self._timeout)
+        except ApiException as error:
+            if error.status == 404:
+                return None
+            raise
+        return {
+            key: base64.b64decode(value).decode("utf-8", errors="replace")
+            for key, value in (secret.data or {}).items()
+        }

@@ -1,0 +1,265 @@
+"""From `spec.source` to a publication plan: what to fetch, its digest and size, or why not.
+
+Everything the publish Job needs is decided here, before any byte is written, so the reservation
+covers the real size and the artifact's directory (its digest) is fixed: a Hugging Face revision
+is resolved to a commit, the files are selected, and an upload is identified by the sha256 the
+upload API recorded.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
+
+from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
+
+from ai_models.adapters.hub.errors import (
+    ProviderError,
+    ProviderForbidden,
+    ProviderNotFound,
+    ProviderUnauthorized,
+)
+from ai_models.adapters.objectstore import ObjectNotFound, ObjectStore, ObjectStoreError
+from ai_models.catalog.reading import ManifestInvalid, iter_records, read_manifest
+from ai_models.controller.models.kube import ModelObjects
+from ai_models.domain.artifacts.digest import SourceFile, repository_digest, upload_digest
+from ai_models.domain.artifacts.layout import upload_record_key
+from ai_models.domain.artifacts.selection import select_files
+from ai_models.domain.artifacts.upload_record import UploadRecord, UploadRecordError, record_from_json
+from ai_models.domain.models.source import (
+    CatalogSource,
+    HuggingFaceSource,
+    InvalidSource,
+    ParsedSource,
+    UploadSource,
+    token_from_secret_data,
+)
+from ai_models.domain.storage.ledger import Owner
+from ai_models.names import API_GROUP, API_VERSION, ModelReason, Plural, SourceType
+
+log = logging.getLogger(__name__)
+PROVIDER_RETRY_SECONDS = 60.0
+
+
+class Snapshot(Protocol):
+    """What the controller needs from a repository listing at one revision."""
+
+    @property
+    def sha(self) -> str: ...
+
+    @property
+    def files(self) -> Sequence[SourceFile]: ...
+
+
+SnapshotReader = Callable[[str, str | None, str, str], Snapshot]  # endpoint, token, repository, revision
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    resolved_type: SourceType
+    revision: str | None
+    digest: str
+    size_bytes: int
+    env: Mapping[str, str]  # source-specific AI_MODELS_PUBLISH_* variables
+    token: str | None = dataclasses.field(default=None, repr=False)
+
+
+@dataclasses.dataclass(frozen=True)
+class Refused:
+    """The source cannot be published; `reason` is a Model failure reason."""
+
+    reason: ModelReason
+    message: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Deferred:
+    """Not now (the provider is unavailable or rate-limits us); look again later."""
+
+    message: str
+    retry_seconds: float
+
+
+@dataclasses.dataclass(frozen=True)
+class AwaitingUpload:
+    pass
+
+
+Outcome = Plan | Refused | Deferred | AwaitingUpload
+
+
+@dataclasses.dataclass
+class Planner:
+    objects: ModelObjects
+    api_client: Any
+    store: ObjectStore
+    snapshot: SnapshotReader
+    hf_endpoint: str
+    module_namespace: str
+
+    def plan(self, owner: Owner, source: ParsedSource) -> Outcome:
+        if isinstance(source, InvalidSource):
+            return Refused(ModelReason.UNSUPPORTED_SOURCE, source.message)
+        if isinstance(source, UploadSource):
+            return self._upload(owner)
+        if isinstance(source, CatalogSource):
+            return self._catalog(source)
+        return self._hugging_face(source)
+
+    # ----- upload ---------------------------------------------------------------------------
+
+    def upload_record(self, owner: Owner) -> UploadRecord | None:
+        try:
+            return record_from_json(self.store.get_bytes(upload_record_key(owner)))
+        except ObjectNotFound:
+            return None
+        except UploadRecordError as error:
+            log.warning(
+                "upload record unreadable; waiting for a new upload",
+                extra={"owner": owner.name, "error": str(error)},
+            )
+            return None
+
+    def _upload(self, owner: Owner) -> Outcome:
+        try:
+            record = self.upload_record(owner)
+        except ObjectStoreError as error:
+            return Deferred(f"cannot read the upload from the object store: {error}", 10.0)
+        if record is None:
+            return AwaitingUpload()
+        return Plan(
+            resolved_type=SourceType.UPLOAD,
+            revision=None,
+            digest=upload_digest(record.sha256),
+            size_bytes=record.size_bytes,
+            env={"AI_MODELS_PUBLISH_SOURCE_TYPE": SourceType.UPLOAD.value},
+        )
+
+    # ----- Hugging Face -----------------------------------------------------------------------
+
+    def _hugging_face(self, source: HuggingFaceSource) -> Outcome:
+        token: str | None = None
+        if source.secret_name is not None and source.secret_namespace is not None:
+            data = self.objects.secret_data(source.secret_namespace, source.secret_name)
+            where = f"Secret {source.secret_namespace}/{source.secret_name} (spec.source.authSecretRef)"
+            if data is None:
+                return Refused(
+                    ModelReason.PUBLICATION_FAILED, f"{where} does not exist; create it with the Hub token"
+                )
+            token = token_from_secret_data(data)
+            if token is None:
+                return Refused(
+                    ModelReason.PUBLICATION_FAILED,
+                    f"{where} has none of the keys token, HF_TOKEN or HUGGING_FACE_HUB_TOKEN; "
+                    "put the Hub token there",
+                )
+        return self._repository(
+            endpoint=self.hf_endpoint,
+            token=token,
+            repository=source.repository,
+            revision=source.revision,
+            resolved_type=SourceType.HUGGING_FACE,
+            token_hint="set spec.source.authSecretRef to a Secret with a token that can read it",
+        )
+
+    def _repository(
+        self,
+        *,
+        endpoint: str,
+        token: str | None,
+        repository: str,
+        revision: str,
+        resolved_type: SourceType,
+        token_hint: str,
+    ) -> Outcome:
+        where = f"{repository} at revision {revision} on {endpoint}"
+        try:
+            snapshot = self.snapshot(endpoint, token, repository, revision)
+        except ProviderNotFound as error:
+            return Refused(ModelReason.SOURCE_NOT_FOUND, f"{where} was not found: {error}")
+        except (ProviderUnauthorized, ProviderForbidden) as error:
+            if token is None:
+                return Refused(
+                    ModelReason.SOURCE_NOT_FOUND,
+                    f"{where} does not exist or is private or gated ({error}); "
+                    f"if it is private, {token_hint}",
+                )
+            return Refused(ModelReason.PUBLICATION_FAILED, f"the token cannot read {where}: {error}")
+        except ProviderError as error:
+            return Deferred(f"cannot list {where}: {error}; retrying", PROVIDER_RETRY_SECONDS)
+        selection = select_files(item.path for item in snapshot.files)
+        if not selection.accepted:
+            return Refused(ModelReason.UNSUPPORTED_SOURCE, f"{where}: {selection.refusal}")
+        chosen = [item for item in snapshot.files if item.path in set(selection.files)]
+        listed = [{"path": item.path, "size": item.size, "lfsSha256": item.lfs_sha256} for item in chosen]
+        env = {
+            "AI_MODELS_PUBLISH_SOURCE_TYPE": SourceType.HUGGING_FACE.value,
+            "AI_MODELS_PUBLISH_REPOSITORY": repository,
+            "AI_MODELS_PUBLISH_REVISION": snapshot.sha,
+            "AI_MODELS_PUBLISH_ENDPOINT": endpoint,
+            "AI_MODELS_PUBLISH_FILES": json.dumps(listed, separators=(",", ":")),
+        }
+        return Plan(
+            resolved_type=resolved_type,
+            revision=snapshot.sha,
+            digest=repository_digest(repository, snapshot.sha, chosen),
+            size_bytes=sum(item.size or 0 for item in chosen),
+            env=env,
+            token=token,
+        )
+
+    # ----- catalog ----------------------------------------------------------------------------
+
+    def _catalog(self, source: CatalogSource) -> Outcome:
+        name = source.source_name
+        try:
+            catalog_source: dict[str, Any] = k8s.CustomObjectsApi(self.api_client).get_cluster_custom_object(
+                API_GROUP, API_VERSION, Plural.MODEL_CATALOG_SOURCES, name
+            )
+        except ApiException as error:
+            if error.status == 404:
+                return Refused(
+                    ModelReason.CATALOG_ENTRY_NOT_FOUND,
+                    f"ModelCatalogSource {name!r} does not exist; check spec.source.catalog.sourceName",
+                )
+            raise
+        try:
+            manifest = read_manifest(self.store, name)
+            record = None
+            if manifest is not None:
+                record = next(
+                    (item for item in iter_records(self.store, manifest) if item.id == source.entry_name),
+                    None,
+                )
+        except (ObjectStoreError, ManifestInvalid) as error:
+            return Deferred(f"cannot read the catalog of ModelCatalogSource {name!r}: {error}", 30.0)
+        if manifest is None:
+            return Refused(
+                ModelReason.CATALOG_ENTRY_NOT_FOUND,
+                f"ModelCatalogSource {name!r} has not served a catalog yet; it needs the annotation "
+                "ai.deckhouse.io/catalog-sync=Enabled and a completed indexing pass",
+            )
+        if record is None:
+            return Refused(
+                ModelReason.CATALOG_ENTRY_NOT_FOUND,
+                f"ModelCatalogSource {name!r} has no entry {source.entry_name!r} in generation "
+                f"{manifest.generation}; search the catalog for the exact id",
+            )
+        huggingface = (catalog_source.get("spec") or {}).get("huggingFace") or {}
+        token: str | None = None
+        reference = huggingface.get("tokenSecretRef")
+        if reference:
+            data = self.objects.secret_data(self.module_namespace, reference["name"])
+            token = (data or {}).get("token", "").strip() or None
+        return self._repository(
+            endpoint=huggingface.get("endpoint") or self.hf_endpoint,
+            token=token,
+            repository=record.id,
+            revision=record.metadata.sha or "main",
+            resolved_type=SourceType.CATALOG,
+            token_hint=f"set spec.huggingFace.tokenSecretRef on ModelCatalogSource {name!r}",
+        )

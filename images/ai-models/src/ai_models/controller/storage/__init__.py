@@ -1,0 +1,1 @@
+"""Storage accounting in the controller: ledger changes, the inventory pass, storage metrics."""

@@ -1,0 +1,101 @@
+"""Storage metrics: the ledger as every replica reads it on each scrape, the inventory pass as the
+leader last ran it.
+
+Unknown is absent, never 0: without a ledger there are no used/reserved series, without a budget
+no capacity series. The alerts key on `..._ledger_present` and `..._ledger_confirmed`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+
+from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from ai_models.adapters.kube.ledger_store import LedgerStoreError, SecretLedgerStore
+from ai_models.domain.storage.ledger import usage_by_scope
+
+log = logging.getLogger(__name__)
+
+
+class LedgerCollector(Collector):
+    def __init__(self, store: SecretLedgerStore, *, capacity_bytes: int | None) -> None:
+        self._store = store
+        self._capacity = capacity_bytes
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        if self._capacity is not None:
+            yield GaugeMetricFamily(
+                "d8_ai_models_storage_capacity_bytes",
+                "The storage budget for artifacts (aiModels.artifacts.capacityLimit).",
+                value=self._capacity,
+            )
+        try:
+            stored = self._store.read()
+        except LedgerStoreError as error:
+            log.warning("cannot read the ledger for metrics", extra={"error": str(error)})
+            return
+        ledger = stored.ledger
+        yield GaugeMetricFamily(
+            "d8_ai_models_storage_ledger_present",
+            "1 when the storage ledger Secret exists with a readable ledger.",
+            value=1 if ledger is not None else 0,
+        )
+        yield GaugeMetricFamily(
+            "d8_ai_models_storage_ledger_confirmed",
+            "1 when the last complete inventory pass confirmed the ledger (usage known).",
+            value=1 if ledger is not None and ledger.confirmed else 0,
+        )
+        if ledger is None:
+            return
+        used = GaugeMetricFamily(
+            "d8_ai_models_storage_used_bytes", "Bytes of published artifacts, per scope.", labels=["scope"]
+        )
+        reserved = GaugeMetricFamily(
+            "d8_ai_models_storage_reserved_bytes",
+            "Bytes reserved for publications in progress.",
+            labels=["scope"],
+        )
+        artifacts = GaugeMetricFamily(
+            "d8_ai_models_storage_artifacts", "Published artifacts, per scope.", labels=["scope"]
+        )
+        for usage in usage_by_scope(ledger):
+            used.add_metric([usage.scope.value], usage.used_bytes)
+            reserved.add_metric([usage.scope.value], usage.reserved_bytes)
+            artifacts.add_metric([usage.scope.value], usage.artifacts)
+        yield used
+        yield reserved
+        yield artifacts
+
+
+class StorageMetrics:
+    """What the leader's inventory pass and reconciler export."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.inventory_success = Gauge(
+            "d8_ai_models_storage_inventory_pass_success",
+            "1 when the last inventory pass completed without an error, 0 when it had errors.",
+            registry=registry,
+        )
+        self.inventory_last_success = Gauge(
+            "d8_ai_models_storage_inventory_last_success_timestamp_seconds",
+            "When an inventory pass last completed without an error.",
+            registry=registry,
+        )
+        self.inventory_passes = Counter(
+            "d8_ai_models_storage_inventory_passes",
+            "Inventory passes by result.",
+            ["result"],
+            registry=registry,
+        )
+        self.publications = Counter(
+            "d8_ai_models_publications", "Finished publications by result.", ["result"], registry=registry
+        )
+        self.models = Gauge(
+            "d8_ai_models_models",
+            "Models and ClusterModels by phase (leader).",
+            ["kind", "phase"],
+            registry=registry,
+        )

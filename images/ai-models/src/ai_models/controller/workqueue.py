@@ -1,0 +1,126 @@
+"""A deduplicating work queue with delayed adds, as client-go's: one key is never worked on twice
+at once, and a key added while it is being worked on is worked on again afterwards.
+
+Reconcilers are level-triggered: a key says "look at this object again", not what changed, so any
+number of adds before a worker picks the key up collapse into one pass.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import threading
+import time
+from collections.abc import Callable, Hashable
+from typing import Generic, TypeVar
+
+log = logging.getLogger(__name__)
+
+K = TypeVar("K", bound=Hashable)
+
+
+class WorkQueue(Generic[K]):
+    def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._condition = threading.Condition()
+        self._queue: list[K] = []
+        self._dirty: set[K] = set()
+        self._processing: set[K] = set()
+        self._delayed: list[tuple[float, int, K]] = []
+        self._sequence = itertools.count()
+        self._closed = False
+
+    def add(self, key: K) -> None:
+        with self._condition:
+            if self._closed or key in self._dirty:
+                return
+            self._dirty.add(key)
+            if key not in self._processing:
+                self._queue.append(key)
+                self._condition.notify()
+
+    def add_after(self, key: K, seconds: float) -> None:
+        if seconds <= 0:
+            self.add(key)
+            return
+        with self._condition:
+            heapq.heappush(self._delayed, (self._clock() + seconds, next(self._sequence), key))
+            self._condition.notify()
+
+    def _promote_due(self) -> float | None:
+        """Move due delayed keys into the queue; the seconds until the next one, if any."""
+        now = self._clock()
+        while self._delayed and self._delayed[0][0] <= now:
+            _, _, key = heapq.heappop(self._delayed)
+            if key not in self._dirty:
+                self._dirty.add(key)
+                if key not in self._processing:
+                    self._queue.append(key)
+        return self._delayed[0][0] - now if self._delayed else None
+
+    def get(self, timeout: float | None = None) -> K | None:
+        """The next key (now owned by the caller until `done`), or None on timeout or close."""
+        deadline = None if timeout is None else self._clock() + timeout
+        with self._condition:
+            while True:
+                wait = self._promote_due()
+                if self._closed:
+                    return None
+                if self._queue:
+                    key = self._queue.pop(0)
+                    self._dirty.discard(key)
+                    self._processing.add(key)
+                    return key
+                if deadline is not None:
+                    left = deadline - self._clock()
+                    if left <= 0:
+                        return None
+                    wait = left if wait is None else min(wait, left)
+                self._condition.wait(wait)
+
+    def done(self, key: K) -> None:
+        with self._condition:
+            self._processing.discard(key)
+            if key in self._dirty:
+                self._queue.append(key)
+                self._condition.notify()
+
+    def close(self) -> None:
+        with self._condition:
+            self._closed = True
+            self._condition.notify_all()
+
+    def __len__(self) -> int:
+        with self._condition:
+            return len(self._queue)
+
+
+def run_workers(
+    queue: WorkQueue[K], work: Callable[[K], float | None], *, count: int, name: str
+) -> list[threading.Thread]:
+    """Start `count` threads that call `work(key)` until the queue closes.
+
+    `work` returns seconds after which to look at the key again (None: only on the next event). An
+    exception is logged and the key retried after 5 s, so one bad object never stops the others.
+    """
+
+    def loop() -> None:
+        while True:
+            key = queue.get()
+            if key is None:
+                return
+            try:
+                again = work(key)
+            except Exception:
+                log.exception("reconcile failed; retrying", extra={"key": str(key)})
+                again = 5.0
+            finally:
+                queue.done(key)
+            if again is not None:
+                queue.add_after(key, again)
+
+    threads = [threading.Thread(target=loop, name=f"{name}-{index}", daemon=True) for index in range(count)]
+    for thread in threads:
+        thread.start()
+    return threads

@@ -1,0 +1,1 @@
+"""Model and ClusterModel lifecycle (pure): which phase and conditions a situation means."""

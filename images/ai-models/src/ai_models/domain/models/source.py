@@ -1,0 +1,113 @@
+"""What `spec.source` asks for, parsed and checked before anything is fetched (pure).
+
+The CRD's CEL rules already accept only well-formed URLs and one source kind; this module is the
+controller's own check (objects may predate a rule, and the emulator-free unit tests need it) and
+turns the spec into the reference the publication works with.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import urllib.parse
+from collections.abc import Mapping
+from typing import Any
+
+from ai_models.names import ModelKind
+
+DEFAULT_REVISION = "main"
+HUGGING_FACE_HOSTS = frozenset({"huggingface.co", "www.huggingface.co", "hf.co", "www.hf.co"})
+_SEGMENT = re.compile(r"^[A-Za-z0-9][-A-Za-z0-9_.]{0,95}$")
+_REVISION = re.compile(r"^[-A-Za-z0-9_./]{1,255}$")
+# Paths on the Hub that are not model repositories.
+_NOT_MODELS = frozenset({"datasets", "spaces", "api", "docs", "collections", "organizations", "papers"})
+TOKEN_KEYS = ("token", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
+
+
+@dataclasses.dataclass(frozen=True)
+class HuggingFaceSource:
+    repository: str
+    revision: str
+    secret_name: str | None = None
+    secret_namespace: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class UploadSource:
+    pass
+
+
+@dataclasses.dataclass(frozen=True)
+class CatalogSource:
+    source_name: str
+    entry_name: str
+
+
+@dataclasses.dataclass(frozen=True)
+class InvalidSource:
+    message: str
+
+
+ParsedSource = HuggingFaceSource | UploadSource | CatalogSource | InvalidSource
+
+
+def parse_url(url: str) -> tuple[str, str] | str:
+    """(repository, revision) of a Hugging Face model URL, or why it is not one."""
+    parsed = urllib.parse.urlsplit(url.strip())
+    if parsed.scheme != "https" or parsed.hostname not in HUGGING_FACE_HOSTS:
+        return f"{url!r} is not a Hugging Face URL; expected https://huggingface.co/<org>/<model>[?revision=<rev>]"
+    parts = [part for part in parsed.path.split("/") if part]
+    if len(parts) != 2 or parts[0] in _NOT_MODELS or not all(_SEGMENT.match(part) for part in parts):
+        return (
+            f"{url!r} does not name a model repository; expected https://huggingface.co/<org>/<model>"
+            "[?revision=<rev>] (datasets and spaces cannot be published)"
+        )
+    query = urllib.parse.parse_qs(parsed.query)
+    revisions = query.get("revision", [DEFAULT_REVISION])
+    if set(query) - {"revision"} or len(revisions) != 1 or not _REVISION.match(revisions[0]):
+        return f"{url!r} has an unsupported query; only ?revision=<branch, tag or commit> is accepted"
+    return f"{parts[0]}/{parts[1]}", revisions[0]
+
+
+def parse_source(kind: str, namespace: str, source: Mapping[str, Any] | None) -> ParsedSource:
+    source = source or {}
+    given = [key for key in ("url", "upload", "catalog") if source.get(key) is not None]
+    if len(given) != 1:
+        return InvalidSource(
+            "exactly one of spec.source.url, spec.source.upload or spec.source.catalog must be set"
+        )
+    if given == ["upload"]:
+        return UploadSource()
+    if given == ["catalog"]:
+        catalog = source["catalog"] or {}
+        if not catalog.get("sourceName") or not catalog.get("name"):
+            return InvalidSource("spec.source.catalog needs sourceName and name")
+        return CatalogSource(source_name=str(catalog["sourceName"]), entry_name=str(catalog["name"]))
+    parsed = parse_url(str(source["url"]))
+    if isinstance(parsed, str):
+        return InvalidSource(parsed)
+    repository, revision = parsed
+    secret = source.get("authSecretRef") or None
+    if secret is None:
+        return HuggingFaceSource(repository, revision)
+    if kind == ModelKind.CLUSTER_MODEL:
+        return InvalidSource("spec.source.authSecretRef is not supported for ClusterModel")
+    secret_namespace = secret.get("namespace") or namespace
+    if secret_namespace != namespace:
+        # The module must never read another namespace's Secret on a user's behalf.
+        return InvalidSource(
+            f"spec.source.authSecretRef.namespace {secret_namespace!r} must be the Model's own namespace "
+            f"{namespace!r} (or be left out)"
+        )
+    return HuggingFaceSource(
+        repository, revision, secret_name=str(secret["name"]), secret_namespace=namespace
+    )
+
+
+def token_from_secret_data(data: Mapping[str, str]) -> str | None:
+    """The token among the accepted keys (already base64-decoded values), first key wins."""
+    for key in TOKEN_KEYS:
+        value = data.get(key)
+        if value and value.strip():
+            return value.strip()
+    return None

@@ -1,4 +1,5 @@
-"""Hugging Face Hub access for the catalog: listing pages, config.json, and provider errors."""
+"""Hugging Face Hub access: catalog listing pages and config.json, one repository's snapshot and
+files for publication, and provider errors."""
 
 import logging
 
@@ -15,6 +16,12 @@ from ai_models.adapters.hub.errors import (
     ProviderUnavailable,
 )
 from ai_models.adapters.hub.listing import HubModel, HubPage, HubQuery
+from ai_models.adapters.hub.repository import (
+    HubRepository,
+    RemoteFile,
+    RepositorySnapshot,
+    repository_snapshot,
+)
 
 # huggingface_hub adds its own stderr handler when imported. The process's root handler already
 # formats its records (JSON in a pod); the library's copy would be a second, unformatted line.
@@ -26,6 +33,7 @@ __all__ = [
     "HubModel",
     "HubPage",
     "HubQuery",
+    "HubRepository",
     "ProviderError",
     "ProviderErrorReason",
     "ProviderForbidden",
@@ -35,4 +43,7 @@ __all__ = [
     "ProviderRequestRejected",
     "ProviderUnauthorized",
     "ProviderUnavailable",
+    "RemoteFile",
+    "RepositorySnapshot",
+    "repository_snapshot",
 ]

@@ -74,7 +74,7 @@ class World:
     def model(
         self, name: str, *, phase: str, digest: str | None = None, kind: ModelKind = ModelKind.MODEL
     ) -> Owner:
-        body = {
+        body: dict[str, Any] = {
             "apiVersion": f"{GROUP}/{VERSION}",
             "kind": kind.value,
             "metadata": {"name": name},

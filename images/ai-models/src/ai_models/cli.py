@@ -33,6 +33,13 @@ def _controller(_args: argparse.Namespace, _settings: Settings) -> int:
     return run(ControllerSettings())
 
 
+def _publish(_args: argparse.Namespace, _settings: Settings) -> int:
+    # Imported here: the publisher loads the Hub client and the archive readers, `version` should not.
+    from ai_models.publish.main import main  # noqa: PLC0415
+
+    return main()
+
+
 def _api(args: argparse.Namespace, settings: Settings) -> int:
     from ai_models.api.server import serve  # noqa: PLC0415  (FastAPI and uvicorn load only here)
 
@@ -61,6 +68,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="port to listen on (default: AI_MODELS_API_PORT or 8000)",
     )
     api.set_defaults(handler=_api)
+    publish = commands.add_parser(
+        "publish",
+        help="publish one Model or ClusterModel artifact (run by the controller's Jobs; AI_MODELS_PUBLISH_*)",
+    )
+    publish.set_defaults(handler=_publish)
     catalog = commands.add_parser("catalog", help="index and search the catalog locally, without a cluster")
     catalog_commands = catalog.add_subparsers(dest="catalog_command", metavar="COMMAND", required=True)
     add_index_parser(catalog_commands)

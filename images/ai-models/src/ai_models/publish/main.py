@@ -1,0 +1,284 @@
+"""`ai-models publish`: one publication, from source to a complete artifact, then an outcome.
+
+    files -> verified in the store -> profile read back from them -> manifest (last)
+
+The outcome goes to the Pod's termination message (`AI_MODELS_PUBLISH_TERMINATION_MESSAGE_PATH`)
+in the Model's reason vocabulary, on success and on failure. Exit codes: 0 published, 1 failed
+with an outcome written, 2 bad settings.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import os
+import sys
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from ai_models.adapters.hub.repository import HubRepository
+from ai_models.adapters.objectstore import ObjectStore, ObjectStoreError, open_store
+from ai_models.domain.artifacts.manifest import ArtifactManifest, ArtifactSource
+from ai_models.domain.artifacts.profile import ProfileInputs, ResolvedProfile, resolve_profile
+from ai_models.domain.artifacts.selection import select_files
+from ai_models.domain.catalog.record import WeightsFormat
+from ai_models.domain.publication.outcome import PublicationOutcome, outcome_to_json
+from ai_models.names import ModelReason, SourceType
+from ai_models.publish import huggingface, readback
+from ai_models.publish.artifact import ArtifactWriter
+from ai_models.publish.failures import PublicationFailure, store_failure
+from ai_models.publish.progress import DEFAULT_INTERVAL_SECONDS, Progress, Report, kube_reporter
+from ai_models.publish.retry import RetryPolicy
+from ai_models.publish.settings import DEFAULT_TERMINATION_MESSAGE_PATH, PublishSettings
+from ai_models.publish.upload import publish_upload, read_record
+
+logger = logging.getLogger(__name__)
+
+EXIT_PUBLISHED = 0
+EXIT_FAILED = 1
+EXIT_BAD_SETTINGS = 2
+
+
+def main(
+    *,
+    retry: RetryPolicy | None = None,
+    progress_interval: float = DEFAULT_INTERVAL_SECONDS,
+    reporter: Callable[[PublishSettings], Report | None] | None = None,
+) -> int:
+    """Read the settings from the environment and publish; the exit code of the command."""
+    try:
+        settings = PublishSettings()  # type: ignore[call-arg]  # the values come from the environment
+    except ValidationError as error:
+        return bad_settings(error)
+    return publish(settings, retry=retry, progress_interval=progress_interval, reporter=reporter)
+
+
+def bad_settings(error: ValidationError) -> int:
+    problems = []
+    for problem in error.errors():
+        field = ".".join(str(part) for part in problem["loc"])
+        where = f"AI_MODELS_{field.upper()}" if field else "the AI_MODELS_PUBLISH_* settings"
+        problems.append(f"invalid setting {where}: {problem['msg']}")
+    for line in problems:
+        logger.error(line)
+        print(f"ai-models publish: {line}", file=sys.stderr, flush=True)
+    # The controller reads the termination message; without one it would just retry the Job.
+    _write_outcome(
+        _termination_path_from_environment(),
+        PublicationOutcome(
+            reason=ModelReason.PUBLICATION_FAILED,
+            message="the publish Job was started with invalid settings (a controller bug): "
+            + "; ".join(problems),
+        ),
+    )
+    return EXIT_BAD_SETTINGS
+
+
+def publish(
+    settings: PublishSettings,
+    *,
+    retry: RetryPolicy | None = None,
+    progress_interval: float = DEFAULT_INTERVAL_SECONDS,
+    reporter: Callable[[PublishSettings], Report | None] | None = None,
+) -> int:
+    owner, digest = settings.owner, settings.publish_digest
+    facts = {"owner_kind": owner.kind, "namespace": owner.namespace, "model": owner.name, "digest": digest}
+    try:
+        store = open_store(settings)
+    except ValueError as error:
+        logger.error("invalid store settings", extra={**facts, "error": str(error)})
+        _write_outcome(
+            settings.publish_termination_message_path,
+            PublicationOutcome(
+                ModelReason.PUBLICATION_FAILED,
+                f"the publish Job cannot use its object store: {error}",
+                digest,
+            ),
+        )
+        return EXIT_BAD_SETTINGS
+    report = None
+    if settings.publish_report_progress:
+        report = (reporter or _kube_reporter)(settings)
+    started = time.monotonic()
+    writer = ArtifactWriter(store, owner, digest)
+    logger.info("publication started", extra={**facts, "source": settings.publish_source_type.value})
+    try:
+        with Progress(total=0, report=report, interval=progress_interval) as progress:
+            manifest = _publish(settings, store, writer, progress, retry or RetryPolicy())
+    except PublicationFailure as failure:
+        writer.discard()
+        logger.error(
+            "publication failed",
+            extra={
+                **facts,
+                "reason": failure.reason.value,
+                "retryable": failure.retryable,
+                "error": failure.message,
+            },
+        )
+        _write_outcome(settings.publish_termination_message_path, failure.outcome(digest))
+        return EXIT_FAILED
+    except Exception as error:
+        # A bug or an error nobody foresaw: say so, and let the controller's bounded retries decide.
+        logger.exception("publication failed unexpectedly", extra=facts)
+        writer.discard()
+        _write_outcome(
+            settings.publish_termination_message_path,
+            PublicationOutcome(
+                ModelReason.PUBLICATION_FAILED,
+                f"the publisher failed unexpectedly ({type(error).__name__}: {error}); "
+                "see the logs of the publish Job",
+                digest,
+                retryable=True,
+            ),
+        )
+        return EXIT_FAILED
+    seconds = time.monotonic() - started
+    logger.info(
+        "publication finished",
+        extra={
+            **facts,
+            "files": len(manifest.files),
+            "bytes": manifest.size_bytes,
+            "seconds": round(seconds, 3),
+            "mib_per_second": round(manifest.size_bytes / (1024 * 1024) / seconds, 1)
+            if seconds > 0
+            else None,
+            "format": manifest.resolved.get("format"),
+        },
+    )
+    _write_outcome(
+        settings.publish_termination_message_path,
+        PublicationOutcome(
+            ModelReason.ARTIFACT_PUBLISHED,
+            f"published {len(manifest.files)} files, {manifest.size_bytes} bytes, as {digest}",
+            digest,
+        ),
+    )
+    return EXIT_PUBLISHED
+
+
+def _publish(
+    settings: PublishSettings,
+    store: ObjectStore,
+    writer: ArtifactWriter,
+    progress: Progress,
+    retry: RetryPolicy,
+) -> ArtifactManifest:
+    try:
+        existing = writer.published()
+        if existing is not None:
+            logger.info("artifact already published by an earlier attempt", extra={"digest": writer.digest})
+            return existing
+        writer.begin()
+        if settings.publish_source_type is SourceType.HUGGING_FACE:
+            return _from_hugging_face(settings, writer, progress, retry)
+        return _from_upload(store, settings, writer, progress)
+    except ObjectStoreError as error:
+        raise store_failure(error) from error
+
+
+def _from_hugging_face(
+    settings: PublishSettings, writer: ArtifactWriter, progress: Progress, retry: RetryPolicy
+) -> ArtifactManifest:
+    repository, revision = settings.publish_repository or "", settings.publish_revision or ""
+    hub = HubRepository(endpoint=settings.endpoint, token=settings.token)
+    snapshot = huggingface.read_snapshot(hub, repository, revision, retry)
+    huggingface.check_listing(settings.publish_files, snapshot, repository=repository, revision=revision)
+    progress.total = sum(item.size or 0 for item in settings.publish_files)
+    files = huggingface.publish_files(
+        hub,
+        writer,
+        settings.publish_files,
+        repository=repository,
+        revision=revision,
+        snapshot=snapshot,
+        progress=progress,
+        retry=retry,
+    )
+    selection = select_files(item.path for item in files)
+    profile = _profile(
+        writer,
+        weights_format=selection.format or WeightsFormat.SAFETENSORS,
+        strict=False,
+        pipeline_tag=snapshot.pipeline_tag,
+        tags=snapshot.tags,
+        library_name=snapshot.library_name,
+        hub_gguf=snapshot.gguf,
+    )
+    source = ArtifactSource(
+        type=SourceType.HUGGING_FACE, repository=repository, revision=revision, endpoint=settings.endpoint
+    )
+    return writer.commit(source, profile.resolved, _now())
+
+
+def _from_upload(
+    store: ObjectStore, settings: PublishSettings, writer: ArtifactWriter, progress: Progress
+) -> ArtifactManifest:
+    record = read_record(store, settings.owner)
+    selection = publish_upload(store, settings.owner, record, writer, progress)
+    assert selection.format is not None  # an accepted selection has a format
+    try:
+        profile = _profile(writer, weights_format=selection.format, strict=True)
+    except readback.WeightsHeaderError as error:
+        raise PublicationFailure(
+            ModelReason.UNSUPPORTED_SOURCE,
+            f"the uploaded weights are not valid: {error}; upload the model again",
+        ) from error
+    source = ArtifactSource(type=SourceType.UPLOAD, upload_sha256=record.sha256)
+    return writer.commit(source, profile.resolved, _now())
+
+
+def _profile(
+    writer: ArtifactWriter,
+    *,
+    weights_format: WeightsFormat,
+    strict: bool,
+    pipeline_tag: str | None = None,
+    tags: tuple[str, ...] = (),
+    library_name: str | None = None,
+    hub_gguf: Mapping[str, Any] | None = None,
+) -> ResolvedProfile:
+    files = writer.files
+    profile = resolve_profile(
+        ProfileInputs(
+            format=weights_format,
+            filenames=[item.path for item in files],
+            config=readback.read_config(writer, files),
+            safetensors_counts=readback.total_safetensors_counts(writer, files, strict=strict),
+            gguf_headers=readback.read_gguf_headers(writer, files, strict=strict),
+            hub_gguf=hub_gguf,
+            pipeline_tag=pipeline_tag,
+            tags=tags,
+            library_name=library_name,
+        )
+    )
+    logger.info(
+        "profile resolved", extra={"resolved": dict(profile.resolved), "metadata_complete": profile.complete}
+    )
+    return profile
+
+
+def _kube_reporter(settings: PublishSettings) -> Report | None:
+    return kube_reporter(settings.owner)
+
+
+def _write_outcome(path: Path, outcome: PublicationOutcome) -> None:
+    try:
+        path.write_text(outcome_to_json(outcome))
+    except OSError as error:
+        logger.error("cannot write the termination message", extra={"path": str(path), "error": str(error)})
+
+
+def _termination_path_from_environment() -> Path:
+    # The settings did not validate, so the one variable this needs is read by hand.
+    value = os.environ.get("AI_MODELS_PUBLISH_TERMINATION_MESSAGE_PATH")
+    return Path(value) if value else DEFAULT_TERMINATION_MESSAGE_PATH
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")

@@ -1,0 +1,130 @@
+"""Byte streams of the publisher: a pass-through that hashes and counts, and a seekable view of a
+stored object for formats that need random access (zip).
+
+Both keep memory bounded whatever the size of the data: the hashing reader holds nothing, the
+seekable view holds one read buffer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+from collections.abc import Callable
+from typing import TYPE_CHECKING, BinaryIO
+
+from ai_models.adapters.objectstore import ByteSource, ObjectStore
+
+if TYPE_CHECKING:
+    from _typeshed import WriteableBuffer
+
+MIB = 1024 * 1024
+
+
+class HashingReader:
+    """Everything read through it is counted and hashed (sha256); `on_bytes` hears of each piece."""
+
+    def __init__(self, source: ByteSource, *, on_bytes: Callable[[int], None] | None = None) -> None:
+        self._source = source
+        self._hash = hashlib.sha256()
+        self._on_bytes = on_bytes
+        self.count = 0
+
+    def read(self, size: int = -1, /) -> bytes:
+        data = self._source.read(size)
+        if data:
+            self._hash.update(data)
+            self.count += len(data)
+            if self._on_bytes is not None:
+                self._on_bytes(len(data))
+        return data
+
+    def drain(self, chunk_bytes: int = MIB) -> None:
+        """Read to the end (so the hash covers everything the source has)."""
+        while self.read(chunk_bytes):
+            pass
+
+    def hexdigest(self) -> str:
+        return self._hash.hexdigest()
+
+
+class StoreFile(io.RawIOBase):
+    """A read-only, seekable file over one stored object, through ranged reads.
+
+    After a seek the next read opens a range of `first_window` bytes; reading on sequentially
+    doubles the window up to `max_window`, so scattered small reads (a zip's directory) cost
+    small requests and a long sequential read costs few.
+    """
+
+    def __init__(
+        self,
+        store: ObjectStore,
+        key: str,
+        *,
+        size: int,
+        first_window: int = MIB,
+        max_window: int = 256 * MIB,
+    ) -> None:
+        super().__init__()
+        self._store = store
+        self._key = key
+        self._size = size
+        self._position = 0
+        self._stream: BinaryIO | None = None
+        self._stream_end = 0  # exclusive end of the open range
+        self._first_window = first_window
+        self._max_window = max_window
+        self._window = first_window
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._position
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._position, io.SEEK_END: self._size}[whence]
+        target = base + offset
+        if target < 0:
+            raise ValueError(f"cannot seek to {target}, before the start of {self._key!r}")
+        if target != self._position:
+            # zipfile seeks to where it already is before every read; only a real move costs a request.
+            self._drop()
+            self._window = self._first_window
+            self._position = target
+        return self._position
+
+    def readinto(self, buffer: WriteableBuffer) -> int:
+        """Fills `buffer` unless the object ends first: zipfile takes a short read for the end."""
+        view = memoryview(buffer).cast("B")
+        filled = 0
+        while filled < len(view) and self._position < self._size:
+            if self._stream is None or self._position >= self._stream_end:
+                self._open()
+            assert self._stream is not None
+            wanted = min(len(view) - filled, self._stream_end - self._position)
+            data = self._stream.read(wanted)
+            if not data:
+                break  # the object is shorter than its listed size
+            view[filled : filled + len(data)] = data
+            filled += len(data)
+            self._position += len(data)
+        return filled
+
+    def close(self) -> None:
+        self._drop()
+        super().close()
+
+    def _open(self) -> None:
+        self._drop()
+        end = min(self._size, self._position + self._window)
+        self._stream = self._store.open_range(self._key, start=self._position, end=end - 1)
+        self._stream_end = end
+        self._window = min(self._window * 2, self._max_window)
+
+    def _drop(self) -> None:
+        if self._stream is not None:
+            self._stream.close()
+            self._stream = None

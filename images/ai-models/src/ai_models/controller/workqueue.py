@@ -28,6 +28,7 @@ class WorkQueue(Generic[K]):
         self._dirty: set[K] = set()
         self._processing: set[K] = set()
         self._delayed: list[tuple[float, int, K]] = []
+        self._waiting: dict[K, float] = {}  # key -> when its delayed add is due (the earliest asked)
         self._sequence = itertools.count()
         self._closed = False
 
@@ -45,14 +46,24 @@ class WorkQueue(Generic[K]):
             self.add(key)
             return
         with self._condition:
-            heapq.heappush(self._delayed, (self._clock() + seconds, next(self._sequence), key))
+            if self._closed:
+                return
+            due = self._clock() + seconds
+            earlier = self._waiting.get(key)
+            if earlier is not None and earlier <= due:
+                return  # already due no later than that: one pass covers both, as in client-go
+            self._waiting[key] = due
+            heapq.heappush(self._delayed, (due, next(self._sequence), key))
             self._condition.notify()
 
     def _promote_due(self) -> float | None:
         """Move due delayed keys into the queue; the seconds until the next one, if any."""
         now = self._clock()
         while self._delayed and self._delayed[0][0] <= now:
-            _, _, key = heapq.heappop(self._delayed)
+            due, _, key = heapq.heappop(self._delayed)
+            if self._waiting.get(key) != due:
+                continue  # superseded by an earlier add_after of the same key
+            del self._waiting[key]
             if key not in self._dirty:
                 self._dirty.add(key)
                 if key not in self._processing:
@@ -61,7 +72,8 @@ class WorkQueue(Generic[K]):
 
     def get(self, timeout: float | None = None) -> K | None:
         """The next key (now owned by the caller until `done`), or None on timeout or close."""
-        deadline = None if timeout is None else self._clock() + timeout
+        # The timeout is real time, as `Condition.wait` measures it, whatever the injected clock.
+        deadline = None if timeout is None else time.monotonic() + timeout
         with self._condition:
             while True:
                 wait = self._promote_due()
@@ -73,7 +85,7 @@ class WorkQueue(Generic[K]):
                     self._processing.add(key)
                     return key
                 if deadline is not None:
-                    left = deadline - self._clock()
+                    left = deadline - time.monotonic()
                     if left <= 0:
                         return None
                     wait = left if wait is None else min(wait, left)

@@ -253,7 +253,8 @@ class Reconciler:
 
     def _finish(self, key: ModelKey, obj: dict[str, Any], owner: Owner, digest: str) -> float | None:
         try:
-            manifest = manifest_from_json(self.store.get_bytes(manifest_key(owner, digest)))
+            stored_manifest = self.store.get_bytes(manifest_key(owner, digest))
+            manifest = manifest_from_json(stored_manifest)
         except (ObjectNotFound, ManifestFormatError, ValueError) as error:
             outcome = PublicationOutcome(
                 ModelReason.PUBLICATION_FAILED,
@@ -265,7 +266,9 @@ class Reconciler:
             log.warning("cannot read the manifest yet", extra={"object": str(key), "error": str(error)})
             return 10.0
         try:
-            self.accounting.commit(owner, scope_of(owner.kind), manifest.size_bytes)
+            # The ledger counts every stored byte of the artifact, its manifest included, so an
+            # inventory pass (which sums what the store lists) arrives at the same figure.
+            self.accounting.commit(owner, scope_of(owner.kind), manifest.size_bytes + len(stored_manifest))
         except LedgerStoreError as error:
             log.warning(
                 "cannot commit the artifact to the ledger yet",

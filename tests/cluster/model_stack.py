@@ -1,0 +1,323 @@
+"""A publication stack for cluster tests: the emulator with the module's rendered RBAC, a fake Hub,
+a moto S3 bucket, the controller and the api as real processes, and the test bed's Job runner
+running publish Jobs exactly as the controller builds them from the Helm-rendered pod template.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import hashlib
+import json
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubernetes import client as typed_client
+
+from fakes.hub import FakeHub
+from fakes.s3 import S3Bucket
+from kubeemu.jobrunner import JobRunner
+from kubeemu.pytest_fixtures import RunningEmulator
+from support.module_install import MODULE_NAMESPACE, InstalledModule, install_module
+from support.processes import ModuleProcess, free_port
+from support.render import render_chart
+from support.tcpproxy import TcpProxy
+from support.values import module_values
+
+client: Any = typed_client
+GROUP, VERSION = "ai.deckhouse.io", "v1alpha1"
+USER_NAMESPACE = "team-a"
+
+
+@dataclasses.dataclass
+class ModelStack:
+    module: InstalledModule
+    hub: FakeHub
+    bucket: S3Bucket
+    workdir: Path
+    template_file: Path
+    runner: JobRunner
+    capacity_limit: str | None
+    store_proxy: TcpProxy
+    processes: list[ModuleProcess] = dataclasses.field(default_factory=list)
+    api_port: int | None = None
+
+    @property
+    def emulator(self) -> RunningEmulator:
+        return self.module.emulator
+
+    @property
+    def objects(self) -> Any:
+        return client.CustomObjectsApi(self.emulator.api_client())
+
+    @property
+    def core(self) -> Any:
+        return client.CoreV1Api(self.emulator.api_client())
+
+    def common_env(self) -> dict[str, str]:
+        env = {
+            **self.bucket.process_env(),
+            # Through the proxy, so a test can take the store away (`store_proxy.block()`).
+            "AI_MODELS_S3_ENDPOINT": self.store_proxy.url("http"),
+            "AI_MODELS_HF_ENDPOINT": self.hub.url,
+            "AI_MODELS_NAMESPACE": MODULE_NAMESPACE,
+        }
+        if self.capacity_limit is not None:
+            env["AI_MODELS_CAPACITY_LIMIT_BYTES"] = self.capacity_limit
+        return env
+
+    def controller(self, replica: str = "controller-0", **env: str) -> ModuleProcess:
+        api_base = f"http://127.0.0.1:{self.api_port}" if self.api_port else "http://127.0.0.1:1"
+        process = ModuleProcess(
+            "controller",
+            env={
+                **self.common_env(),
+                "KUBECONFIG": str(self.module.kubeconfig("controller")),
+                "AI_MODELS_POD_NAME": replica,
+                "AI_MODELS_CONTROLLER_HEALTH_PORT": str(free_port()),
+                "AI_MODELS_CONTROLLER_METRICS_PORT": str(free_port()),
+                "AI_MODELS_CONTROLLER_LEASE_DURATION_SECONDS": "4",
+                "AI_MODELS_CONTROLLER_RENEW_DEADLINE_SECONDS": "3",
+                "AI_MODELS_CONTROLLER_RETRY_PERIOD_SECONDS": "1",
+                "AI_MODELS_PUBLISH_POD_TEMPLATE_FILE": str(self.template_file),
+                "AI_MODELS_PUBLICATION_RETRY_SECONDS": "2",
+                "AI_MODELS_UPLOAD_POLL_SECONDS": "0.3",
+                "AI_MODELS_UPLOAD_IN_CLUSTER_URL": api_base,
+                "AI_MODELS_MODEL_RESYNC_SECONDS": "5",
+                **env,
+            },
+            log_path=self.workdir / f"{replica}.log",
+        ).start()
+        self.processes.append(process)
+        return process
+
+    def api(self) -> ModuleProcess:
+        self.api_port = self.api_port or free_port()
+        process = ModuleProcess(
+            "api",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.api_port),
+            env={
+                **self.common_env(),
+                "KUBECONFIG": str(self.module.kubeconfig("api")),
+                "AI_MODELS_POD_NAME": "api-0",
+                "AI_MODELS_API_METRICS_PORT": str(free_port()),
+                "AI_MODELS_API_INDEX_DIR": str(self.workdir / "api-index"),
+            },
+            log_path=self.workdir / "api.log",
+        ).start()
+        self.processes.append(process)
+        return process
+
+    # ----- objects -------------------------------------------------------------------------------
+
+    def create_model(
+        self, name: str, source: dict[str, Any], *, namespace: str = USER_NAMESPACE
+    ) -> dict[str, Any]:
+        body = {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "Model",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"source": source},
+        }
+        created: dict[str, Any] = self.objects.create_namespaced_custom_object(
+            GROUP, VERSION, namespace, "models", body
+        )
+        return created
+
+    def create_cluster_model(self, name: str, source: dict[str, Any]) -> dict[str, Any]:
+        body = {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "ClusterModel",
+            "metadata": {"name": name},
+            "spec": {"source": source},
+        }
+        created: dict[str, Any] = self.objects.create_cluster_custom_object(
+            GROUP, VERSION, "clustermodels", body
+        )
+        return created
+
+    def model(self, name: str, *, namespace: str | None = USER_NAMESPACE) -> dict[str, Any] | None:
+        try:
+            if namespace is None:
+                found = self.objects.get_cluster_custom_object(GROUP, VERSION, "clustermodels", name)
+            else:
+                found = self.objects.get_namespaced_custom_object(GROUP, VERSION, namespace, "models", name)
+        except client.exceptions.ApiException as error:
+            if error.status == 404:
+                return None
+            raise
+        result: dict[str, Any] = found
+        return result
+
+    def status(self, name: str, *, namespace: str | None = USER_NAMESPACE) -> dict[str, Any]:
+        return dict((self.model(name, namespace=namespace) or {}).get("status") or {})
+
+    def condition(self, name: str, type_: str, *, namespace: str | None = USER_NAMESPACE) -> dict[str, Any]:
+        for item in self.status(name, namespace=namespace).get("conditions") or []:
+            if item["type"] == type_:
+                return dict(item)
+        return {}
+
+    def wait_phase(
+        self, name: str, phase: str, *, namespace: str | None = USER_NAMESPACE, timeout: float = 60
+    ) -> dict[str, Any]:
+        self.eventually(
+            lambda: self.status(name, namespace=namespace).get("phase") == phase,
+            timeout=timeout,
+            what=f"{name} in phase {phase} (now {self.status(name, namespace=namespace)})",
+        )
+        return self.status(name, namespace=namespace)
+
+    def events(self, reason: str, *, name: str | None = None) -> list[Any]:
+        listed = self.core.list_event_for_all_namespaces()
+        return [
+            event
+            for event in listed.items
+            if event.reason == reason and (name is None or event.involved_object.name == name)
+        ]
+
+    def jobs(self) -> list[str]:
+        listed = client.BatchV1Api(self.emulator.api_client()).list_namespaced_job(MODULE_NAMESPACE)
+        return [job.metadata.name for job in listed.items]
+
+    def secret(self, name: str, namespace: str, data: dict[str, str]) -> None:
+        self.core.create_namespaced_secret(
+            namespace, {"metadata": {"name": name, "namespace": namespace}, "stringData": data}
+        )
+
+    # ----- store and ledger ----------------------------------------------------------------------
+
+    def s3(self) -> Any:
+        return self.bucket.server.client()
+
+    def keys(self, prefix: str = "") -> dict[str, int]:
+        found: dict[str, int] = {}
+        for page in (
+            self.s3().get_paginator("list_objects_v2").paginate(Bucket=self.bucket.name, Prefix=prefix)
+        ):
+            for item in page.get("Contents", []):
+                found[item["Key"]] = int(item["Size"])
+        return found
+
+    def stored_artifact_bytes(self) -> int:
+        return sum(self.keys("artifacts/").values())
+
+    def ledger(self) -> dict[str, Any] | None:
+        try:
+            secret = self.core.read_namespaced_secret("ai-models-storage-accounting", MODULE_NAMESPACE)
+        except client.exceptions.ApiException as error:
+            if error.status == 404:
+                return None
+            raise
+        encoded = (secret.data or {}).get("ledger.json")
+        if not encoded:
+            return None
+        document: dict[str, Any] = json.loads(base64.b64decode(encoded))
+        return document
+
+    def upload(
+        self,
+        name: str,
+        payload: bytes,
+        *,
+        namespace: str | None = USER_NAMESPACE,
+        filename: str | None = None,
+    ) -> int:
+        url = self.status(name, namespace=namespace)["upload"]["inCluster"]
+        if filename:
+            url += f"?filename={filename}"
+        request = urllib.request.Request(
+            url, data=payload, method="PUT", headers={"Content-Length": str(len(payload))}
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=60) as response:
+                return int(response.status)
+        except urllib.error.HTTPError as error:
+            return int(error.code)
+
+    # ----- waiting -------------------------------------------------------------------------------
+
+    def eventually(
+        self, check: Callable[[], bool], *, timeout: float = 60, what: str | Callable[[], str]
+    ) -> None:
+        deadline = time.monotonic() + timeout
+        while not check():
+            if time.monotonic() > deadline:
+                described = what() if callable(what) else what
+                logs = "\n".join(
+                    f"--- {process.name} ({process.log_path.name})\n{process.log()[-4000:]}"
+                    for process in self.processes
+                )
+                raise AssertionError(f"timed out waiting for {described}\n{logs}")
+            time.sleep(0.1)
+
+    def stop_all(self) -> None:
+        for process in self.processes:
+            process.kill()
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def model_stack(
+    emulator: RunningEmulator,
+    hub: FakeHub,
+    bucket: S3Bucket,
+    workdir: Path,
+    *,
+    capacity_limit: str | None = None,
+) -> Iterator[ModelStack]:
+    settings: dict[str, Any] = {
+        "artifacts": {
+            "bucket": bucket.name,
+            "endpoint": bucket.server.endpoint_url,
+            "credentialsSecretName": "ai-models-s3",
+        },
+        "sources": {"huggingFace": {"endpoint": hub.url}},
+    }
+    if capacity_limit is not None:
+        settings["artifacts"]["capacityLimit"] = capacity_limit
+    moto_port = int(bucket.server.endpoint_url.rsplit(":", 1)[1])
+    proxy = TcpProxy("127.0.0.1", moto_port).start()
+    settings["artifacts"]["endpoint"] = proxy.url("http")
+    chart = render_chart(module_values(settings))
+    module = install_module(emulator, rendered=chart)
+    env = bucket.process_env()
+    # What the hook copies from artifacts.credentialsSecretName in a cluster.
+    client.CoreV1Api(emulator.api_client()).create_namespaced_secret(
+        MODULE_NAMESPACE,
+        {
+            "metadata": {"name": "ai-models-artifacts-credentials", "namespace": MODULE_NAMESPACE},
+            "stringData": {"accessKey": env["AWS_ACCESS_KEY_ID"], "secretKey": env["AWS_SECRET_ACCESS_KEY"]},
+        },
+    )
+    client.CoreV1Api(emulator.api_client()).create_namespace({"metadata": {"name": USER_NAMESPACE}})
+    config_map = chart.get("ConfigMap", "ai-models-publisher-template", MODULE_NAMESPACE)
+    template_file = workdir / "publisher-template.yaml"
+    template_file.write_text(config_map["data"]["template.yaml"])
+    image = yaml.safe_load(template_file.read_text())["spec"]["containers"][0]["image"]
+    runner = JobRunner(emulator, image_matches=lambda candidate: candidate == image, workdir=workdir / "jobs")
+    stack = ModelStack(
+        module=module,
+        hub=hub,
+        bucket=bucket,
+        workdir=workdir,
+        template_file=template_file,
+        runner=runner,
+        capacity_limit=capacity_limit,
+        store_proxy=proxy,
+    )
+    try:
+        yield stack
+    finally:
+        stack.stop_all()
+        runner.close()
+        proxy.stop()

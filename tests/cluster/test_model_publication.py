@@ -1,0 +1,193 @@
+"""Models and ClusterModels published end to end: controller and api as real processes against the
+API emulator, a fake Hub over HTTP, a moto S3 bucket, publish Jobs run by the test bed's runner."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cluster.model_stack import USER_NAMESPACE, ModelStack, model_stack
+from fakes.hub import FakeHub
+from fakes.hub_corpus import FakeModel, repository
+from fakes.model_files import gguf_bytes, safetensors_bytes
+from fakes.s3 import S3Bucket
+from kubeemu.pytest_fixtures import RunningEmulator
+
+CONFIG = (
+    b'{"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64, '
+    b'"intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, '
+    b'"vocab_size": 256, "max_position_embeddings": 4096, "torch_dtype": "bfloat16"}'
+)
+WEIGHTS = safetensors_bytes(
+    {"model.embed_tokens.weight": ("BF16", (256, 64)), "lm_head.weight": ("BF16", (256, 64))}
+)
+TINY = repository(
+    "acme/tiny-llama",
+    {
+        "config.json": CONFIG,
+        "model.safetensors": WEIGHTS,
+        "tokenizer.json": b'{"version": "1.0"}',
+        "pytorch_model.bin": b"pickle" * 100,
+        "README.md": b"# tiny\n",
+    },
+)
+PRIVATE = repository(
+    "acme/private-llama", {"config.json": CONFIG, "model.safetensors": WEIGHTS}, private_token="hf_good"
+)
+GGUF = gguf_bytes(
+    metadata={"general.architecture": "llama", "llama.context_length": 2048, "llama.block_count": 2}
+)
+
+
+@pytest.fixture
+def fake_hub_corpus() -> list[FakeModel]:
+    return [TINY, PRIVATE]
+
+
+@pytest.fixture
+def stack(
+    kube_emulator: RunningEmulator, fake_hub: FakeHub, s3_bucket: S3Bucket, tmp_path: Path
+) -> Iterator[ModelStack]:
+    yield from model_stack(kube_emulator, fake_hub, s3_bucket, tmp_path)
+
+
+def conditions(status: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    return {item["type"]: (item["status"], item["reason"]) for item in status.get("conditions") or []}
+
+
+def test_a_model_from_a_hugging_face_url_is_published_and_accounted(stack: ModelStack) -> None:
+    stack.controller()
+    stack.create_model("tiny", {"url": "https://huggingface.co/acme/tiny-llama"})
+
+    status = stack.wait_phase("tiny", "Ready")
+
+    assert conditions(status) == {
+        "ArtifactResolved": ("True", "ArtifactPublished"),
+        "MetadataResolved": ("True", "ModelMetadataCalculated"),
+        "Ready": ("True", "Ready"),
+    }
+    assert status["source"] == {"resolvedType": "HuggingFace", "resolvedRevision": TINY.sha}
+    digest = status["artifact"]["digest"]
+    prefix = f"artifacts/namespaced/{USER_NAMESPACE}/tiny/{digest.removeprefix('sha256:')}/"
+    stored = stack.keys(prefix)
+    assert sorted(stored) == sorted(
+        prefix + name
+        for name in (
+            "manifest.json",
+            "files/config.json",
+            "files/model.safetensors",
+            "files/tokenizer.json",
+            "files/README.md",
+        )
+    )
+    body = (
+        stack.s3().get_object(Bucket=stack.bucket.name, Key=prefix + "files/model.safetensors")["Body"].read()
+    )
+    assert hashlib.sha256(body).digest() == hashlib.sha256(WEIGHTS).digest()
+    assert status["artifact"]["sizeBytes"] == sum(size for key, size in stored.items() if "/files/" in key)
+    assert status["resolved"]["format"] == "Safetensors"
+    assert status["resolved"]["contextWindowTokens"] == 4096
+    ledger = stack.ledger()
+    assert ledger is not None
+    [entry] = ledger["entries"]
+    assert (entry["state"], entry["scope"], entry["owner"]["name"]) == ("Published", "Namespaced", "tiny")
+    assert entry["sizeBytes"] == sum(stored.values())
+    assert stack.events("PublicationStarted", name="tiny")
+    assert stack.events("PublicationSucceeded", name="tiny")
+    stack.eventually(lambda: stack.jobs() == [], what="the finished publish Job removed")
+
+
+def test_a_private_repository_needs_a_token_that_can_read_it(stack: ModelStack) -> None:
+    stack.controller()
+    stack.secret("hf-good", USER_NAMESPACE, {"token": "hf_good"})
+    stack.secret("hf-bad", USER_NAMESPACE, {"HF_TOKEN": "hf_bad"})
+    url = "https://huggingface.co/acme/private-llama"
+    stack.create_model("anonymous", {"url": url})
+    stack.create_model("wrong-token", {"url": url, "authSecretRef": {"name": "hf-bad"}})
+    stack.create_model("right-token", {"url": url, "authSecretRef": {"name": "hf-good"}})
+
+    assert stack.wait_phase("right-token", "Ready")["source"]["resolvedType"] == "HuggingFace"
+    stack.wait_phase("anonymous", "Failed")
+    stack.wait_phase("wrong-token", "Failed")
+    assert stack.condition("anonymous", "ArtifactResolved")["reason"] == "SourceNotFound"
+    assert "authSecretRef" in stack.condition("anonymous", "ArtifactResolved")["message"]
+    assert stack.condition("wrong-token", "ArtifactResolved")["reason"] == "PublicationFailed"
+    assert stack.keys("artifacts/namespaced/team-a/anonymous/") == {}
+
+
+def test_a_missing_repository_is_source_not_found_and_a_foreign_secret_namespace_is_refused(
+    stack: ModelStack,
+) -> None:
+    stack.controller()
+    stack.create_model("missing", {"url": "https://huggingface.co/acme/does-not-exist"})
+    stack.create_model(
+        "foreign",
+        {
+            "url": "https://huggingface.co/acme/private-llama",
+            "authSecretRef": {"name": "x", "namespace": "kube-system"},
+        },
+    )
+    stack.wait_phase("missing", "Failed")
+    stack.wait_phase("foreign", "Failed")
+    assert stack.condition("missing", "ArtifactResolved")["reason"] == "SourceNotFound"
+    foreign = stack.condition("foreign", "ArtifactResolved")
+    assert foreign["reason"] == "UnsupportedSource"
+    assert "kube-system" in foreign["message"]
+    assert stack.condition("missing", "Ready")["reason"] == "Failed"
+    assert stack.events("PublicationFailed", name="missing")
+
+
+def test_an_upload_is_waited_for_received_and_published(stack: ModelStack) -> None:
+    stack.api()
+    stack.controller()
+    stack.create_model("uploaded", {"upload": {}})
+
+    status = stack.wait_phase("uploaded", "WaitForUpload")
+    assert conditions(status)["ArtifactResolved"] == ("False", "WaitingForUserUpload")
+    assert set(status["upload"]) >= {"expiresAt", "inCluster"}
+    assert stack.events("UploadWaiting", name="uploaded")
+
+    assert stack.upload("uploaded", GGUF, filename="tiny-q4.gguf") == 201
+    status = stack.wait_phase("uploaded", "Ready")
+
+    assert status["source"] == {"resolvedType": "Upload"}
+    assert "upload" not in status
+    assert status["resolved"]["format"] == "GGUF"
+    digest = status["artifact"]["digest"].removeprefix("sha256:")
+    assert f"artifacts/namespaced/team-a/uploaded/{digest}/files/tiny-q4.gguf" in stack.keys("artifacts/")
+    stack.eventually(lambda: stack.keys("uploads/") == {}, what="the staged upload removed after publication")
+
+
+def test_a_cluster_model_is_published_in_the_cluster_scope(stack: ModelStack) -> None:
+    stack.controller()
+    stack.create_cluster_model("shared-tiny", {"url": "https://hf.co/acme/tiny-llama"})
+    status = stack.wait_phase("shared-tiny", "Ready", namespace=None)
+    digest = status["artifact"]["digest"].removeprefix("sha256:")
+    assert f"artifacts/cluster/_cluster/shared-tiny/{digest}/manifest.json" in stack.keys("artifacts/")
+    ledger = stack.ledger()
+    assert ledger is not None
+    assert [entry["scope"] for entry in ledger["entries"]] == ["Cluster"]
+
+
+def test_deleting_a_model_removes_its_artifact_and_accounting_only(stack: ModelStack) -> None:
+    stack.controller()
+    for name in ("keep", "drop"):
+        stack.create_model(name, {"url": "https://huggingface.co/acme/tiny-llama"})
+    stack.wait_phase("keep", "Ready")
+    stack.wait_phase("drop", "Ready")
+    kept = stack.keys("artifacts/namespaced/team-a/keep/")
+
+    stack.objects.delete_namespaced_custom_object(
+        "ai.deckhouse.io", "v1alpha1", USER_NAMESPACE, "models", "drop"
+    )
+    stack.eventually(lambda: stack.model("drop") is None, what="the finalizer to finish")
+
+    assert stack.keys("artifacts/namespaced/team-a/drop/") == {}
+    assert stack.keys("artifacts/namespaced/team-a/keep/") == kept
+    ledger = stack.ledger()
+    assert ledger is not None
+    assert [entry["owner"]["name"] for entry in ledger["entries"]] == ["keep"]

@@ -1,0 +1,196 @@
+"""Storage accounting in a running module: budget, unknown usage, the inventory pass restoring the
+ledger, interrupted and damaged publications, and cleanup while the object store is away."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cluster.model_stack import USER_NAMESPACE, ModelStack, model_stack
+from fakes.hub import FakeHub
+from fakes.hub_corpus import FakeModel, repository
+from fakes.model_files import MIB, gguf_bytes, safetensors_bytes, synthetic_safetensors
+from fakes.s3 import S3Bucket
+from kubeemu.pytest_fixtures import RunningEmulator
+
+CONFIG = b'{"architectures": ["LlamaForCausalLM"], "model_type": "llama", "max_position_embeddings": 2048}'
+SMALL = repository(
+    "acme/small", {"config.json": CONFIG, "model.safetensors": safetensors_bytes({"w": ("F32", (64, 64))})}
+)
+LARGE_WEIGHTS = synthetic_safetensors(256 * MIB, seed=7)
+LARGE = repository("acme/large", {"config.json": CONFIG, "model.safetensors": LARGE_WEIGHTS})
+GGUF = gguf_bytes(metadata={"general.architecture": "llama", "llama.context_length": 2048})
+
+
+@pytest.fixture
+def fake_hub_corpus() -> list[FakeModel]:
+    return [SMALL, LARGE]
+
+
+@pytest.fixture
+def stack(
+    kube_emulator: RunningEmulator, fake_hub: FakeHub, s3_bucket: S3Bucket, tmp_path: Path
+) -> Iterator[ModelStack]:
+    yield from model_stack(kube_emulator, fake_hub, s3_bucket, tmp_path, capacity_limit="1Mi")
+
+
+@pytest.fixture
+def roomy(
+    kube_emulator: RunningEmulator, fake_hub: FakeHub, s3_bucket: S3Bucket, tmp_path: Path
+) -> Iterator[ModelStack]:
+    yield from model_stack(kube_emulator, fake_hub, s3_bucket, tmp_path, capacity_limit="10Gi")
+
+
+def reason(stack: ModelStack, name: str) -> str:
+    return str(stack.condition(name, "ArtifactResolved").get("reason"))
+
+
+def reserved(stack: ModelStack) -> list[dict[str, Any]]:
+    ledger = stack.ledger() or {"entries": []}
+    return [entry for entry in ledger["entries"] if entry["state"] == "Reserved"]
+
+
+def published_bytes(stack: ModelStack) -> int:
+    ledger = stack.ledger() or {"entries": []}
+    return sum(entry["sizeBytes"] for entry in ledger["entries"] if entry["state"] == "Published")
+
+
+def test_over_budget_fails_with_insufficient_storage_and_writes_nothing(stack: ModelStack) -> None:
+    stack.controller()
+    stack.eventually(
+        lambda: (stack.ledger() or {}).get("confirmed") is True, what="the start-up inventory pass"
+    )
+    stack.create_model("large", {"url": "https://huggingface.co/acme/large"})
+    stack.wait_phase("large", "Failed")
+    assert reason(stack, "large") == "InsufficientStorage"
+    assert "capacityLimit" in stack.condition("large", "ArtifactResolved")["message"]
+    assert stack.keys("artifacts/") == {}
+    assert stack.jobs() == []
+    assert reserved(stack) == []
+
+
+def test_unknown_usage_refuses_until_an_inventory_pass_confirms_the_ledger(stack: ModelStack) -> None:
+    # An object the layout does not know makes every inventory pass report an error.
+    stack.s3().put_object(Bucket=stack.bucket.name, Key="artifacts/stray-object", Body=b"?")
+    stack.controller()
+    stack.create_model("small", {"url": "https://huggingface.co/acme/small"})
+    stack.wait_phase("small", "Failed")
+    assert reason(stack, "small") == "StorageUsageUnknown"
+    assert (stack.ledger() or {}).get("confirmed") is False
+
+    stack.s3().delete_object(Bucket=stack.bucket.name, Key="artifacts/stray-object")
+    # Deleting the ledger Secret runs a pass at once; it is clean now and confirms the ledger.
+    stack.core.delete_namespaced_secret("ai-models-storage-accounting", "d8-ai-models")
+    stack.wait_phase("small", "Ready", timeout=60)
+    assert (stack.ledger() or {}).get("confirmed") is True
+
+
+def test_a_deleted_ledger_means_unknown_usage_until_the_inventory_pass_restores_it_exactly(
+    roomy: ModelStack,
+) -> None:
+    stack = roomy
+    stack.api()
+    controller = stack.controller()
+    stack.create_model("small", {"url": "https://huggingface.co/acme/small"})
+    stack.create_cluster_model("shared", {"url": "https://huggingface.co/acme/small"})
+    stack.create_model("uploaded", {"upload": {}})
+    stack.wait_phase("small", "Ready")
+    stack.wait_phase("shared", "Ready", namespace=None)
+    stack.wait_phase("uploaded", "WaitForUpload")
+    before = stack.ledger()
+    assert before is not None
+
+    controller.kill()  # no leader: nothing restores the ledger for now
+    stack.core.delete_namespaced_secret("ai-models-storage-accounting", "d8-ai-models")
+    assert stack.upload("uploaded", GGUF) == 507  # usage unknown with a budget: nothing is reserved
+    assert stack.keys("uploads/") == {}
+
+    stack.controller("controller-1")
+    stack.eventually(lambda: (stack.ledger() or {}).get("confirmed") is True, what="the inventory pass")
+    restored = stack.ledger()
+    assert restored is not None
+    assert published_bytes(stack) == stack.stored_artifact_bytes()
+    assert sorted(e["owner"]["name"] for e in restored["entries"]) == ["shared", "small"]
+    assert sorted(map(str, restored["entries"])) == sorted(map(str, before["entries"]))
+    assert stack.upload("uploaded", GGUF) == 201
+    stack.wait_phase("uploaded", "Ready")
+
+
+def test_a_publish_pod_killed_mid_stream_leaks_no_reservation_and_the_model_still_becomes_ready(
+    roomy: ModelStack,
+) -> None:
+    stack = roomy
+    stack.controller(AI_MODELS_INVENTORY_INTERVAL_SECONDS="2")
+    stack.create_model("large", {"url": "https://huggingface.co/acme/large"})
+    stack.eventually(
+        lambda: stack.status("large").get("progress", "0%") not in ("0%", ""),
+        what="the publication to stream some bytes",
+    )
+    uid = stack.model("large")["metadata"]["uid"]  # type: ignore[index]
+    killed = stack.runner.kill(f"publish-{uid}", "d8-ai-models")
+    assert killed
+
+    stack.wait_phase("large", "Ready", timeout=120)
+    stack.eventually(
+        lambda: reserved(stack) == [] and published_bytes(stack) == stack.stored_artifact_bytes(),
+        what="the next inventory pass to leave exactly the published bytes",
+    )
+    body = stack.s3().get_object(
+        Bucket=stack.bucket.name,
+        Key=next(key for key in stack.keys("artifacts/") if key.endswith("files/model.safetensors")),
+    )["Body"]
+    digest = hashlib.sha256()
+    for chunk in iter(lambda: body.read(8 * MIB), b""):
+        digest.update(chunk)
+    assert digest.hexdigest() == LARGE_WEIGHTS.sha256
+
+
+def test_a_damaged_artifact_is_published_again(roomy: ModelStack) -> None:
+    stack = roomy
+    stack.controller(AI_MODELS_INVENTORY_INTERVAL_SECONDS="2")
+    stack.create_model("small", {"url": "https://huggingface.co/acme/small"})
+    stack.wait_phase("small", "Ready")
+    key = next(key for key in stack.keys("artifacts/") if key.endswith("files/model.safetensors"))
+    original = stack.s3().get_object(Bucket=stack.bucket.name, Key=key)["Body"].read()
+    stack.s3().put_object(Bucket=stack.bucket.name, Key=key, Body=b"\0" * len(original))
+
+    stack.eventually(lambda: bool(stack.events("ArtifactDamaged", name="small")), what="the damage noticed")
+    stack.eventually(
+        lambda: (
+            stack.status("small").get("phase") == "Ready"
+            and stack.s3().get_object(Bucket=stack.bucket.name, Key=key)["Body"].read() == original
+        ),
+        what="the artifact published again",
+    )
+
+
+def test_delete_while_the_store_is_away_finishes_once_it_is_back_and_spares_other_models(
+    roomy: ModelStack,
+) -> None:
+    stack = roomy
+    stack.controller()
+    stack.create_model("keep", {"url": "https://huggingface.co/acme/small"})
+    stack.create_model("keep-2", {"url": "https://huggingface.co/acme/small"})
+    stack.create_model("kee", {"url": "https://huggingface.co/acme/small"})
+    for name in ("keep", "keep-2", "kee"):
+        stack.wait_phase(name, "Ready")
+    spared = {name: stack.keys(f"artifacts/namespaced/team-a/{name}/") for name in ("keep-2", "kee")}
+
+    stack.store_proxy.block()
+    stack.objects.delete_namespaced_custom_object(
+        "ai.deckhouse.io", "v1alpha1", USER_NAMESPACE, "models", "keep"
+    )
+    stack.eventually(
+        lambda: bool(stack.events("CleanupFailed", name="keep")), what="the failed cleanup reported"
+    )
+    assert stack.status("keep")["phase"] == "Deleting"
+
+    stack.store_proxy.unblock()
+    stack.eventually(lambda: stack.model("keep") is None, timeout=90, what="the finalizer to finish")
+    assert stack.keys("artifacts/namespaced/team-a/keep/") == {}
+    for name, keys in spared.items():
+        assert stack.keys(f"artifacts/namespaced/team-a/{name}/") == keys

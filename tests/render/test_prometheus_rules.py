@@ -17,6 +17,9 @@ REQUIRED_ALERTS = {
     "D8AIModelsPodIsNotReady",
     "D8AIModelsStoragePrerequisitesNotSatisfied",
     "D8AIModelsCatalogSourceSyncFailing",
+    "D8AIModelsStorageInventoryFailing",
+    "D8AIModelsStorageLedgerMissing",
+    "D8AIModelsStorageLedgerUnconfirmed",
 }
 
 

@@ -12,6 +12,7 @@ from prometheus_client import CollectorRegistry
 from ai_models.api.metrics import ApiMetrics
 from ai_models.controller.metrics import ControllerMetrics
 from ai_models.controller.prerequisites import METRIC as PREREQUISITES_METRIC
+from ai_models.controller.storage.metrics import LEDGER_METRICS, StorageMetrics
 
 # Metrics of the platform (Prometheus itself, kube-state-metrics) the rules may use.
 PLATFORM_METRICS = {"up", "kube_deployment_status_replicas_available"}
@@ -45,8 +46,9 @@ PROMQL_FUNCTIONS = {
 def exported_metrics() -> set[str]:
     registry = CollectorRegistry()
     ControllerMetrics(registry)
+    StorageMetrics(registry)
     ApiMetrics(registry)
-    names = {PREREQUISITES_METRIC}
+    names = {PREREQUISITES_METRIC, *LEDGER_METRICS}
     for family in registry.collect():
         names.add(family.name)
         if family.type == "counter":

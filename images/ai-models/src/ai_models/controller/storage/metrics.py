@@ -19,6 +19,15 @@ from ai_models.domain.storage.ledger import usage_by_scope
 
 log = logging.getLogger(__name__)
 
+CAPACITY = "d8_ai_models_storage_capacity_bytes"
+LEDGER_PRESENT = "d8_ai_models_storage_ledger_present"
+LEDGER_CONFIRMED = "d8_ai_models_storage_ledger_confirmed"
+USED = "d8_ai_models_storage_used_bytes"
+RESERVED = "d8_ai_models_storage_reserved_bytes"
+ARTIFACTS = "d8_ai_models_storage_artifacts"
+# What the collector may export (the monitoring contract; series appear only when known).
+LEDGER_METRICS = frozenset({CAPACITY, LEDGER_PRESENT, LEDGER_CONFIRMED, USED, RESERVED, ARTIFACTS})
+
 
 class LedgerCollector(Collector):
     def __init__(self, store: SecretLedgerStore, *, capacity_bytes: int | None) -> None:
@@ -28,7 +37,7 @@ class LedgerCollector(Collector):
     def collect(self) -> Iterator[GaugeMetricFamily]:
         if self._capacity is not None:
             yield GaugeMetricFamily(
-                "d8_ai_models_storage_capacity_bytes",
+                CAPACITY,
                 "The storage budget for artifacts (aiModels.artifacts.capacityLimit).",
                 value=self._capacity,
             )
@@ -39,28 +48,24 @@ class LedgerCollector(Collector):
             return
         ledger = stored.ledger
         yield GaugeMetricFamily(
-            "d8_ai_models_storage_ledger_present",
+            LEDGER_PRESENT,
             "1 when the storage ledger Secret exists with a readable ledger.",
             value=1 if ledger is not None else 0,
         )
         yield GaugeMetricFamily(
-            "d8_ai_models_storage_ledger_confirmed",
+            LEDGER_CONFIRMED,
             "1 when the last complete inventory pass confirmed the ledger (usage known).",
             value=1 if ledger is not None and ledger.confirmed else 0,
         )
         if ledger is None:
             return
-        used = GaugeMetricFamily(
-            "d8_ai_models_storage_used_bytes", "Bytes of published artifacts, per scope.", labels=["scope"]
-        )
+        used = GaugeMetricFamily(USED, "Bytes of published artifacts, per scope.", labels=["scope"])
         reserved = GaugeMetricFamily(
-            "d8_ai_models_storage_reserved_bytes",
+            RESERVED,
             "Bytes reserved for publications in progress.",
             labels=["scope"],
         )
-        artifacts = GaugeMetricFamily(
-            "d8_ai_models_storage_artifacts", "Published artifacts, per scope.", labels=["scope"]
-        )
+        artifacts = GaugeMetricFamily(ARTIFACTS, "Published artifacts, per scope.", labels=["scope"])
         for usage in usage_by_scope(ledger):
             used.add_metric([usage.scope.value], usage.used_bytes)
             reserved.add_metric([usage.scope.value], usage.reserved_bytes)

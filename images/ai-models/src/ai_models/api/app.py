@@ -1,7 +1,12 @@
-"""The api's FastAPI application: routes, one problem shape for every error, request metrics.
+"""The api's FastAPI applications: routes, one problem shape for every error, request metrics.
 
-FastAPI's own OpenAPI generation and docs pages are off: the served `/openapi.json` is the
-contract file, not something derived from the code.
+Two apps share one state: the public one (catalog-import, upload, serving, contracts, probes)
+and the internal one (the lookup API only), each behind its own listener, so the internal path
+does not exist on the public port and nothing public exists on the internal one.
+
+FastAPI's own OpenAPI generation and docs pages are off: each served `openapi.json` is a
+contract file, not something derived from the code. No middleware reads or bounds request
+bodies: uploads stream through unbuffered and without a size limit.
 """
 
 from __future__ import annotations
@@ -10,12 +15,12 @@ import logging
 import time
 from typing import Any
 
-from fastapi import Depends, FastAPI, Request, Response
+from fastapi import APIRouter, Depends, FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ai_models.api import routes_catalog, routes_service
+from ai_models.api import routes_catalog, routes_lookup, routes_service, routes_serving, routes_upload
 from ai_models.api.contract import query_parameters
 from ai_models.api.metrics import ApiMetrics
 from ai_models.api.models import ProblemType
@@ -45,10 +50,12 @@ def _parameter_problem(error: RequestValidationError) -> ApiProblem:
     return invalid_parameter("; ".join(parts) + "; see /openapi.json for the accepted values")
 
 
-_HTTP_PROBLEMS = {
-    404: (ProblemType.NOT_FOUND, "no such path; the catalog-import API lives under /api/catalog-import/v1"),
-    405: (ProblemType.METHOD_NOT_ALLOWED, "this path answers only the methods in the Allow header"),
-}
+PUBLIC_PATHS = "the public APIs live under /api/catalog-import/v1, /api/upload/v1 and /api/serving/v1"
+INTERNAL_PATHS = "the internal listener serves only /api/internal/v1/models/lookup and its openapi.json"
+_METHOD_NOT_ALLOWED = (
+    ProblemType.METHOD_NOT_ALLOWED,
+    "this path answers only the methods in the Allow header",
+)
 
 
 def reject_undeclared_query_parameters(request: Request) -> None:
@@ -57,7 +64,8 @@ def reject_undeclared_query_parameters(request: Request) -> None:
     A misspelt filter must fail loudly rather than silently return the unfiltered catalog.
     """
     route: Any = request.scope.get("route")
-    declared = query_parameters().get(getattr(route, "path_format", ""), frozenset())
+    # HEAD is answered by the GET operations' code and declared alongside them.
+    declared = query_parameters().get((getattr(route, "path_format", ""), request.method), frozenset())
     unknown = sorted(set(request.query_params.keys()) - declared)
     if unknown:
         accepted = ", ".join(sorted(declared)) or "none"
@@ -76,17 +84,29 @@ async def _on_validation(_request: Request, error: Exception) -> Response:
     return problem_response(_parameter_problem(error))
 
 
-async def _on_http(_request: Request, error: Exception) -> Response:
-    assert isinstance(error, HTTPException)
-    kind, detail = _HTTP_PROBLEMS.get(error.status_code, (ProblemType.INTERNAL_ERROR, str(error.detail)))
-    return problem_response(ApiProblem(kind, error.status_code, detail, headers=dict(error.headers or {})))
+def _on_http(not_found: str) -> Any:
+    async def on_http(_request: Request, error: Exception) -> Response:
+        assert isinstance(error, HTTPException)
+        problems = {404: (ProblemType.NOT_FOUND, f"no such path; {not_found}"), 405: _METHOD_NOT_ALLOWED}
+        kind, detail = problems.get(error.status_code, (ProblemType.INTERNAL_ERROR, str(error.detail)))
+        return problem_response(
+            ApiProblem(kind, error.status_code, detail, headers=dict(error.headers or {}))
+        )
+
+    return on_http
+
+
+def route_label(scope: Scope) -> str:
+    """The matched route's template: a bounded label, and never a URL (upload URLs carry a secret)."""
+    route: Any = scope.get("route")
+    return getattr(route, "path_format", None) or UNMATCHED_ROUTE
 
 
 async def _on_crash(request: Request, error: Exception) -> Response:
     log.error(
         "request failed unexpectedly",
         exc_info=error,
-        extra={"path": request.url.path, "method": request.method},
+        extra={"route": route_label(request.scope), "method": request.method},
     )
     return problem_response(
         ApiProblem(
@@ -122,8 +142,7 @@ class RequestMetrics:
             await self.app(scope, receive, remember_status)
         finally:
             # The router put the matched route into this same scope dict on the way in.
-            route: Any = scope.get("route")
-            label = getattr(route, "path_format", None) or UNMATCHED_ROUTE
+            label = route_label(scope)
             seconds = time.perf_counter() - started
             method = scope.get("method", "")
             self.metrics.requests.labels(label, method, str(status)).inc()
@@ -134,20 +153,40 @@ class RequestMetrics:
             )
 
 
-def create_app(state: ApiState) -> FastAPI:
+def _app(state: ApiState, *, title: str, routers: list[APIRouter], not_found: str) -> FastAPI:
     app = FastAPI(
-        title="ai-models catalog-import API",
+        title=title,
         dependencies=[Depends(reject_undeclared_query_parameters)],
         openapi_url=None,
         docs_url=None,
         redoc_url=None,
     )
     app.state.api = state
-    app.include_router(routes_catalog.router)
-    app.include_router(routes_service.router)
+    for router in routers:
+        app.include_router(router)
     app.add_exception_handler(ApiProblem, _on_problem)
     app.add_exception_handler(RequestValidationError, _on_validation)
-    app.add_exception_handler(HTTPException, _on_http)
+    app.add_exception_handler(HTTPException, _on_http(not_found))
     app.add_exception_handler(Exception, _on_crash)
     app.add_middleware(RequestMetrics, metrics=state.metrics)
     return app
+
+
+def create_app(state: ApiState) -> FastAPI:
+    """The public listener's app."""
+    return _app(
+        state,
+        title="ai-models APIs",
+        routers=[routes_catalog.router, routes_upload.router, routes_serving.router, routes_service.router],
+        not_found=PUBLIC_PATHS,
+    )
+
+
+def create_internal_app(state: ApiState) -> FastAPI:
+    """The internal TLS listener's app: the lookup API and its contract, nothing else."""
+    return _app(
+        state,
+        title="ai-models internal lookup API",
+        routers=[routes_lookup.router],
+        not_found=INTERNAL_PATHS,
+    )

@@ -1,39 +1,32 @@
 """Who is calling and may they: bearer token -> TokenReview -> SubjectAccessReview.
 
 The api never decides access itself: Kubernetes authenticates the token and evaluates the
-caller's RBAC for the virtual cluster-scoped resource `catalogimports.ai.deckhouse.io`, so the
-module's access levels (and anything a cluster admin binds) apply as for any resource.
+caller's RBAC for what the request needs (`Access`): the virtual cluster-scoped resource
+`catalogimports.ai.deckhouse.io` for the catalog, the Model or ClusterModel itself for serving
+and lookup. The module's access levels (and anything a cluster admin binds) apply as for any
+resource.
 
 Positive answers are cached for a short TTL, keyed by a SHA-256 of the token (tokens are never
-stored, logged or put in an error), so a burst of searches costs one pair of reviews. Refusals are
+stored, logged or put in an error), so a burst of requests costs one pair of reviews. Refusals are
 not cached: a grant takes effect on the next request, a revocation within the TTL.
 """
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import hashlib
-import json
 import logging
-import threading
 import time
 from collections.abc import Callable
-from typing import Any, Final, Generic, TypeVar
+from typing import Any, Final
 
-import urllib3
 from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
+from ai_models.api.kube_calls import KubeCalls
 from ai_models.api.metrics import ApiMetrics
-from ai_models.api.problems import (
-    ApiProblem,
-    forbidden,
-    kubernetes_error,
-    kubernetes_unavailable,
-    unauthenticated,
-)
-from ai_models.names import API_GROUP, CATALOG_IMPORTS_RESOURCE
+from ai_models.api.problems import ApiProblem, forbidden, unauthenticated
+from ai_models.api.ttl_cache import TtlCache
+from ai_models.names import API_GROUP, CATALOG_IMPORTS_RESOURCE, ModelKind
 
 log = logging.getLogger(__name__)
 
@@ -42,8 +35,6 @@ DEFAULT_CACHE_TTL_SECONDS: Final = 10.0
 MAX_CACHED: Final = 10_000
 # Bounds a header before it is sent anywhere; real tokens (JWTs with many claims) stay far below.
 MAX_TOKEN_LENGTH: Final = 16_384
-# The API's answer to these means it cannot serve now, not that it refused the request.
-_UNAVAILABLE_STATUSES: Final = frozenset({429, 503, 504})
 # Which permission the api's own ServiceAccount needs for each call, for error messages.
 _NEEDS: Final = {
     "TokenReview": "create on tokenreviews.authentication.k8s.io",
@@ -61,38 +52,47 @@ class Subject:
     extra: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
-K = TypeVar("K")
-V = TypeVar("V")
+@dataclasses.dataclass(frozen=True)
+class Access:
+    """What a request needs: `verb` on `resource` of ai.deckhouse.io, in `namespace` (None:
+    cluster-wide) and on the object `name` (None: any); `fix` tells a refused caller what to ask for."""
+
+    verb: str
+    resource: str
+    namespace: str | None = None
+    name: str | None = None
+    fix: str = ""
+
+    def describe(self) -> str:
+        target = f"{self.resource}.{API_GROUP}"
+        if self.name is not None:
+            target += f" {self.name!r}"
+        where = f"in namespace {self.namespace!r}" if self.namespace is not None else "cluster-wide"
+        return f"{self.verb} {target} {where}"
 
 
-class _TtlCache(Generic[K, V]):
-    """A small LRU with per-entry expiry; thread-safe."""
+def catalog_access(verb: str) -> Access:
+    # No namespace: the resource is cluster-scoped, so a namespace-limited grant does not allow it.
+    return Access(
+        verb=verb,
+        resource=CATALOG_IMPORTS_RESOURCE,
+        fix="ask a cluster administrator for the ai-models User access level without a namespace limit",
+    )
 
-    def __init__(self, *, ttl_seconds: float, max_entries: int, clock: Callable[[], float]) -> None:
-        self._ttl = ttl_seconds
-        self._max = max_entries
-        self._clock = clock
-        self._entries: collections.OrderedDict[K, tuple[float, V]] = collections.OrderedDict()
-        self._lock = threading.Lock()
 
-    def get(self, key: K) -> V | None:
-        with self._lock:
-            found = self._entries.get(key)
-            if found is None:
-                return None
-            expires, value = found
-            if self._clock() >= expires:
-                del self._entries[key]
-                return None
-            self._entries.move_to_end(key)
-            return value
-
-    def put(self, key: K, value: V) -> None:
-        with self._lock:
-            self._entries[key] = (self._clock() + self._ttl, value)
-            self._entries.move_to_end(key)
-            while len(self._entries) > self._max:
-                self._entries.popitem(last=False)
+def object_access(kind: ModelKind, *, namespace: str | None, name: str) -> Access:
+    """`get` on one Model (in its namespace) or ClusterModel: whoever may read it may use it."""
+    if kind is ModelKind.MODEL:
+        fix = f"ask for the ai-models User access level in namespace {namespace!r}"
+    else:
+        fix = "ask a cluster administrator for the ai-models User access level without a namespace limit"
+    return Access(
+        verb="get",
+        resource=kind.plural.value,
+        namespace=namespace if kind is ModelKind.MODEL else None,
+        name=name,
+        fix=fix,
+    )
 
 
 def bearer_token(authorization: str | None) -> str:
@@ -110,18 +110,8 @@ def bearer_token(authorization: str | None) -> str:
     return token
 
 
-def _status_message(error: ApiException) -> str:
-    """The Kubernetes Status message of an error answer, if it has one."""
-    try:
-        body = json.loads(error.body or "{}")
-    except (TypeError, ValueError):
-        return ""
-    message = body.get("message") if isinstance(body, dict) else None
-    return str(message) if message else ""
-
-
 class Gatekeeper:
-    """Authenticates and authorizes each catalog request against the Kubernetes API."""
+    """Authenticates and authorizes each request against the Kubernetes API."""
 
     def __init__(
         self,
@@ -135,54 +125,26 @@ class Gatekeeper:
         self._authn = client.AuthenticationV1Api(api_client)
         self._authz = client.AuthorizationV1Api(api_client)
         self._timeout = request_timeout
-        self._metrics = metrics
-        self._subjects: _TtlCache[str, Subject] = _TtlCache(
+        self._calls = KubeCalls(metrics=metrics)
+        self._subjects: TtlCache[str, Subject] = TtlCache(
             ttl_seconds=cache_ttl_seconds, max_entries=MAX_CACHED, clock=clock
         )
-        self._allowed: _TtlCache[tuple[str, str], bool] = _TtlCache(
+        self._allowed: TtlCache[tuple[str, Access], bool] = TtlCache(
             ttl_seconds=cache_ttl_seconds, max_entries=MAX_CACHED, clock=clock
         )
 
-    def admit(self, authorization: str | None, *, verb: str) -> Subject:
-        """The caller, when Kubernetes says it may `verb` catalogimports; raises ApiProblem otherwise."""
+    def admit(self, authorization: str | None, *, access: Access) -> Subject:
+        """The caller, when Kubernetes says it has `access`; raises ApiProblem otherwise."""
         token = bearer_token(authorization)
         key = hashlib.sha256(token.encode()).hexdigest()
         subject = self._subjects.get(key)
         if subject is None:
             subject = self._review_token(token)
             self._subjects.put(key, subject)
-        if self._allowed.get((key, verb)) is None:
-            self._review_access(subject, verb=verb)
-            self._allowed.put((key, verb), True)
+        if self._allowed.get((key, access)) is None:
+            self._review_access(subject, access)
+            self._allowed.put((key, access), True)
         return subject
-
-    def _call(self, name: str, request: Callable[[], Any]) -> Any:
-        """Run one review; Kubernetes failures become 502/503 problems that name the cause."""
-        try:
-            answer = request()
-        except ApiException as error:
-            status = error.status or 0
-            message = _status_message(error) or str(error.reason or "no message")
-            unavailable = status in _UNAVAILABLE_STATUSES
-            self._metrics.kubernetes_calls.labels(name, "Unavailable" if unavailable else "Error").inc()
-            log.warning("%s failed", name, extra={"status": status, "error": message})
-            if unavailable:
-                raise kubernetes_unavailable(
-                    f"the Kubernetes API cannot answer the {name} now ({status}: {message}); retry later"
-                ) from error
-            hint = f"; the api's ServiceAccount needs {_NEEDS[name]}" if status in (401, 403) else ""
-            raise kubernetes_error(
-                f"the Kubernetes API answered the {name} with {status} ({message}){hint}"
-            ) from error
-        except (urllib3.exceptions.HTTPError, OSError) as error:
-            self._metrics.kubernetes_calls.labels(name, "Unavailable").inc()
-            log.warning("%s failed: Kubernetes API unreachable", name, extra={"error": repr(error)})
-            raise kubernetes_unavailable(
-                f"cannot reach the Kubernetes API for the {name} ({type(error).__name__}); retry later, "
-                "and if it persists check the api pod's network access to the API server"
-            ) from error
-        self._metrics.kubernetes_calls.labels(name, "Success").inc()
-        return answer
 
     def _review_token(self, token: str) -> Subject:
         body = client.V1TokenReview(
@@ -190,8 +152,10 @@ class Gatekeeper:
             kind="TokenReview",
             spec=client.V1TokenReviewSpec(token=token),
         )
-        review = self._call(
-            "TokenReview", lambda: self._authn.create_token_review(body, _request_timeout=self._timeout)
+        review = self._calls.call(
+            "TokenReview",
+            lambda: self._authn.create_token_review(body, _request_timeout=self._timeout),
+            needs=_NEEDS["TokenReview"],
         )
         status = review.status
         if status is None or not status.authenticated or status.user is None or not status.user.username:
@@ -207,7 +171,7 @@ class Gatekeeper:
             extra=tuple(sorted((k, tuple(v or ())) for k, v in (user.extra or {}).items())),
         )
 
-    def _review_access(self, subject: Subject, *, verb: str) -> None:
+    def _review_access(self, subject: Subject, access: Access) -> None:
         body = client.V1SubjectAccessReview(
             api_version="authorization.k8s.io/v1",
             kind="SubjectAccessReview",
@@ -216,27 +180,34 @@ class Gatekeeper:
                 uid=subject.uid or None,
                 groups=list(subject.groups),
                 extra={k: list(v) for k, v in subject.extra} or None,
-                # No namespace: the resource is cluster-scoped, so a namespace-limited grant does
-                # not allow it.
                 resource_attributes=client.V1ResourceAttributes(
-                    group=API_GROUP, resource=CATALOG_IMPORTS_RESOURCE, verb=verb
+                    group=API_GROUP,
+                    resource=access.resource,
+                    verb=access.verb,
+                    namespace=access.namespace,
+                    name=access.name,
                 ),
             ),
         )
-        review = self._call(
+        review = self._calls.call(
             "SubjectAccessReview",
             lambda: self._authz.create_subject_access_review(body, _request_timeout=self._timeout),
+            needs=_NEEDS["SubjectAccessReview"],
         )
         status = review.status
         if status is None or not status.allowed:
             reason = (status.reason if status is not None else None) or "no RBAC rule allows it"
             log.info(
-                "request forbidden", extra={"user": subject.username, "verb": verb, "resource": RESOURCE}
+                "request forbidden",
+                extra={
+                    "user": subject.username,
+                    "verb": access.verb,
+                    "resource": f"{access.resource}.{API_GROUP}",
+                    "namespace": access.namespace,
+                    "object": access.name,
+                },
             )
-            raise forbidden(
-                f"user {subject.username!r} may not {verb} {RESOURCE} cluster-wide ({reason}); ask a cluster "
-                "administrator for the ai-models User access level without a namespace limit"
-            )
+            raise forbidden(f"user {subject.username!r} may not {access.describe()} ({reason}); {access.fix}")
 
 
-__all__ = ["ApiProblem", "Gatekeeper", "Subject", "bearer_token"]
+__all__ = ["Access", "ApiProblem", "Gatekeeper", "Subject", "bearer_token", "catalog_access", "object_access"]

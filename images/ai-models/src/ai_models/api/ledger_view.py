@@ -1,8 +1,9 @@
-"""The storage ledger as the catalog's verdicts see it: a snapshot of the Secret at most 5 s old.
+"""The storage ledger as the catalog sees it: a snapshot of the Secret at most 5 s old, shared by
+the download verdicts and the storage summary.
 
-Searches come in bursts; reading the Secret for each would load the API server for nothing, and
-a verdict is preliminary anyway. The first request after the snapshot expires reads the Secret;
-requests arriving meanwhile wait for that one read and share it (single flight).
+Searches and summaries come in bursts; reading the Secret for each would load the API server for
+nothing, and a verdict is preliminary anyway. The first request after the snapshot expires reads
+the Secret; requests arriving meanwhile wait for that one read and share it (single flight).
 
 Usage is unknown (ledger None) when the Secret is missing, its `ledger.json` is empty or
 unreadable, or the Kubernetes API cannot be asked; the domain's verdict then says so.
@@ -13,6 +14,7 @@ from __future__ import annotations
 import base64
 import binascii
 import dataclasses
+import datetime
 import enum
 import logging
 import threading
@@ -93,11 +95,18 @@ def secret_ledger_reader(
     return read
 
 
+def utcnow() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
+
+
 @dataclasses.dataclass(frozen=True)
-class _Snapshot:
+class LedgerSnapshot:
+    """One read of the ledger: what it said, the verdicts against it, and when it was read."""
+
     reading: LedgerReading
     book: VerdictBook
-    taken_at: float
+    read_at: datetime.datetime
+    taken_at: float  # on the view's monotonic clock, for its age
 
 
 class LedgerView:
@@ -109,22 +118,29 @@ class LedgerView:
         max_age_seconds: float = DEFAULT_MAX_AGE_SECONDS,
         clock: Callable[[], float] = time.monotonic,
         on_read: Callable[[LedgerState], None] | None = None,
+        wall_clock: Callable[[], datetime.datetime] = utcnow,
     ) -> None:
         self._read = read
         self._capacity_bytes = capacity_bytes
         self._max_age = max_age_seconds
         self._clock = clock
         self._on_read = on_read
-        self._snapshot: _Snapshot | None = None
+        self._wall_clock = wall_clock
+        self._snapshot: LedgerSnapshot | None = None
         self._refresh = threading.Lock()
 
-    def _fresh(self) -> _Snapshot | None:
+    @property
+    def capacity_bytes(self) -> int | None:
+        return self._capacity_bytes
+
+    def _fresh(self) -> LedgerSnapshot | None:
         snapshot = self._snapshot
         if snapshot is not None and self._clock() - snapshot.taken_at <= self._max_age:
             return snapshot
         return None
 
-    def _current(self) -> _Snapshot:
+    def snapshot(self) -> LedgerSnapshot:
+        """The current snapshot, at most `max_age_seconds` old (read now if it is older)."""
         snapshot = self._fresh()
         if snapshot is not None:
             return snapshot
@@ -136,9 +152,10 @@ class LedgerView:
             reading = self._read()
             if self._on_read is not None:
                 self._on_read(reading.state)
-            snapshot = _Snapshot(
+            snapshot = LedgerSnapshot(
                 reading=reading,
                 book=VerdictBook(ledger=reading.ledger, capacity_bytes=self._capacity_bytes),
+                read_at=self._wall_clock(),
                 taken_at=self._clock(),
             )
             self._snapshot = snapshot
@@ -146,7 +163,7 @@ class LedgerView:
 
     def verdicts(self) -> VerdictBook:
         """Verdicts against a ledger snapshot at most `max_age_seconds` old."""
-        return self._current().book
+        return self.snapshot().book
 
     def state(self) -> LedgerState:
-        return self._current().reading.state
+        return self.snapshot().reading.state

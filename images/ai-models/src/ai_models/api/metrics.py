@@ -72,9 +72,19 @@ class ApiMetrics:
             ["call", "result"],
             registry=r,
         )
+        self.upload_bytes = Counter(
+            f"{PREFIX}upload_bytes",
+            "Bytes of uploads received and handed to the object store (failed uploads included).",
+            registry=r,
+        )
+        self.served_bytes = Counter(
+            f"{PREFIX}served_bytes",
+            "Bytes of artifact files and manifests sent by the serving API.",
+            registry=r,
+        )
         self.ledger_reads = Counter(
             f"{PREFIX}ledger_reads",
-            "Reads of the storage ledger Secret for verdicts, by outcome.",
+            "Reads of the storage ledger Secret for verdicts and the storage summary, by outcome.",
             ["state"],
             registry=r,
         )

@@ -1,8 +1,10 @@
-"""The catalog-import API's shapes as pydantic models, checked against the contract by the tests.
+"""The catalog-import API's shapes as pydantic models, checked against the contract by the tests,
+and the problem shape every API of the api process answers errors with.
 
-`openapi/catalog-import.yaml` is the source of truth; `tests/api/test_contract_models.py`
-compares every schema there with these models' JSON schemas both ways (properties, types,
-formats, enums, bounds, required), so a change on either side without the other fails.
+`openapi/catalog-import.yaml` is the source of truth; `tests/api/test_contract.py` compares every
+schema there with these models' JSON schemas both ways (properties, types, formats, enums,
+bounds, required), so a change on either side without the other fails. The other APIs' shapes
+live in `models_upload`, `models_serving` and `models_lookup`, checked the same way.
 
 An entry's `metadata` and `resources` are the stored record's own models (the record is the entry
 minus `downloadVerdict`), so the contract also pins what the indexer stores.
@@ -17,6 +19,7 @@ from typing import Final
 from pydantic import BaseModel, ConfigDict, Field
 
 from ai_models.domain.catalog.record import ProviderMetadata, ResourceFacts
+from ai_models.domain.storage.ledger import Scope
 from ai_models.domain.storage.verdict import Verdict, VerdictReason
 from ai_models.names import CatalogProvider
 
@@ -25,6 +28,7 @@ SEARCH_PATH: Final = f"{API_PREFIX}/models"
 SOURCES_PATH: Final = f"{API_PREFIX}/sources"
 # `{id}` takes the rest of the path, so ids keep their `/` (`org/name`).
 ENTRY_PATH: Final = f"{API_PREFIX}/sources/{{source}}/models/{{id}}"
+STORAGE_SUMMARY_PATH: Final = f"{API_PREFIX}/storage-summary"
 CONTRACT_PATH: Final = "/openapi.json"
 HEALTH_PATH: Final = "/healthz"
 READY_PATH: Final = "/readyz"
@@ -60,19 +64,33 @@ class ProblemType(enum.StrEnum):
     KUBERNETES_UNAVAILABLE = "urn:ai-models:problem:kubernetes-unavailable"
     NOT_READY = "urn:ai-models:problem:not-ready"
     INTERNAL_ERROR = "urn:ai-models:problem:internal-error"
+    UPLOAD_TOKEN_INVALID = "urn:ai-models:problem:upload-token-invalid"
+    UPLOAD_TOKEN_EXPIRED = "urn:ai-models:problem:upload-token-expired"
+    OBJECT_GONE = "urn:ai-models:problem:object-gone"
+    WRONG_PHASE = "urn:ai-models:problem:wrong-phase"
+    UPLOAD_CONFLICT = "urn:ai-models:problem:upload-conflict"
+    LENGTH_REQUIRED = "urn:ai-models:problem:length-required"
+    UNSUPPORTED_PAYLOAD = "urn:ai-models:problem:unsupported-payload"
+    INSUFFICIENT_STORAGE = "urn:ai-models:problem:insufficient-storage"
+    STORAGE_USAGE_UNKNOWN = "urn:ai-models:problem:storage-usage-unknown"
+    UPLOAD_INCOMPLETE = "urn:ai-models:problem:upload-incomplete"
+    OBJECT_STORE_ERROR = "urn:ai-models:problem:object-store-error"
+    RANGE_NOT_SATISFIABLE = "urn:ai-models:problem:range-not-satisfiable"
 
 
-class _Shape(BaseModel):
+class Shape(BaseModel):
+    """A response shape: closed like the contract's `additionalProperties: false`."""
+
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
 
-class DownloadVerdictView(_Shape):
+class DownloadVerdictView(Shape):
     verdict: Verdict
     reason: VerdictReason
     required_bytes: int | None = Field(default=None, alias="requiredBytes", ge=0)
 
 
-class Entry(_Shape):
+class Entry(Shape):
     source: str
     id: str
     provider: CatalogProvider
@@ -82,12 +100,12 @@ class Entry(_Shape):
     indexed_at: datetime.datetime = Field(alias="indexedAt")
 
 
-class SearchPage(_Shape):
+class SearchPage(Shape):
     items: list[Entry]
     next_page_token: str | None = Field(default=None, alias="nextPageToken")
 
 
-class Source(_Shape):
+class Source(Shape):
     name: str
     provider: CatalogProvider | None = None
     generation: str
@@ -95,11 +113,31 @@ class Source(_Shape):
     completed_at: datetime.datetime = Field(alias="completedAt")
 
 
-class SourceList(_Shape):
+class SourceList(Shape):
     items: list[Source]
 
 
-class Problem(_Shape):
+class ScopeUsageView(Shape):
+    scope: Scope
+    used_bytes: int = Field(alias="usedBytes", ge=0)
+    reserved_bytes: int = Field(alias="reservedBytes", ge=0)
+    artifacts: int = Field(ge=0)
+
+
+class StorageSummary(Shape):
+    """Unknown numbers are None here and left out of the JSON (`exclude_none`), never 0."""
+
+    capacity_known: bool = Field(alias="capacityKnown")
+    usage_known: bool = Field(alias="usageKnown")
+    capacity_bytes: int | None = Field(default=None, alias="capacityBytes", ge=0)
+    used_bytes: int | None = Field(default=None, alias="usedBytes", ge=0)
+    reserved_bytes: int | None = Field(default=None, alias="reservedBytes", ge=0)
+    available_bytes: int | None = Field(default=None, alias="availableBytes", ge=0)
+    scopes: list[ScopeUsageView] | None = None
+    snapshot_at: datetime.datetime = Field(alias="snapshotAt")
+
+
+class Problem(Shape):
     type: ProblemType
     title: str
     status: int = Field(ge=400, le=599)
@@ -114,11 +152,11 @@ class ReadinessStatus(enum.StrEnum):
     READY = "Ready"
 
 
-class Health(_Shape):
+class Health(Shape):
     status: HealthStatus
 
 
-class Readiness(_Shape):
+class Readiness(Shape):
     status: ReadinessStatus
     first_index_pass_complete: bool = Field(alias="firstIndexPassComplete")
     sources: int = Field(ge=0)

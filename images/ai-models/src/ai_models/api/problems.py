@@ -19,7 +19,22 @@ _TITLES: Final = {
     ProblemType.KUBERNETES_UNAVAILABLE: "Kubernetes API unavailable",
     ProblemType.NOT_READY: "Not ready",
     ProblemType.INTERNAL_ERROR: "Internal error",
+    ProblemType.UPLOAD_TOKEN_INVALID: "Upload token not valid",
+    ProblemType.UPLOAD_TOKEN_EXPIRED: "Upload token expired",
+    ProblemType.OBJECT_GONE: "Object gone",
+    ProblemType.WRONG_PHASE: "Wrong phase",
+    ProblemType.UPLOAD_CONFLICT: "Upload conflict",
+    ProblemType.LENGTH_REQUIRED: "Length required",
+    ProblemType.UNSUPPORTED_PAYLOAD: "Unsupported payload",
+    ProblemType.INSUFFICIENT_STORAGE: "Insufficient storage",
+    ProblemType.STORAGE_USAGE_UNKNOWN: "Storage usage unknown",
+    ProblemType.UPLOAD_INCOMPLETE: "Upload incomplete",
+    ProblemType.OBJECT_STORE_ERROR: "Object store error",
+    ProblemType.RANGE_NOT_SATISFIABLE: "Range not satisfiable",
 }
+# The upload URL is the credential, so its 401 challenges with a scheme of its own rather than
+# inviting a bearer token that would not help.
+UPLOAD_TOKEN_CHALLENGE: Final = 'UploadToken realm="ai-models"'
 
 
 class ApiProblem(Exception):
@@ -68,3 +83,15 @@ def kubernetes_unavailable(detail: str) -> ApiProblem:
 
 def not_ready(detail: str) -> ApiProblem:
     return ApiProblem(ProblemType.NOT_READY, 503, detail)
+
+
+def wrong_phase(detail: str) -> ApiProblem:
+    return ApiProblem(ProblemType.WRONG_PHASE, 409, detail)
+
+
+def object_gone(detail: str) -> ApiProblem:
+    return ApiProblem(ProblemType.OBJECT_GONE, 410, detail)
+
+
+def object_store_error(detail: str) -> ApiProblem:
+    return ApiProblem(ProblemType.OBJECT_STORE_ERROR, 502, detail)

@@ -1,4 +1,5 @@
-"""The catalog-import operations: search, sources and one entry, each behind the Kubernetes review."""
+"""The catalog-import operations: search, sources, one entry and the storage summary, each behind
+the Kubernetes review."""
 
 from __future__ import annotations
 
@@ -7,16 +8,18 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Query, Request, Response
 from pydantic import ValidationError
 
-from ai_models.api.auth import Subject
+from ai_models.api.auth import Subject, catalog_access
 from ai_models.api.models import (
     API_PREFIX,
     SEARCH_PATH,
     SOURCES_PATH,
+    STORAGE_SUMMARY_PATH,
     EntryLocator,
     SearchQuery,
 )
 from ai_models.api.problems import invalid_parameter
 from ai_models.api.state import ApiState, api_state
+from ai_models.api.storage_summary import summarize
 
 router = APIRouter()
 JSON = "application/json"
@@ -25,7 +28,9 @@ JSON = "application/json"
 def _admitted(verb: str) -> object:
     def admit(request: Request) -> Subject:
         # Sync on purpose: FastAPI runs it in the thread pool, where the blocking reviews belong.
-        return api_state(request).gatekeeper.admit(request.headers.get("authorization"), verb=verb)
+        return api_state(request).gatekeeper.admit(
+            request.headers.get("authorization"), access=catalog_access(verb)
+        )
 
     return Depends(admit)
 
@@ -55,3 +60,10 @@ def get_model(source: str, id: str, state: State, _subject: GetAllowed) -> Respo
         problems = "; ".join(f"path parameter {e['loc'][0]}: {e['msg']}" for e in error.errors())
         raise invalid_parameter(problems) from error
     return Response(state.catalog.entry(locator), media_type=JSON)
+
+
+@router.get(STORAGE_SUMMARY_PATH)
+def get_storage_summary(state: State, _subject: GetAllowed) -> Response:
+    ledger = state.ledger
+    summary = summarize(ledger.snapshot(), capacity_bytes=ledger.capacity_bytes)
+    return Response(summary.model_dump_json(by_alias=True, exclude_none=True), media_type=JSON)

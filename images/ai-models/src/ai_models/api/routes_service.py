@@ -1,4 +1,4 @@
-"""The contract document and the probes; no token needed (the public routes do not expose the probes)."""
+"""The contract documents and the probes; no token needed (the public routes do not expose the probes)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Response
 
-from ai_models.api.contract import contract_json
+from ai_models.api.contract import Contract, contract_json
 from ai_models.api.models import (
     CONTRACT_PATH,
     HEALTH_PATH,
@@ -16,6 +16,8 @@ from ai_models.api.models import (
     Readiness,
     ReadinessStatus,
 )
+from ai_models.api.models_serving import SERVING_CONTRACT_PATH
+from ai_models.api.models_upload import UPLOAD_CONTRACT_PATH
 from ai_models.api.problems import not_ready
 from ai_models.api.state import ApiState, api_state
 
@@ -26,7 +28,17 @@ State = Annotated[ApiState, Depends(api_state)]
 
 @router.get(CONTRACT_PATH)
 def get_contract() -> Response:
-    return Response(contract_json(), media_type=JSON)
+    return Response(contract_json(Contract.CATALOG_IMPORT), media_type=JSON)
+
+
+@router.get(UPLOAD_CONTRACT_PATH)
+def get_upload_contract() -> Response:
+    return Response(contract_json(Contract.UPLOAD), media_type=JSON)
+
+
+@router.get(SERVING_CONTRACT_PATH)
+def get_serving_contract() -> Response:
+    return Response(contract_json(Contract.SERVING), media_type=JSON)
 
 
 @router.get(HEALTH_PATH)

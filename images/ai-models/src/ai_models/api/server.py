@@ -1,20 +1,25 @@
-"""The api process: wires the object store, the index and its builder, Kubernetes auth and metrics
-into the app, and runs it under uvicorn until SIGTERM.
+"""The api process: wires the object store, the index and its builder, Kubernetes auth, the
+ledger, uploads, serving and lookup into the apps, and runs them under uvicorn until SIGTERM.
 
-On SIGTERM readiness turns 503 at once, uvicorn stops accepting connections and lets requests in
-flight finish (`api_shutdown_grace_seconds`), then the builder stops and the index is removed.
+Two listeners share one event loop: the public one (plain HTTP behind the Service port 80) and,
+when a certificate is configured, the internal TLS one for the lookup API. On SIGTERM readiness
+turns 503 at once, both stop accepting connections and let requests in flight finish
+(`api_shutdown_grace_seconds`), then the builder stops and the index is removed.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import logging
 import signal
 import socket
+import ssl
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
@@ -22,16 +27,24 @@ import uvicorn
 from fastapi import FastAPI
 
 from ai_models.adapters.kube import ClientOptions, KubeConfigError, new_api_client
+from ai_models.adapters.kube.ledger_store import SecretLedgerStore
 from ai_models.adapters.objectstore import ObjectStore, open_store
-from ai_models.api.app import create_app
+from ai_models.api.app import create_app, create_internal_app
 from ai_models.api.auth import Gatekeeper
 from ai_models.api.catalog import Catalog
 from ai_models.api.index import CatalogIndex
 from ai_models.api.index_builder import BuilderTiming, IndexBuilder
+from ai_models.api.kube_calls import KubeCalls
 from ai_models.api.ledger_view import LedgerState, LedgerView, secret_ledger_reader
+from ai_models.api.lookup import Lookup
 from ai_models.api.metrics import ApiMetrics, MetricsServer
+from ai_models.api.model_objects import ModelReader
+from ai_models.api.serving import ArtifactServer
 from ai_models.api.settings import ApiSettings, api_settings
+from ai_models.api.signing_keys import SigningKeys
 from ai_models.api.state import ApiState
+from ai_models.api.upload_ledger import UploadLedger
+from ai_models.api.uploads import Uploads
 from ai_models.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -42,6 +55,7 @@ class ApiRuntime:
     """Everything one api instance owns; `close()` releases it."""
 
     app: FastAPI
+    internal_app: FastAPI
     state: ApiState
     index: CatalogIndex
     builder: IndexBuilder
@@ -51,6 +65,7 @@ class ApiRuntime:
         if not self.builder.stop(timeout=10):
             log.warning("the index builder is still busy (a store read); leaving it behind")
         self.index.close()
+        self.state.uploads.close()
 
 
 def kube_client_options(settings: ApiSettings) -> ClientOptions:
@@ -88,34 +103,83 @@ def build_runtime(settings: ApiSettings, *, store: ObjectStore, api_client: Any)
         max_age_seconds=settings.api_ledger_max_age_seconds,
         on_read=count_read,
     )
+    calls = KubeCalls(metrics=metrics)
+    models = ModelReader(
+        api_client=api_client,
+        calls=calls,
+        request_timeout=timeout,
+        cache_ttl_seconds=settings.api_object_cache_seconds,
+    )
+    uploads = Uploads(
+        store=store,
+        keys=SigningKeys(
+            api_client=api_client,
+            namespace=settings.namespace,
+            calls=calls,
+            request_timeout=timeout,
+            ttl_seconds=settings.api_upload_signing_key_cache_seconds,
+        ),
+        models=models,
+        ledger=UploadLedger(
+            # The ledger's create is a POST the client may retry; the store reads a 409 as a
+            # conflict and re-applies its change, so a retried create cannot double an entry.
+            store=SecretLedgerStore(api_client, namespace=settings.namespace, request_timeout=timeout),
+            capacity_bytes=settings.capacity_limit_bytes,
+            metrics=metrics,
+        ),
+        metrics=metrics,
+        idle_timeout_seconds=settings.api_upload_idle_timeout_seconds,
+        max_concurrent=settings.api_max_concurrent_uploads,
+    )
     state = ApiState(
         catalog=Catalog(index=index, ledger=ledger),
+        ledger=ledger,
         gatekeeper=Gatekeeper(
             api_client=api_client,
             request_timeout=timeout,
             metrics=metrics,
             cache_ttl_seconds=settings.api_auth_cache_seconds,
         ),
+        uploads=uploads,
+        serving=ArtifactServer(store=store, models=models, metrics=metrics),
+        lookup=Lookup(models=models, module_namespace=settings.namespace),
         metrics=metrics,
         first_index_pass_complete=builder.first_pass_complete,
     )
-    return ApiRuntime(app=create_app(state), state=state, index=index, builder=builder, metrics=metrics)
+    return ApiRuntime(
+        app=create_app(state),
+        internal_app=create_internal_app(state),
+        state=state,
+        index=index,
+        builder=builder,
+        metrics=metrics,
+    )
 
 
 class _Server(uvicorn.Server):
-    """uvicorn that flips readiness the moment it is told to stop."""
+    """uvicorn that flips readiness the moment it is told to stop, and leaves signals to `serve`
+    (two servers run in one process; each of them taking the signal handlers over would leave only
+    the last one listening)."""
 
     def __init__(self, config: uvicorn.Config, *, shutting_down: threading.Event) -> None:
         super().__init__(config)
         self._shutting_down = shutting_down
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         self._shutting_down.set()
         super().handle_exit(sig, frame)
 
 
-def _uvicorn_config(app: FastAPI, *, host: str, port: int, grace_seconds: float) -> uvicorn.Config:
-    return uvicorn.Config(
+def _uvicorn_config(
+    app: FastAPI, *, host: str, port: int, grace_seconds: float, tls: tuple[Path, Path] | None = None
+) -> uvicorn.Config:
+    # No body-size limit and no read timeout exist in uvicorn, and none is added: uploads take as
+    # long as they take (the upload API cuts off only a client that stays silent).
+    config = uvicorn.Config(
         app,
         host=host,
         port=port,
@@ -125,18 +189,70 @@ def _uvicorn_config(app: FastAPI, *, host: str, port: int, grace_seconds: float)
         access_log=False,
         timeout_graceful_shutdown=int(grace_seconds),
         server_header=False,
+        ssl_certfile=str(tls[0]) if tls else None,
+        ssl_keyfile=str(tls[1]) if tls else None,
     )
+    # uvicorn decides on access lines by whether its logger has handlers anywhere up the tree, which
+    # any logging setup can change; an access line carries the URL, and upload URLs carry a secret.
+    logging.getLogger("uvicorn.access").disabled = True
+    return config
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    listener = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listener.bind((host, port))
+    except OSError:
+        listener.close()
+        raise
+    listener.set_inheritable(True)
+    return listener
+
+
+@dataclasses.dataclass
+class Listener:
+    """One uvicorn server and the socket it serves."""
+
+    name: str
+    server: _Server
+    socket: socket.socket
+
+    @property
+    def address(self) -> str:
+        host, port = self.socket.getsockname()[:2]
+        return f"{host}:{port}"
+
+
+async def _serve_all(listeners: Sequence[Listener]) -> None:
+    """Serve every listener; when one stops (a signal, an error), stop the others too."""
+    tasks = [
+        asyncio.create_task(item.server.serve(sockets=[item.socket]), name=f"serve-{item.name}")
+        for item in listeners
+    ]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for item in listeners:
+            item.server.should_exit = True
+        results = await asyncio.gather(*tasks, return_exceptions=True)
+    for item, result in zip(listeners, results, strict=True):
+        if isinstance(result, BaseException):
+            log.error("a listener failed", exc_info=result, extra={"listener": item.name})
 
 
 @contextlib.contextmanager
-def _absorb_replayed_signals() -> Iterator[None]:
-    """uvicorn re-raises the signal that stopped it once it has shut down, for an enclosing program
-    to act on; this process is that program, and it still has cleanup to run and an exit code to
-    return, so the replayed signal lands here instead of killing it."""
+def _stop_on_signals(listeners: Sequence[Listener]) -> Iterator[None]:
+    """SIGTERM/SIGINT stop every listener gracefully (a second SIGINT forces, as in uvicorn)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = {sig: signal.signal(sig, lambda _sig, _frame: None) for sig in (signal.SIGTERM, signal.SIGINT)}
+
+    def stop(sig: int, frame: FrameType | None) -> None:
+        for item in listeners:
+            item.server.handle_exit(sig, frame)
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         yield
     finally:
@@ -144,9 +260,41 @@ def _absorb_replayed_signals() -> Iterator[None]:
             signal.signal(sig, handler)
 
 
+def _internal_listener(runtime: ApiRuntime, config: ApiSettings, *, host: str) -> Listener | None:
+    tls = config.internal_tls()
+    if tls is None:
+        log.info(
+            "internal lookup listener not started: no TLS certificate configured "
+            "(AI_MODELS_API_TLS_CERT_FILE and AI_MODELS_API_TLS_KEY_FILE)",
+            extra={"port": config.api_internal_port},
+        )
+        return None
+    uvicorn_config = _uvicorn_config(
+        runtime.internal_app,
+        host=host,
+        port=config.api_internal_port,
+        grace_seconds=config.api_shutdown_grace_seconds,
+        tls=tls,
+    )
+    # Loaded here so an unreadable certificate stops the process with its file names.
+    uvicorn_config.load()
+    return Listener(
+        name="internal",
+        server=_Server(uvicorn_config, shutting_down=runtime.state.shutting_down),
+        socket=_listen(host, config.api_internal_port),
+    )
+
+
 def serve(settings: Settings, *, host: str, port: int) -> int:
-    """Run the api on `host:port` until SIGTERM/SIGINT; the exit code (0 after a clean stop)."""
+    """Run the api on `host:port` (and the internal listener) until SIGTERM/SIGINT; the exit code
+    (0 after a clean stop)."""
     config = api_settings(settings)
+    if (config.api_tls_cert_file is None) != (config.api_tls_key_file is None):
+        log.error(
+            "the internal listener needs both AI_MODELS_API_TLS_CERT_FILE and AI_MODELS_API_TLS_KEY_FILE",
+            extra={"cert": str(config.api_tls_cert_file), "key": str(config.api_tls_key_file)},
+        )
+        return 2
     try:
         store = open_store(config)
     except ValueError as error:
@@ -158,36 +306,66 @@ def serve(settings: Settings, *, host: str, port: int) -> int:
         log.error("cannot configure the Kubernetes client", extra={"error": str(error)})
         return 2
     runtime = build_runtime(config, store=store, api_client=api_client)
+    listeners: list[Listener] = []
+    metrics_server: MetricsServer | None = None
     try:
-        metrics_server = MetricsServer(
-            runtime.metrics, host=config.api_metrics_address, port=config.api_metrics_port
+        try:
+            listeners.append(
+                Listener(
+                    name="public",
+                    server=_Server(
+                        _uvicorn_config(
+                            runtime.app, host=host, port=port, grace_seconds=config.api_shutdown_grace_seconds
+                        ),
+                        shutting_down=runtime.state.shutting_down,
+                    ),
+                    socket=_listen(host, port),
+                )
+            )
+            internal = _internal_listener(runtime, config, host=host)
+            if internal is not None:
+                listeners.append(internal)
+        except (OSError, ssl.SSLError) as error:
+            log.error(
+                "cannot listen; check the ports (AI_MODELS_API_PORT, AI_MODELS_API_INTERNAL_PORT) and the "
+                "internal listener's certificate files",
+                extra={"address": host, "error": str(error)},
+            )
+            return 1
+        try:
+            metrics_server = MetricsServer(
+                runtime.metrics, host=config.api_metrics_address, port=config.api_metrics_port
+            )
+        except OSError as error:
+            log.error(
+                "cannot listen for metrics; set AI_MODELS_API_METRICS_PORT to a free port",
+                extra={
+                    "address": f"{config.api_metrics_address}:{config.api_metrics_port}",
+                    "error": str(error),
+                },
+            )
+            return 1
+        runtime.builder.start()
+        log.info(
+            "api starting",
+            extra={
+                "address": listeners[0].address,
+                "internal": listeners[1].address if len(listeners) > 1 else None,
+                "store": store.description,
+                "namespace": config.namespace,
+            },
         )
-    except OSError as error:
-        log.error(
-            "cannot listen for metrics; set AI_MODELS_API_METRICS_PORT to a free port",
-            extra={"address": f"{config.api_metrics_address}:{config.api_metrics_port}", "error": str(error)},
-        )
-        runtime.close()
-        api_client.close()
-        return 1
-    server = _Server(
-        _uvicorn_config(runtime.app, host=host, port=port, grace_seconds=config.api_shutdown_grace_seconds),
-        shutting_down=runtime.state.shutting_down,
-    )
-    runtime.builder.start()
-    log.info(
-        "api starting",
-        extra={"address": f"{host}:{port}", "store": store.description, "namespace": config.namespace},
-    )
-    try:
-        with _absorb_replayed_signals():
-            server.run()
+        with _stop_on_signals(listeners):
+            asyncio.run(_serve_all(listeners))
     finally:
         runtime.state.shutting_down.set()
         runtime.close()
-        metrics_server.stop()
+        if metrics_server is not None:
+            metrics_server.stop()
         api_client.close()
-    if not server.started:
+        for item in listeners:
+            item.socket.close()
+    if not all(item.server.started for item in listeners):
         log.error("the api did not start (see the errors above)", extra={"address": f"{host}:{port}"})
         return 1
     log.info("api stopped")
@@ -195,16 +373,24 @@ def serve(settings: Settings, *, host: str, port: int) -> int:
 
 
 class BackgroundServer:
-    """The app under uvicorn in a thread on `host` and a free port (tests, the local stack)."""
+    """An app under uvicorn in a thread on `host` and a free port (tests, the local stack);
+    `tls` (certificate and key files) serves HTTPS, as the internal listener does."""
 
-    def __init__(self, app: FastAPI, *, shutting_down: threading.Event, host: str = "127.0.0.1") -> None:
-        self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._socket.bind((host, 0))
+    def __init__(
+        self,
+        app: FastAPI,
+        *,
+        shutting_down: threading.Event,
+        host: str = "127.0.0.1",
+        tls: tuple[Path, Path] | None = None,
+    ) -> None:
+        self._socket = _listen(host, 0)
         self.host = host
         self.port: int = self._socket.getsockname()[1]
+        self.scheme = "https" if tls else "http"
         self._server = _Server(
-            _uvicorn_config(app, host=host, port=self.port, grace_seconds=5), shutting_down=shutting_down
+            _uvicorn_config(app, host=host, port=self.port, grace_seconds=5, tls=tls),
+            shutting_down=shutting_down,
         )
         self._thread = threading.Thread(
             target=self._server.run, kwargs={"sockets": [self._socket]}, name=f"api-{self.port}", daemon=True
@@ -212,7 +398,7 @@ class BackgroundServer:
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return f"{self.scheme}://{self.host}:{self.port}"
 
     def start(self, *, timeout: float = 10.0) -> BackgroundServer:
         self._thread.start()

@@ -51,6 +51,34 @@ class ApiSettings(Settings):
     api_shutdown_grace_seconds: float = Field(
         default=20.0, ge=0, description="How long in-flight requests may finish after SIGTERM."
     )
+    api_internal_port: int = Field(
+        default=9443, ge=0, le=65535, description="Port of the internal TLS listener (the lookup API)."
+    )
+    api_tls_cert_file: Path | None = Field(
+        default=None,
+        description="Certificate (PEM, chain first) of the internal listener; without one it does not start.",
+    )
+    api_tls_key_file: Path | None = Field(default=None, description="Private key (PEM) of that certificate.")
+    api_object_cache_seconds: float = Field(
+        default=2.0,
+        ge=0,
+        description="How long a Model or ClusterModel read for serving or lookup is reused.",
+    )
+    api_upload_signing_key_cache_seconds: float = Field(
+        default=30.0, ge=0, description="How long the upload signing key is reused before it is read again."
+    )
+    api_upload_idle_timeout_seconds: float = Field(
+        default=300.0, gt=0, description="How long an upload may send nothing before it is cut off."
+    )
+    api_max_concurrent_uploads: int = Field(
+        default=64, ge=1, le=1024, description="Uploads one replica streams at once; more wait for a slot."
+    )
+
+    def internal_tls(self) -> tuple[Path, Path] | None:
+        """The internal listener's certificate and key files, or None when it is not configured."""
+        if self.api_tls_cert_file is None or self.api_tls_key_file is None:
+            return None
+        return self.api_tls_cert_file, self.api_tls_key_file
 
     def index_cache_bytes(self) -> int:
         """The index's page-cache budget: an eighth of the memory limit, within 16-256 MiB."""

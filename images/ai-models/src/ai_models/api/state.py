@@ -9,13 +9,21 @@ from fastapi import Request
 
 from ai_models.api.auth import Gatekeeper
 from ai_models.api.catalog import Catalog
+from ai_models.api.ledger_view import LedgerView
+from ai_models.api.lookup import Lookup
 from ai_models.api.metrics import ApiMetrics
+from ai_models.api.serving import ArtifactServer
+from ai_models.api.uploads import Uploads
 
 
 @dataclasses.dataclass
 class ApiState:
     catalog: Catalog
+    ledger: LedgerView
     gatekeeper: Gatekeeper
+    uploads: Uploads
+    serving: ArtifactServer
+    lookup: Lookup
     metrics: ApiMetrics
     first_index_pass_complete: threading.Event
     shutting_down: threading.Event = dataclasses.field(default_factory=threading.Event)

@@ -1,0 +1,128 @@
+"""Models and ClusterModels as the api reads them, with the api's own ServiceAccount.
+
+Serving and lookup read the object on every request, so answers are kept for a short TTL
+(`api_object_cache_seconds`): a materializer fetching hundreds of files costs one read, and a
+phase change is seen within the TTL. Uploads read fresh, because they decide on the phase.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+from kubernetes import client
+
+from ai_models.api.kube_calls import KubeCalls
+from ai_models.api.ttl_cache import TtlCache
+from ai_models.domain.storage.ledger import Owner
+from ai_models.names import API_GROUP, API_VERSION, ModelKind, ModelPhase
+
+MAX_CACHED: Final = 10_000
+
+
+@dataclasses.dataclass(frozen=True)
+class ObjectRef:
+    kind: ModelKind
+    namespace: str  # "" for ClusterModels
+    name: str
+
+    def describe(self) -> str:
+        if self.kind is ModelKind.MODEL:
+            return f"Model {self.namespace}/{self.name}"
+        return f"ClusterModel {self.name}"
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelObject:
+    ref: ObjectRef
+    uid: str
+    status: Mapping[str, Any]
+
+    @property
+    def phase(self) -> ModelPhase | None:
+        try:
+            return ModelPhase(str(self.status.get("phase")))
+        except ValueError:
+            return None
+
+    @property
+    def digest(self) -> str | None:
+        artifact = self.status.get("artifact") or {}
+        digest = artifact.get("digest") if isinstance(artifact, Mapping) else None
+        return str(digest) if digest else None
+
+    @property
+    def owner(self) -> Owner:
+        return Owner(kind=self.ref.kind.value, namespace=self.ref.namespace, name=self.ref.name, uid=self.uid)
+
+
+def _from_body(ref: ObjectRef, body: Mapping[str, Any]) -> ModelObject:
+    status = body.get("status")
+    return ModelObject(
+        ref=ref,
+        uid=str((body.get("metadata") or {}).get("uid") or ""),
+        status=status if isinstance(status, Mapping) else {},
+    )
+
+
+class ModelReader:
+    def __init__(
+        self,
+        *,
+        api_client: Any,
+        calls: KubeCalls,
+        request_timeout: tuple[float, float],
+        cache_ttl_seconds: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._objects = client.CustomObjectsApi(api_client)
+        self._calls = calls
+        self._timeout = request_timeout
+        self._cache: TtlCache[ObjectRef, ModelObject] = TtlCache(
+            ttl_seconds=cache_ttl_seconds, max_entries=MAX_CACHED, clock=clock
+        )
+        # TtlCache answers None for a miss, so a remembered absence needs a marker of its own.
+        self._absent: TtlCache[ObjectRef, bool] = TtlCache(
+            ttl_seconds=cache_ttl_seconds, max_entries=MAX_CACHED, clock=clock
+        )
+
+    def get(self, ref: ObjectRef, *, fresh: bool = False) -> ModelObject | None:
+        """The object, or None when it does not exist; raises ApiProblem (502/503) on API failures."""
+        if not fresh:
+            found = self._cache.get(ref)
+            if found is not None:
+                return found
+            if self._absent.get(ref):
+                return None
+        body = self._read(ref)
+        if body is None:
+            self._absent.put(ref, True)
+            return None
+        obj = _from_body(ref, body)
+        self._cache.put(ref, obj)
+        return obj
+
+    def _read(self, ref: ObjectRef) -> Mapping[str, Any] | None:
+        plural = ref.kind.plural.value
+        needs = f"get on {plural}.{API_GROUP}"
+        if ref.kind is ModelKind.MODEL:
+            body: Mapping[str, Any] | None = self._calls.call(
+                "GetModel",
+                lambda: self._objects.get_namespaced_custom_object(
+                    API_GROUP, API_VERSION, ref.namespace, plural, ref.name, _request_timeout=self._timeout
+                ),
+                needs=needs,
+                on_missing=lambda: None,
+            )
+            return body
+        cluster_body: Mapping[str, Any] | None = self._calls.call(
+            "GetClusterModel",
+            lambda: self._objects.get_cluster_custom_object(
+                API_GROUP, API_VERSION, plural, ref.name, _request_timeout=self._timeout
+            ),
+            needs=needs,
+            on_missing=lambda: None,
+        )
+        return cluster_body

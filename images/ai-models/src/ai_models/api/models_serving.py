@@ -1,0 +1,90 @@
+"""The serving API's shapes (contract: `openapi/serving.yaml`), checked against it by the tests.
+
+The manifest is served as stored; `ArtifactManifestView` pins what the publisher's
+`manifest_to_json` writes, so the contract describes the bytes clients receive.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any, Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ai_models.api.models import Shape
+from ai_models.names import ModelKind, SourceType
+
+SERVING_PREFIX: Final = "/api/serving/v1"
+MODEL_MANIFEST_PATH: Final = f"{SERVING_PREFIX}/models/{{namespace}}/{{name}}/manifest"
+MODEL_FILE_PATH: Final = f"{SERVING_PREFIX}/models/{{namespace}}/{{name}}/files/{{path}}"
+CLUSTER_MODEL_MANIFEST_PATH: Final = f"{SERVING_PREFIX}/clustermodels/{{name}}/manifest"
+CLUSTER_MODEL_FILE_PATH: Final = f"{SERVING_PREFIX}/clustermodels/{{name}}/files/{{path}}"
+SERVING_CONTRACT_PATH: Final = f"{SERVING_PREFIX}/openapi.json"
+DIGEST_PATTERN: Final = r"^sha256:[0-9a-f]{64}$"
+NAMESPACE_PATTERN: Final = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+OBJECT_NAME_PATTERN: Final = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+MAX_FILE_PATH: Final = 1024
+SHA256_HEX_PATTERN: Final = r"^[0-9a-f]{64}$"
+
+
+class ArtifactOwnerView(Shape):
+    kind: ModelKind
+    namespace: str
+    name: str
+    uid: str
+
+
+class ArtifactSourceView(Shape):
+    type: SourceType
+    repository: str | None = None
+    revision: str | None = None
+    endpoint: str | None = None
+    upload_sha256: str | None = Field(default=None, alias="uploadSha256", pattern=SHA256_HEX_PATTERN)
+
+
+class ArtifactFileView(Shape):
+    path: str
+    size: int = Field(ge=0)
+    sha256: str = Field(pattern=SHA256_HEX_PATTERN)
+    etag: str | None = None
+
+
+class ArtifactManifestView(Shape):
+    # `schema` is a BaseModel attribute; the alias keeps the stored key.
+    layout: Literal[1] = Field(alias="schema")
+    owner: ArtifactOwnerView
+    digest: str = Field(pattern=DIGEST_PATTERN)
+    source: ArtifactSourceView
+    files: list[ArtifactFileView]
+    size_bytes: int = Field(alias="sizeBytes", ge=0)
+    resolved: dict[str, Any]
+    published_at: datetime.datetime = Field(alias="publishedAt")
+
+
+class _Locator(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ModelManifestLocator(_Locator):
+    """Path parameters of a Model's manifest."""
+
+    namespace: str = Field(min_length=1, max_length=63, pattern=NAMESPACE_PATTERN)
+    name: str = Field(min_length=1, max_length=253, pattern=OBJECT_NAME_PATTERN)
+
+
+class ModelFileLocator(ModelManifestLocator):
+    """Path parameters of a Model's file."""
+
+    path: str = Field(min_length=1, max_length=MAX_FILE_PATH)
+
+
+class ClusterModelManifestLocator(_Locator):
+    """Path parameters of a ClusterModel's manifest."""
+
+    name: str = Field(min_length=1, max_length=253, pattern=OBJECT_NAME_PATTERN)
+
+
+class ClusterModelFileLocator(ClusterModelManifestLocator):
+    """Path parameters of a ClusterModel's file."""
+
+    path: str = Field(min_length=1, max_length=MAX_FILE_PATH)

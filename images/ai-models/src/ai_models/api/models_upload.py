@@ -1,0 +1,23 @@
+"""The upload API's shapes (contract: `openapi/upload.yaml`), checked against it by the tests."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Final
+
+from pydantic import Field
+
+from ai_models.api.models import Shape
+from ai_models.domain.artifacts.sniff import PayloadFormat
+
+UPLOAD_PREFIX: Final = "/api/upload/v1"
+UPLOAD_PATH: Final = f"{UPLOAD_PREFIX}/uploads/{{token}}"
+UPLOAD_CONTRACT_PATH: Final = f"{UPLOAD_PREFIX}/openapi.json"
+SHA256_HEX_PATTERN: Final = r"^[0-9a-f]{64}$"
+
+
+class UploadReceipt(Shape):
+    size_bytes: int = Field(alias="sizeBytes", ge=0)
+    sha256: str = Field(pattern=SHA256_HEX_PATTERN)
+    format: PayloadFormat
+    received_at: datetime.datetime = Field(alias="receivedAt")

@@ -1,0 +1,112 @@
+"""The serving operations: manifest and files of Models and ClusterModels, GET and HEAD.
+
+Each request is checked in this order: its parameters (400), the caller (401, then 403 unless it
+may `get` the object), the object (404, 409 unless Ready), the file (404 unless the manifest
+lists it), the conditions (304, 416).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, TypeVar
+
+from fastapi import APIRouter, Depends, Header, Request, Response
+from pydantic import BaseModel, ValidationError
+
+from ai_models.api.auth import object_access
+from ai_models.api.model_objects import ObjectRef
+from ai_models.api.models_serving import (
+    CLUSTER_MODEL_FILE_PATH,
+    CLUSTER_MODEL_MANIFEST_PATH,
+    MODEL_FILE_PATH,
+    MODEL_MANIFEST_PATH,
+    ClusterModelFileLocator,
+    ClusterModelManifestLocator,
+    ModelFileLocator,
+    ModelManifestLocator,
+)
+from ai_models.api.problems import invalid_parameter
+from ai_models.api.serving import ServingRequest
+from ai_models.api.state import ApiState, api_state
+from ai_models.names import ModelKind
+
+router = APIRouter()
+State = Annotated[ApiState, Depends(api_state)]
+L = TypeVar("L", bound=BaseModel)
+MAX_HEADER = 1024
+METHODS = ["GET", "HEAD"]
+
+
+def _conditions(
+    request: Request,
+    range_: Annotated[str | None, Header(alias="Range", max_length=MAX_HEADER)] = None,
+    if_range: Annotated[str | None, Header(alias="If-Range", max_length=MAX_HEADER)] = None,
+    if_none_match: Annotated[str | None, Header(alias="If-None-Match", max_length=MAX_HEADER)] = None,
+) -> ServingRequest:
+    return ServingRequest(method=request.method, range=range_, if_range=if_range, if_none_match=if_none_match)
+
+
+def _manifest_conditions(
+    request: Request,
+    if_none_match: Annotated[str | None, Header(alias="If-None-Match", max_length=MAX_HEADER)] = None,
+) -> ServingRequest:
+    return ServingRequest(method=request.method, if_none_match=if_none_match)
+
+
+FileConditions = Annotated[ServingRequest, Depends(_conditions)]
+ManifestConditions = Annotated[ServingRequest, Depends(_manifest_conditions)]
+
+
+def _locate(model: type[L], **values: str) -> L:
+    try:
+        return model(**values)
+    except ValidationError as error:
+        problems = "; ".join(f"path parameter {e['loc'][0]}: {e['msg']}" for e in error.errors())
+        raise invalid_parameter(problems) from error
+
+
+def _admit(state: ApiState, request: Request, ref: ObjectRef) -> None:
+    access = object_access(ref.kind, namespace=ref.namespace or None, name=ref.name)
+    state.gatekeeper.admit(request.headers.get("authorization"), access=access)
+
+
+# Sync on purpose: FastAPI runs these in the thread pool, where reviews and store reads belong.
+
+
+@router.api_route(MODEL_MANIFEST_PATH, methods=METHODS)
+def model_manifest(
+    namespace: str, name: str, request: Request, state: State, conditions: ManifestConditions
+) -> Response:
+    where = _locate(ModelManifestLocator, namespace=namespace, name=name)
+    ref = ObjectRef(kind=ModelKind.MODEL, namespace=where.namespace, name=where.name)
+    _admit(state, request, ref)
+    return state.serving.manifest_response(ref, conditions)
+
+
+@router.api_route(MODEL_FILE_PATH.replace("{path}", "{path:path}"), methods=METHODS)
+def model_file(
+    *, namespace: str, name: str, path: str, request: Request, state: State, conditions: FileConditions
+) -> Response:
+    where = _locate(ModelFileLocator, namespace=namespace, name=name, path=path)
+    ref = ObjectRef(kind=ModelKind.MODEL, namespace=where.namespace, name=where.name)
+    _admit(state, request, ref)
+    return state.serving.file_response(ref, where.path, conditions)
+
+
+@router.api_route(CLUSTER_MODEL_MANIFEST_PATH, methods=METHODS)
+def cluster_model_manifest(
+    name: str, request: Request, state: State, conditions: ManifestConditions
+) -> Response:
+    where = _locate(ClusterModelManifestLocator, name=name)
+    ref = ObjectRef(kind=ModelKind.CLUSTER_MODEL, namespace="", name=where.name)
+    _admit(state, request, ref)
+    return state.serving.manifest_response(ref, conditions)
+
+
+@router.api_route(CLUSTER_MODEL_FILE_PATH.replace("{path}", "{path:path}"), methods=METHODS)
+def cluster_model_file(
+    name: str, path: str, request: Request, state: State, conditions: FileConditions
+) -> Response:
+    where = _locate(ClusterModelFileLocator, name=name, path=path)
+    ref = ObjectRef(kind=ModelKind.CLUSTER_MODEL, namespace="", name=where.name)
+    _admit(state, request, ref)
+    return state.serving.file_response(ref, where.path, conditions)

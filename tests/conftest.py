@@ -4,11 +4,18 @@ from __future__ import annotations
 
 from fakes.hub import fake_hub, fake_hub_corpus
 from fakes.s3 import moto_s3, s3_bucket
-from kubeemu.pytest_fixtures import kube_api_client, kube_emulator, kube_emulator_factory, kubectl
+from kubeemu.pytest_fixtures import (
+    job_runner,
+    kube_api_client,
+    kube_emulator,
+    kube_emulator_factory,
+    kubectl,
+)
 
 __all__ = [
     "fake_hub",
     "fake_hub_corpus",
+    "job_runner",
     "kube_api_client",
     "kube_emulator",
     "kube_emulator_factory",

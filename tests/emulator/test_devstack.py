@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from fakes.hub import FakeHub
-from kubeemu.pytest_fixtures import KUBECTL
+from kubeemu.pytest_fixtures import KUBECTL, module_image
 from support.processes import free_port
 
 REPO = Path(__file__).resolve().parents[2]
@@ -188,3 +188,44 @@ def test_dev_stack_serves_the_module_api_to_its_three_identities(
     assert process.wait(timeout=30) == 0
     assert (out / "kubeconfig").exists()
     assert "stopped with exit code 0" in process.communicate(timeout=10)[1]
+
+
+def test_dev_stack_runs_module_image_jobs_and_exports_the_api_url(
+    devstack: tuple[subprocess.Popen[str], Path],
+) -> None:
+    process, out = devstack
+    exported = dict(
+        line.removeprefix("export ").split("=", 1)
+        for line in (out / "env").read_text().splitlines()
+        if line.startswith("export")
+    )
+    assert exported["AI_MODELS_API_URL"] == f"http://127.0.0.1:{API_PORT}"
+
+    # A Job with the module image runs as a local process (the stack's JobRunner), as the
+    # controller's publish Jobs will; its ServiceAccount is one the chart renders.
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "version", "namespace": "d8-ai-models"},
+        "spec": {
+            "backoffLimit": 0,
+            "template": {
+                "spec": {
+                    "serviceAccountName": "controller",
+                    "restartPolicy": "Never",
+                    "containers": [{"name": "publish", "image": module_image(), "args": ["version"]}],
+                }
+            },
+        },
+    }
+    assert run_kubectl(out, "apply", "-f", "-", stdin=json.dumps(job)).returncode == 0
+    waited = run_kubectl(
+        out, "wait", "-n", "d8-ai-models", "--for=condition=Complete", "job/version", "--timeout=20s"
+    )
+    assert waited.returncode == 0, waited.stderr
+    [log] = (out / "jobs" / "d8-ai-models").glob("version-*/log")
+    assert log.read_text().strip() == "ai-models 0.1.0"
+
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=30) == 0
+    assert "job runner stopped" in process.communicate(timeout=10)[1]

@@ -18,6 +18,7 @@ Layout (lower modules never import higher ones):
 - requestinfo, discovery, openapi, tables, watch,
   protobuf, handlers                                  the HTTP front
 - tlscert, kubeconfig, server, __main__               serving and client configuration
+- jobrunner                                           Job controller + kubelet for the module image
 - pytest_fixtures, devstack                           test-suite fixtures and `make dev`
 
 Entry points: `python -m kubeemu --crds DIR --kubeconfig PATH` (standalone),

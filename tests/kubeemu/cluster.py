@@ -47,6 +47,7 @@ from kubeemu.store import Store
 
 CRD_STORAGE = "apiextensions.k8s.io/customresourcedefinitions"
 NAMESPACE_STORAGE = "/namespaces"
+SECRET_STORAGE = "/secrets"
 _NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 # Fields of metadata the server owns: clients cannot set or change them through writes.
 _SERVER_META = (
@@ -93,6 +94,18 @@ def _strip_volatile(obj: Mapping[str, Any]) -> dict[str, Any]:
     meta.pop("resourceVersion", None)
     copy["metadata"] = meta
     return copy
+
+
+def _fold_string_data(secret: dict[str, Any]) -> dict[str, Any]:
+    """A Secret's write-only `stringData` goes into `data` (base64), winning over the same key, and
+    is never stored: readers (kubelet, clients) only ever see `data`, as with a real apiserver."""
+    string_data = secret.pop("stringData", None)
+    if isinstance(string_data, dict) and string_data:
+        data = dict(secret.get("data") or {})
+        for key, value in string_data.items():
+            data[key] = base64.b64encode(str(value).encode()).decode()
+        secret["data"] = data
+    return secret
 
 
 def _spec_part(rtype: ResourceType, obj: Mapping[str, Any]) -> dict[str, Any]:
@@ -523,6 +536,8 @@ class Cluster:
         """Field validation (Strict/Warn/Ignore), CRD pruning/defaulting/validation, metadata checks."""
         unknown: list[str] = []
         field_errors: list[FieldError] = []
+        if rtype.storage_key == SECRET_STORAGE:
+            obj = _fold_string_data(obj)
         if rtype.schema is not None:
             admission = rtype.schema.admit(obj, old)
             obj, unknown, field_errors = admission.object, admission.pruned, list(admission.errors)

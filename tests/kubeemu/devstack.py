@@ -9,12 +9,15 @@ the chart by the real Helm engine, plus three dev identities:
 - `namespace-user` (User level, limited to namespace `default`).
 
 Writes `<out>/kubeconfig` (one context per identity), `<out>/env` (shell: KUBECONFIG, server URL,
-CA file and `AI_MODELS_TOKEN_*`) and `<out>/ca.crt`, prints example commands, and serves until
-Ctrl-C/SIGTERM (exit 0; the files stay). `<out>` is `AI_MODELS_DEV_DIR` or `--out-dir` (default
-`.dev` in the repository); the port is `AI_MODELS_DEV_PORT` or `--port` (default 18443, 0 = any).
+CA file, `AI_MODELS_TOKEN_*` and `AI_MODELS_API_URL`) and `<out>/ca.crt`, prints example commands,
+and serves until Ctrl-C/SIGTERM (exit 0; the files stay). `<out>` is `AI_MODELS_DEV_DIR` or
+`--out-dir` (default `.dev` in the repository); the port is `AI_MODELS_DEV_PORT` or `--port`
+(default 18443, 0 = any).
 
-Also runs the module's controller as its ServiceAccount with a directory store in `<out>/store`
-(logs in `<out>/logs/`). Run as `PYTHONPATH=tests .venv/bin/python -m kubeemu.devstack`.
+Also runs the module's controller and api as their ServiceAccounts with a directory store in
+`<out>/store` (logs in `<out>/logs/`), and a `kubeemu.jobrunner.JobRunner` that runs the Jobs with
+the module image (the controller's publish Jobs) as local processes (Pod logs in `<out>/jobs/`).
+Run as `PYTHONPATH=tests .venv/bin/python -m kubeemu.devstack`.
 """
 
 from __future__ import annotations
@@ -38,9 +41,9 @@ from kubeemu.cluster import Cluster
 from kubeemu.crds import load_crd_manifests
 from kubeemu.kubeconfig import kubeconfig_document, write_kubeconfig
 from kubeemu.server import serve_forever, tls_context
-from support.devcomponents import DevPorts, start_components
+from support.devcomponents import DevPorts, start_components, start_job_runner
 from support.module_install import install_rbac
-from support.render import render_chart
+from support.render import RenderedChart, render_chart
 from support.values import module_values
 
 log = logging.getLogger("kubeemu.devstack")
@@ -67,11 +70,14 @@ class DevStack:
     out_dir: Path
     identities: list[DevIdentity] = field(default_factory=list)
     service_accounts: dict[str, Identity] = field(default_factory=dict)
+    chart: RenderedChart | None = None
 
 
-def module_rbac_objects() -> list[dict[str, Any]]:
-    """The module's ClusterRoles (user-authz levels and rbacv2), rendered from the chart with Helm."""
-    rendered = render_chart(module_values())
+def module_rbac_objects(rendered: RenderedChart | None = None) -> list[dict[str, Any]]:
+    """The module's ClusterRoles (user-authz levels and rbacv2), rendered from the chart with Helm
+    (or taken from `rendered`)."""
+    if rendered is None:
+        rendered = render_chart(module_values())
     objects: list[dict[str, Any]] = []
     for path, text in sorted(rendered.files.items()):
         relative = path.split("/", 1)[1] if "/" in path else path
@@ -101,16 +107,19 @@ def build_stack(*, out_dir: Path, crd_dir: Path = REPO_ROOT / "crds") -> DevStac
     cluster = Cluster(identities=[d.identity for d in dev])
     cluster.load_crds(load_crd_manifests(crd_dir))
     cluster.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": MODULE_NAMESPACE}})
-    for obj in module_rbac_objects():
+    chart = render_chart(module_values())
+    for obj in module_rbac_objects(chart):
         cluster.apply(obj)
     # The components' own RBAC, exactly as the chart renders it: they run as their ServiceAccounts.
-    service_accounts = install_rbac(cluster, render_chart(module_values()))
+    service_accounts = install_rbac(cluster, chart)
     for entry in dev:
         grant_access_level(cluster, entry.identity, entry.level, namespace=entry.namespace)
-    return DevStack(cluster=cluster, out_dir=out_dir, identities=dev, service_accounts=service_accounts)
+    return DevStack(
+        cluster=cluster, out_dir=out_dir, identities=dev, service_accounts=service_accounts, chart=chart
+    )
 
 
-def write_client_files(stack: DevStack, *, url: str, ca_pem: str) -> None:
+def write_client_files(stack: DevStack, *, url: str, ca_pem: str, api_port: int) -> None:
     out = stack.out_dir
     out.mkdir(parents=True, exist_ok=True)
     ca_file = out / "ca.crt"
@@ -132,6 +141,8 @@ def write_client_files(stack: DevStack, *, url: str, ca_pem: str) -> None:
         f"export PATH={shlex.quote(str(Path(sys.executable).parent))}:$PATH",
         f"export AI_MODELS_DEV_SERVER={shlex.quote(url)}",
         f"export AI_MODELS_DEV_CA_FILE={shlex.quote(str(ca_file.resolve()))}",
+        # Where the `ai-models` CLI finds the module's api (uploads, catalog import).
+        f"export AI_MODELS_API_URL={shlex.quote(f'http://127.0.0.1:{api_port}')}",
         *(f"export {d.env_var}={shlex.quote(d.identity.token)}" for d in stack.identities),
     ]
     # Written last and renamed into place: its appearance means the stack is ready.
@@ -160,7 +171,10 @@ EOF
   kubectl auth can-i list models -n kube-system --context namespace-user  # no
   kubectl get clustermodels --context namespace-user                     # Forbidden: cluster-scoped
 
-The controller and the api run against it (logs: {out}/logs/; store: {out}/store). A catalog source
+The controller and the api run against it (logs: {out}/logs/; store: {out}/store); Jobs with the
+module image (publications) run as local processes (Pod logs: {out}/jobs/<namespace>/<pod>/log):
+  kubectl get jobs,pods -n d8-ai-models
+A catalog source
 indexes from HF_ENDPOINT (default https://huggingface.co) once it carries the opt-in annotation:
   kubectl apply -f docs/examples/modelcatalogsource-hf.yaml
   kubectl get modelcatalogsources -w
@@ -182,13 +196,18 @@ async def run_stack(stack: DevStack, *, host: str, port: int, ports: DevPorts, s
     if not ready.done():
         await server  # it failed before binding (e.g. the port is taken): raise its error
     url = ready.result()
-    write_client_files(stack, url=url, ca_pem=ca_file.read_text())
+    # Before the env file appears (it means "ready"): the stack can run Jobs from the start.
+    runner = start_job_runner(
+        cluster=stack.cluster, url=url, ca_pem=ca_file.read_text(), out_dir=stack.out_dir
+    )
+    write_client_files(stack, url=url, ca_pem=ca_file.read_text(), api_port=ports.api)
     processes = start_components(
         out_dir=stack.out_dir,
         url=url,
         ca_pem=ca_file.read_text(),
         service_accounts=stack.service_accounts,
         ports=ports,
+        chart=stack.chart,
     )
     print(banner(stack, url, api_port=ports.api), flush=True)
     try:
@@ -197,6 +216,9 @@ async def run_stack(stack: DevStack, *, host: str, port: int, ports: DevPorts, s
         for process in processes:
             code = await asyncio.to_thread(process.terminate)
             log.info("%s stopped with exit code %s", process.name, code)
+        # Last: the controller may create Jobs until it stops; their processes go with the runner.
+        await asyncio.to_thread(runner.close)
+        log.info("job runner stopped")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -1,15 +1,22 @@
 """The module's processes in the local stack (`make dev`): real `ai-models` sub-commands that
-authenticate as their ServiceAccounts and keep their data in a directory store under `.dev/`."""
+authenticate as their ServiceAccounts and keep their data in a directory store under `.dev/`, plus
+the test bed's Job runner, which runs the Jobs the controller creates with the module image."""
 
 from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from kubeemu.authn import Identity
+from kubeemu.cluster import Cluster
+from kubeemu.jobrunner import JobRunner, ServedCluster
 from kubeemu.kubeconfig import kubeconfig_document, write_kubeconfig
+from kubeemu.pytest_fixtures import module_image
 from support.processes import ModuleProcess
+from support.render import RenderedChart
 
 DEFAULT_HF_ENDPOINT = "https://huggingface.co"
 
@@ -22,11 +29,65 @@ class DevPorts:
     api_metrics: int
 
 
+# A retried publish Pod waits this long (doubling); the real Job controller starts at 10 s.
+DEV_JOB_BACKOFF_SECONDS = 1.0
+
+
+def start_job_runner(*, cluster: Cluster, url: str, ca_pem: str, out_dir: Path) -> JobRunner:
+    """Run the Jobs whose image is the module image as local processes (Pod directories with the
+    log and termination message under `<out>/jobs/<namespace>/<pod>/`)."""
+    image = module_image()
+    return JobRunner(
+        ServedCluster(cluster=cluster, url=url, ca_pem=ca_pem, workdir=out_dir),
+        image_matches=lambda candidate: candidate == image,
+        backoff_seconds=DEV_JOB_BACKOFF_SECONDS,
+    )
+
+
+def mounted_config_maps(
+    chart: RenderedChart, *, deployment: str, container: str, directory: Path
+) -> dict[str, str]:
+    """The container's variables that point into ConfigMap volumes, pointed at local copies instead.
+
+    The kubelet would mount the chart's ConfigMaps (e.g. the publisher pod template the controller
+    reads); the dev stack writes each mounted ConfigMap's data under `directory/<volume>/` and
+    rewrites the variables whose values lie under the volume's mountPath."""
+    config_maps = {obj["metadata"]["name"]: obj for obj in chart.of_kind("ConfigMap")}
+    pod = chart.get("Deployment", deployment)["spec"]["template"]["spec"]
+    spec: Mapping[str, Any] = next(c for c in pod["containers"] if c["name"] == container)
+    local: dict[str, Path] = {}  # mountPath -> local directory
+    for volume in pod.get("volumes") or []:
+        source = (volume.get("configMap") or {}).get("name")
+        if source not in config_maps:
+            continue
+        target = directory / volume["name"]
+        target.mkdir(parents=True, exist_ok=True)
+        for key, value in (config_maps[source].get("data") or {}).items():
+            (target / key).write_text(value, encoding="utf-8")
+        for mount in spec.get("volumeMounts") or []:
+            if mount["name"] == volume["name"]:
+                local[mount["mountPath"].rstrip("/")] = target.resolve()
+    env: dict[str, str] = {}
+    for variable in spec.get("env") or []:
+        value = variable.get("value")
+        for mount_path, target in local.items():
+            if isinstance(value, str) and (value == mount_path or value.startswith(mount_path + "/")):
+                env[variable["name"]] = str(target) + value[len(mount_path) :]
+    return env
+
+
 def start_components(
-    *, out_dir: Path, url: str, ca_pem: str, service_accounts: dict[str, Identity], ports: DevPorts
+    *,
+    out_dir: Path,
+    url: str,
+    ca_pem: str,
+    service_accounts: dict[str, Identity],
+    ports: DevPorts,
+    chart: RenderedChart | None = None,
 ) -> list[ModuleProcess]:
     """Start the controller and the api; `HF_ENDPOINT` (a Hub or a mirror) is what the module setting
-    `sources.huggingFace.endpoint` sets in a cluster."""
+    `sources.huggingFace.endpoint` sets in a cluster. With the rendered `chart`, the controller also
+    gets the files of its ConfigMap volumes (see `mounted_config_maps`)."""
     logs = out_dir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     store = out_dir / "store"
@@ -45,10 +106,18 @@ def start_components(
         "AI_MODELS_NAMESPACE": "d8-ai-models",
         "AI_MODELS_LOG_FORMAT": "text",
     }
+    mounted = (
+        mounted_config_maps(
+            chart, deployment="ai-models-controller", container="controller", directory=out_dir / "config"
+        )
+        if chart is not None
+        else {}
+    )
     controller = ModuleProcess(
         "controller",
         env={
             **common,
+            **mounted,
             "KUBECONFIG": str(kubeconfig("controller")),
             "AI_MODELS_POD_NAME": "controller-dev",
             "AI_MODELS_CONTROLLER_HEALTH_PORT": str(ports.controller_health),

@@ -191,3 +191,28 @@ def test_deleting_a_model_removes_its_artifact_and_accounting_only(stack: ModelS
     ledger = stack.ledger()
     assert ledger is not None
     assert [entry["owner"]["name"] for entry in ledger["entries"]] == ["keep"]
+
+
+def test_a_model_from_a_catalog_entry_is_published_from_the_sources_provider(stack: ModelStack) -> None:
+    stack.controller()
+    stack.objects.create_cluster_custom_object(
+        "ai.deckhouse.io",
+        "v1alpha1",
+        "modelcatalogsources",
+        {
+            "apiVersion": "ai.deckhouse.io/v1alpha1",
+            "kind": "ModelCatalogSource",
+            "metadata": {"name": "hub", "annotations": {"ai.deckhouse.io/catalog-sync": "Enabled"}},
+            "spec": {"provider": "HuggingFace", "huggingFace": {"endpoint": stack.hub.url}},
+        },
+    )
+    stack.create_model("from-catalog", {"catalog": {"sourceName": "hub", "name": "acme/tiny-llama"}})
+    stack.create_model("not-in-catalog", {"catalog": {"sourceName": "hub", "name": "acme/unknown"}})
+    stack.create_model("no-such-source", {"catalog": {"sourceName": "nowhere", "name": "acme/tiny-llama"}})
+
+    status = stack.wait_phase("from-catalog", "Ready", timeout=90)
+    assert status["source"] == {"resolvedType": "Catalog", "resolvedRevision": TINY.sha}
+    for name in ("not-in-catalog", "no-such-source"):
+        stack.wait_phase(name, "Failed")
+        assert stack.condition(name, "ArtifactResolved")["reason"] == "CatalogEntryNotFound"
+    assert "acme/unknown" in stack.condition("not-in-catalog", "ArtifactResolved")["message"]

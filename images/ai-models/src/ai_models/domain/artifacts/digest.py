@@ -26,9 +26,10 @@ class SourceFile:
 
 def repository_digest(repository: str, revision: str, files: Iterable[SourceFile]) -> str:
     lines = [f"huggingface\n{repository}\n{revision}\n"]
-    lines.extend(
-        f"{item.path}\t{item.size}\t{item.content_id}\n" for item in sorted(files, key=lambda f: f.path)
-    )
+    # Sorted by every hashed field, not only the path: a listing that names one path twice (with
+    # different ids) still hashes the same in any order.
+    ordered = sorted(files, key=lambda f: (f.path, str(f.size), str(f.content_id)))
+    lines.extend(f"{item.path}\t{item.size}\t{item.content_id}\n" for item in ordered)
     return "sha256:" + hashlib.sha256("".join(lines).encode()).hexdigest()
 
 

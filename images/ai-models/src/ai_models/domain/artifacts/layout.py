@@ -28,7 +28,7 @@ CLUSTER_NAMESPACE_SEGMENT = "_cluster"
 
 _SCOPE_SEGMENTS = {Scope.NAMESPACED: "namespaced", Scope.CLUSTER: "cluster"}
 _SEGMENT_SCOPES = {segment: scope for scope, segment in _SCOPE_SEGMENTS.items()}
-_DIGEST = re.compile(r"^sha256:([0-9a-f]{64})$")
+_DIGEST = re.compile(r"sha256:([0-9a-f]{64})")  # used with fullmatch: `$` would accept a trailing "\n"
 
 
 def scope_of(kind: str) -> Scope:
@@ -49,7 +49,7 @@ def owner_prefix(owner: Owner) -> str:
 
 
 def digest_hex(digest: str) -> str:
-    match = _DIGEST.match(digest)
+    match = _DIGEST.fullmatch(digest)
     if not match:
         raise ValueError(f"{digest!r} is not a digest of the form sha256:<64 hex digits>")
     return match.group(1)
@@ -109,7 +109,9 @@ def locate(key: str) -> ArtifactLocation | None:
     namespace = "" if scope is Scope.CLUSTER else parts[1]
     if scope is Scope.CLUSTER and parts[1] != CLUSTER_NAMESPACE_SEGMENT:
         return None
+    if not parts[1] or not parts[2]:  # the layout never writes an empty namespace or name
+        return None
     digest = f"sha256:{parts[3]}"
-    if not _DIGEST.match(digest):
+    if not _DIGEST.fullmatch(digest):
         return None
     return ArtifactLocation(scope=scope, namespace=namespace, name=parts[2], digest=digest)

@@ -85,6 +85,8 @@ def manifest_to_json(manifest: ArtifactManifest) -> bytes:
 def manifest_from_json(data: bytes) -> ArtifactManifest:
     try:
         document: dict[str, Any] = json.loads(data)
+        if not isinstance(document, dict):
+            raise TypeError(f"a manifest is a JSON object, not {type(document).__name__}")
         if document.get("schema") != MANIFEST_SCHEMA:
             raise ValueError(f"unknown manifest schema {document.get('schema')!r}")
         source = document["source"]

@@ -3,9 +3,10 @@
 Inference runtimes need one weight format plus its companions (config, tokenizer, templates), so
 the selection keeps exactly one format, by preference: safetensors (Diffusers pipelines included),
 then GGUF. Alternative exports of the same weights (PyTorch pickles, ONNX, TensorFlow, Flax,
-OpenVINO, Core ML), scripts, images and archives are left out; a repository with none of the
-supported formats is refused. A GGUF repository usually offers several quantizations of one
-model; the artifact takes one (by `GGUF_PREFERENCE`, split shards kept together).
+OpenVINO, Core ML, Rust) and their shard indexes, scripts, images and archives are left out; a
+repository with none of the supported formats is refused. A GGUF repository usually offers several
+quantizations of one model; the artifact takes one (by `GGUF_PREFERENCE`, split shards kept
+together).
 """
 
 from __future__ import annotations
@@ -43,6 +44,10 @@ IGNORED_PATTERNS: tuple[str, ...] = (
     "*.pth",
     "*.bin",
     "*.pkl",
+    "*.ot",  # rust-bert / tch exports
+    "*.bin.index.json",  # shard indexes of the formats left out
+    "*.h5.index.json",
+    "*.msgpack.index.json",
     "*.so",
     "*.dll",
     "*.exe",
@@ -73,7 +78,7 @@ GGUF_PREFERENCE: tuple[str, ...] = (
     "BF16",
     "F16",
 )
-_GGUF_SHARD = re.compile(r"-\d{5}-of-\d{5}\.gguf$", re.IGNORECASE)
+_GGUF_SHARD = re.compile(r"-\d{5}-of-(\d{5})\.gguf$", re.IGNORECASE)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,8 +97,9 @@ def _ignored(path: str) -> bool:
 
 
 def _gguf_variant(path: str) -> str:
-    """The file name without its shard suffix: shards of one variant share it."""
-    return _GGUF_SHARD.sub(".gguf", path)
+    """The file name without its shard number: the shards of one split share it, and it differs
+    from an unsplit file of the same name (`x.gguf` and `x-00001-of-00002.gguf` are two copies)."""
+    return _GGUF_SHARD.sub(r"-of-\1.gguf", path)
 
 
 def _pick_gguf(paths: Sequence[str]) -> list[str]:

@@ -15,7 +15,8 @@ import struct
 SNIFF_BYTES = 512  # enough for every signature below (tar's sits at offset 257)
 MAX_SAFETENSORS_HEADER = 100 * 1024 * 1024  # the safetensors format's own limit
 MAX_PATH_CHARS = 1024
-_SAFE_SEGMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,199}$")
+# Used with fullmatch: `$` would let a trailing "\n" through.
+_SAFE_SEGMENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,199}")
 
 
 class PayloadFormat(enum.StrEnum):
@@ -57,9 +58,10 @@ def safe_filename(name: str | None, payload_format: PayloadFormat) -> str:
     """
     extension = ".gguf" if payload_format is PayloadFormat.GGUF else ".safetensors"
     base = posixpath.basename((name or "").replace("\\", "/"))
-    if not _SAFE_SEGMENT.match(base):
+    stored = base if base.lower().endswith(extension) else base + extension
+    if not _SAFE_SEGMENT.fullmatch(base) or not _SAFE_SEGMENT.fullmatch(stored):
         return default_filename(payload_format)
-    return base if base.lower().endswith(extension) else base + extension
+    return stored
 
 
 def safe_member_path(path: str) -> str | None:
@@ -73,6 +75,6 @@ def safe_member_path(path: str) -> str | None:
     if path.startswith("/") or re.match(r"^[A-Za-z]:", path):
         return None
     parts = [part for part in path.split("/") if part not in ("", ".")]
-    if not parts or any(not _SAFE_SEGMENT.match(part) for part in parts):
+    if not parts or any(not _SAFE_SEGMENT.fullmatch(part) for part in parts):
         return None
     return "/".join(parts)

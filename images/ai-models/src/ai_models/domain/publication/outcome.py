@@ -37,10 +37,26 @@ class PublicationOutcome:
     retryable: bool = False  # the source or the store failed for now; a new Job may succeed
 
 
+def _bounded(message: str) -> str:
+    """The longest prefix of `message` whose JSON form takes at most MAX_MESSAGE_CHARS characters.
+
+    Counting characters of the message is not enough: the JSON form is ASCII, so every non-ASCII
+    or control character grows into a `\\uXXXX` escape (two for characters outside the BMP).
+    """
+    kept: list[str] = []
+    used = 0
+    for char in message[:MAX_MESSAGE_CHARS]:
+        used += len(json.dumps(char)) - 2
+        if used > MAX_MESSAGE_CHARS:
+            break
+        kept.append(char)
+    return "".join(kept)
+
+
 def outcome_to_json(outcome: PublicationOutcome) -> str:
     document = {
         "reason": outcome.reason.value,
-        "message": outcome.message[:MAX_MESSAGE_CHARS],
+        "message": _bounded(outcome.message),
         "retryable": outcome.retryable,
     } | ({"digest": outcome.digest} if outcome.digest else {})
     return json.dumps(document, sort_keys=True)

@@ -62,7 +62,8 @@ def verify(token: str, *, key: bytes, now: datetime.datetime) -> UploadGrant:
     payload, _, signature = token.partition(".")
     if not payload or not signature or not key:
         raise UploadTokenRejected("the upload token is malformed; copy the URL from status.upload again")
-    if not hmac.compare_digest(signature, _signature(payload, key)):
+    # Compared as bytes: compare_digest raises TypeError on str with non-ASCII characters.
+    if not hmac.compare_digest(signature.encode(), _signature(payload, key).encode()):
         raise UploadTokenRejected("the upload token is not valid; copy the URL from status.upload again")
     try:
         document = json.loads(_unb64(payload))

@@ -424,3 +424,49 @@ def test_the_selection_is_one_format_taken_from_the_listing(listing: list[str], 
         variants = {split_of(path) for path in selection.files if weight_format(path) == "gguf"}
         assert len(variants) == 1
     assert select_files(data.draw(st.permutations(listing))) == selection
+
+
+def test_mistral_consolidated_weights_are_left_out_beside_the_hugging_face_shards() -> None:
+    listing = [
+        "config.json",
+        "consolidated.safetensors",
+        "model-00001-of-00002.safetensors",
+        "model-00002-of-00002.safetensors",
+        "params.json",
+        "tokenizer.json",
+    ]
+    assert "consolidated.safetensors" not in select_files(listing).files
+    assert select_files(["consolidated.safetensors", "params.json"]).files == (
+        "consolidated.safetensors",
+        "params.json",
+    )
+
+
+def test_a_diffusers_pipeline_keeps_one_copy_of_each_component() -> None:
+    listing = [
+        "model_index.json",
+        "v1-5-pruned-emaonly.safetensors",
+        "unet/config.json",
+        "unet/diffusion_pytorch_model.safetensors",
+        "unet/diffusion_pytorch_model.fp16.safetensors",
+        "unet/diffusion_pytorch_model.non_ema.safetensors",
+        "vae/diffusion_pytorch_model.safetensors",
+        "text_encoder/model.fp16.safetensors",
+    ]
+    assert select_files(listing).files == (
+        "model_index.json",
+        "text_encoder/model.fp16.safetensors",  # the only copy of that component
+        "unet/config.json",
+        "unet/diffusion_pytorch_model.safetensors",
+        "vae/diffusion_pytorch_model.safetensors",
+    )
+
+
+def test_a_vision_projector_travels_with_the_chosen_quantization() -> None:
+    listing = ["m.Q4_K_M.gguf", "m.Q8_0.gguf", "mmproj-m-f16.gguf", "README.md"]
+    assert select_files(listing).files == ("README.md", "m.Q4_K_M.gguf", "mmproj-m-f16.gguf")
+
+
+def test_weights_under_folders_of_other_exports_are_copies_unless_they_are_all() -> None:
+    assert select_files(["model.safetensors", "original/model.safetensors"]).files == ("model.safetensors",)
+    assert select_files(["original/model.safetensors"]).files == ("original/model.safetensors",)

@@ -119,25 +119,60 @@ def _pick_gguf(paths: Sequence[str]) -> list[str]:
     return sorted(variants[min(variants, key=rank)])
 
 
+_DIFFUSERS_VARIANT = re.compile(r"\.(fp16|bf16|non_ema|ema_only)\.safetensors$", re.IGNORECASE)
+_MMPROJ = re.compile(r"(^|/)mmproj[^/]*\.gguf$", re.IGNORECASE)
+_CONSOLIDATED = re.compile(r"(^|/)consolidated[^/]*\.safetensors$", re.IGNORECASE)
+
+
+def _safetensors_weights(safetensors: list[str], *, diffusers: bool) -> list[str]:
+    """One copy of the weights: duplicates that loaders never read by default are left out.
+
+    Mistral repositories ship `consolidated.safetensors` (for mistral-inference) beside the
+    Hugging Face shards; Diffusers pipelines keep their weights in component folders, and a root
+    checkpoint or an `.fp16.`/`.non_ema.` variant next to the default file is a second copy.
+    """
+    # Weights under folders of other exports (`original/`, `onnx/`) are copies, unless they are all
+    # the repository has.
+    kept = [path for path in safetensors if not _ignored(path)] or list(safetensors)
+    if any(not _CONSOLIDATED.search(path) for path in kept):
+        kept = [path for path in kept if not _CONSOLIDATED.search(path)]
+    if diffusers:
+        in_components = [path for path in kept if "/" in path]
+        kept = in_components or kept
+        kept = [
+            path
+            for path in kept
+            if not _DIFFUSERS_VARIANT.search(path) or _DIFFUSERS_VARIANT.sub(".safetensors", path) not in kept
+        ]
+    return kept
+
+
 def select_files(paths: Iterable[str]) -> Selection:
     listed = sorted(set(paths))
     safetensors = [path for path in listed if fnmatch.fnmatchcase(path.lower(), SAFETENSORS_PATTERN)]
     gguf = [path for path in listed if fnmatch.fnmatchcase(path.lower(), GGUF_PATTERN)]
+    # A vision projector belongs with whichever quantization is chosen, not among the choices.
+    projectors = [path for path in gguf if _MMPROJ.search(path)]
+    gguf = [path for path in gguf if path not in projectors]
     companions = [
         path
         for path in listed
-        if not _ignored(path) and path not in safetensors and path not in gguf and not path.endswith("/")
+        if not _ignored(path)
+        and path not in safetensors
+        and path not in gguf
+        and path not in projectors
+        and not path.endswith("/")
     ]
-    if safetensors:
-        weights_format = (
-            WeightsFormat.DIFFUSERS if "model_index.json" in listed else WeightsFormat.SAFETENSORS
-        )
-        return Selection(
-            files=tuple(sorted([*safetensors, *companions])), format=weights_format, refusal=None
-        )
+    diffusers = "model_index.json" in listed
+    weights = _safetensors_weights(safetensors, diffusers=diffusers)
+    if weights:
+        weights_format = WeightsFormat.DIFFUSERS if diffusers else WeightsFormat.SAFETENSORS
+        return Selection(files=tuple(sorted([*weights, *companions])), format=weights_format, refusal=None)
     if gguf:
         return Selection(
-            files=tuple(sorted([*_pick_gguf(gguf), *companions])), format=WeightsFormat.GGUF, refusal=None
+            files=tuple(sorted([*_pick_gguf(gguf), *projectors, *companions])),
+            format=WeightsFormat.GGUF,
+            refusal=None,
         )
     return Selection(
         files=(),

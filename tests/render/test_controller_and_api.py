@@ -186,6 +186,13 @@ PROCESS_ENV: dict[str, dict[str, Any]] = {
     },
 }
 
+# Only once the internal TLS hook has issued the api's certificate (see test_api_internal_listener).
+API_INTERNAL_LISTENER_ENV = {
+    "AI_MODELS_API_INTERNAL_PORT": "9443",
+    "AI_MODELS_API_TLS_CERT_FILE": "/etc/ai-models/api-tls/tls.crt",
+    "AI_MODELS_API_TLS_KEY_FILE": "/etc/ai-models/api-tls/tls.key",
+}
+
 CONTROLLER_CLUSTER_RULES = [
     rule(["ai.deckhouse.io"], ["modelcatalogsources"], ["get", "list", "watch", "patch", "update"]),
     rule(["ai.deckhouse.io"], ["modelcatalogsources/status"], ["get", "patch", "update"]),
@@ -212,8 +219,14 @@ CONTROLLER_NAMESPACE_RULES = [
 API_CLUSTER_RULES = [
     rule(["authentication.k8s.io"], ["tokenreviews"], ["create"]),
     rule(["authorization.k8s.io"], ["subjectaccessreviews"], ["create"]),
+    rule(["ai.deckhouse.io"], ["models", "clustermodels"], ["get"]),
 ]
-API_NAMESPACE_RULES = [rule([""], ["secrets"], ["get"], ["ai-models-storage-accounting"])]
+API_NAMESPACE_RULES = [
+    rule([""], ["secrets"], ["get"], ["ai-models-storage-accounting", "ai-models-upload-signing"]),
+    rule([""], ["secrets"], ["patch"], ["ai-models-storage-accounting"]),
+    # The first upload on an empty ledger creates its Secret; create cannot be limited by name.
+    rule([""], ["secrets"], ["create"]),
+]
 # Deckhouse's ClusterRole with TokenReview/SubjectAccessReview create for kube-rbac-proxy sidecars.
 DECKHOUSE_RBAC_PROXY_ROLE = "d8:rbac-proxy"
 
@@ -275,6 +288,8 @@ def test_settings_reach_the_process_as_env(item: Any, deployment: str) -> None:
     name, _ = PROCESSES[deployment]
     env = env_of(container(rendered(item.name), deployment, name))
     own = expected_controller_env(item.values()) if deployment == CONTROLLER else PROCESS_ENV[deployment]
+    if deployment == API and item.values()["aiModels"]["internal"]["apiCert"].get("crt"):
+        own = own | API_INTERNAL_LISTENER_ENV
     assert env == expected_common_env(item.values()) | own
 
 

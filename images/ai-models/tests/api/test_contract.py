@@ -174,7 +174,7 @@ def routed(routers: tuple[APIRouter, ...]) -> set[tuple[str, str]]:
         for router in routers
         for route in router.routes
         if isinstance(route, APIRoute)
-        for method in route.methods
+        for method in route.methods or ()
     }
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import datetime
+import functools
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -19,43 +20,34 @@ from ai_models.api.server import ApiRuntime, BackgroundServer, build_runtime
 from ai_models.api.settings import ApiSettings
 from ai_models.catalog.layout import CatalogManifest, chunk_key, chunk_name, manifest_key
 from ai_models.domain.catalog.record import CatalogRecord, ProviderMetadata, ResourceFacts
-from ai_models.domain.storage.codec import LEDGER_SECRET_KEY, LEDGER_SECRET_NAME, ledger_to_json
-from ai_models.domain.storage.ledger import Ledger
+from ai_models.domain.storage.codec import (
+    LEDGER_SECRET_KEY,
+    LEDGER_SECRET_NAME,
+    ledger_from_json,
+    ledger_to_json,
+)
+from ai_models.domain.storage.ledger import Ledger, Owner
+from ai_models.names import API_GROUP, API_VERSION, UPLOAD_SIGNING_KEY, UPLOAD_SIGNING_SECRET, ModelKind
 from kubeemu.authn import Identity, new_token
-from kubeemu.devstack import module_rbac_objects
 from kubeemu.pytest_fixtures import (  # noqa: F401  (fixtures used by this package's tests)
     RunningEmulator,
     kube_emulator,
     kube_emulator_factory,
 )
+from support.module_install import install_module
+from support.render import RenderedChart, render_chart
+from support.scenarios import generated_certificate
+from support.values import module_values
 
 MODULE_NAMESPACE = "d8-ai-models"
 INDEXED_AT = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+MODELS = f"/apis/{API_GROUP}/{API_VERSION}"
 
-# What the api's ServiceAccount may do, as templates/api/rbac-for-us.yaml grants it: review callers
-# cluster-wide, read the ledger Secret in the module namespace, nothing else.
-API_CLUSTER_ROLE: dict[str, Any] = {
-    "apiVersion": "rbac.authorization.k8s.io/v1",
-    "kind": "ClusterRole",
-    "metadata": {"name": "d8:ai-models:api"},
-    "rules": [
-        {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
-        {"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"], "verbs": ["create"]},
-    ],
-}
-API_ROLE: dict[str, Any] = {
-    "apiVersion": "rbac.authorization.k8s.io/v1",
-    "kind": "Role",
-    "metadata": {"name": "api", "namespace": MODULE_NAMESPACE},
-    "rules": [
-        {
-            "apiGroups": [""],
-            "resources": ["secrets"],
-            "resourceNames": [LEDGER_SECRET_NAME],
-            "verbs": ["get"],
-        }
-    ],
-}
+
+@functools.cache
+def rendered_chart() -> RenderedChart:
+    """The chart as a minimal install renders it: its RBAC is what the api runs with in tests."""
+    return render_chart(module_values())
 
 
 def make_record(source: str, model_id: str, *, provider: str = "HuggingFace", **facts: Any) -> CatalogRecord:
@@ -177,37 +169,77 @@ class ApiCluster:
     def delete_ledger(self) -> None:
         self.emulator.request("DELETE", f"/api/v1/namespaces/{MODULE_NAMESPACE}/secrets/{LEDGER_SECRET_NAME}")
 
+    def ledger(self) -> Ledger | None:
+        """The ledger as stored now (None: no Secret, or an empty one)."""
+        status, _, body = self.emulator.request(
+            "GET", f"/api/v1/namespaces/{MODULE_NAMESPACE}/secrets/{LEDGER_SECRET_NAME}"
+        )
+        if status == 404:
+            return None
+        assert status == 200, body
+        encoded = (body.get("data") or {}).get(LEDGER_SECRET_KEY)
+        return ledger_from_json(base64.b64decode(encoded)) if encoded else None
+
+    def put_signing_key(self, key: bytes) -> None:
+        """Create or replace the upload signing key, as the controller does."""
+        self.emulator.cluster.apply(
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": UPLOAD_SIGNING_SECRET, "namespace": MODULE_NAMESPACE},
+                "data": {UPLOAD_SIGNING_KEY: base64.b64encode(key).decode()},
+            }
+        )
+
+    def model(
+        self, name: str, *, namespace: str | None = None, status: dict[str, Any] | None = None
+    ) -> Owner:
+        """A Model in `namespace` (a ClusterModel without one) with an upload source and `status`."""
+        kind = ModelKind.MODEL if namespace else ModelKind.CLUSTER_MODEL
+        metadata: dict[str, Any] = {"name": name}
+        if namespace:
+            self.emulator.cluster.apply(
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
+            )
+            metadata["namespace"] = namespace
+        created = self.emulator.cluster.apply(
+            {
+                "apiVersion": f"{API_GROUP}/{API_VERSION}",
+                "kind": kind.value,
+                "metadata": metadata,
+                "spec": {"source": {"upload": {}}},
+            }
+        )
+        owner = Owner(kind=kind.value, namespace=namespace or "", name=name, uid=created["metadata"]["uid"])
+        if status is not None:
+            self.set_status(owner, status)
+        return owner
+
+    def object_path(self, owner: Owner) -> str:
+        plural = ModelKind(owner.kind).plural.value
+        if owner.namespace:
+            return f"{MODELS}/namespaces/{owner.namespace}/{plural}/{owner.name}"
+        return f"{MODELS}/{plural}/{owner.name}"
+
+    def set_status(self, owner: Owner, status: dict[str, Any]) -> None:
+        code, _, body = self.emulator.request(
+            "PATCH",
+            f"{self.object_path(owner)}/status",
+            body={"status": status},
+            content_type="application/merge-patch+json",
+        )
+        assert code == 200, body
+
+    def delete_object(self, owner: Owner) -> None:
+        code, _, body = self.emulator.request("DELETE", self.object_path(owner))
+        assert code == 200, body
+
 
 def install_api_account(emulator: RunningEmulator) -> Identity:
-    """The module namespace, the module's access-level roles and the api's ServiceAccount with its RBAC."""
-    cluster = emulator.cluster
-    cluster.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": MODULE_NAMESPACE}})
-    for role in module_rbac_objects():
-        cluster.apply(role)
-    account = emulator.add_identity(Identity.service_account(MODULE_NAMESPACE, "api"))
-    subject = {"kind": "ServiceAccount", "name": "api", "namespace": MODULE_NAMESPACE}
-    ref = {"apiGroup": "rbac.authorization.k8s.io"}
-    cluster.apply(API_CLUSTER_ROLE)
-    cluster.apply(
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRoleBinding",
-            "metadata": {"name": "d8:ai-models:api"},
-            "roleRef": {**ref, "kind": "ClusterRole", "name": "d8:ai-models:api"},
-            "subjects": [subject],
-        }
-    )
-    cluster.apply(API_ROLE)
-    cluster.apply(
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "RoleBinding",
-            "metadata": {"name": "api", "namespace": MODULE_NAMESPACE},
-            "roleRef": {**ref, "kind": "Role", "name": "api"},
-            "subjects": [subject],
-        }
-    )
-    return account
+    """The module installed as Helm would: namespace, access-level roles and every component's
+    ServiceAccount with its rendered RBAC; returns the api's identity, so what the api may do in
+    tests is exactly what templates/api/rbac-for-us.yaml grants."""
+    return install_module(emulator, rendered=rendered_chart()).service_accounts["api"]
 
 
 @pytest.fixture
@@ -225,10 +257,27 @@ def install_api_account_fixture() -> Callable[[RunningEmulator], Identity]:
 class RunningApi:
     runtime: ApiRuntime
     server: BackgroundServer
+    internal: BackgroundServer | None = None
+    ca_file: Path | None = None  # trusts the internal listener's certificate
 
     @property
     def url(self) -> str:
         return self.server.url
+
+    @property
+    def internal_url(self) -> str:
+        assert self.internal is not None, "start the api with internal_tls=True"
+        return self.internal.url
+
+
+def write_tls_files(directory: Path) -> tuple[Path, Path, Path]:
+    """Certificate, key and CA files for a listener on 127.0.0.1 (a CA and a certificate it signed)."""
+    pair = generated_certificate(("127.0.0.1", "localhost"))
+    directory.mkdir(parents=True, exist_ok=True)
+    files = (directory / "tls.crt", directory / "tls.key", directory / "ca.crt")
+    for path, pem in zip(files, (pair.cert_pem, pair.key_pem, pair.ca_pem), strict=True):
+        path.write_text(pem)
+    return files
 
 
 ApiStarter = Callable[..., RunningApi]
@@ -245,6 +294,7 @@ def start_api(api_cluster: ApiCluster, tmp_path: Path) -> Iterator[ApiStarter]:
         capacity_limit_bytes: int | None = None,
         start_builder: bool = True,
         account: Identity | None = None,
+        internal_tls: bool = False,
         **settings: Any,
     ) -> RunningApi:
         kubeconfig = api_cluster.emulator.kubeconfig(account or api_cluster.api_account)
@@ -262,13 +312,24 @@ def start_api(api_cluster: ApiCluster, tmp_path: Path) -> Iterator[ApiStarter]:
         runtime = build_runtime(config, store=store, api_client=api_client)
         if start_builder:
             runtime.builder.start()
-        server = BackgroundServer(runtime.app, shutting_down=runtime.state.shutting_down).start()
-        running = RunningApi(runtime=runtime, server=server)
+        running = RunningApi(
+            runtime=runtime, server=BackgroundServer(runtime.app, shutting_down=runtime.state.shutting_down)
+        )
         started.append((running, api_client))
+        running.server.start()
+        if internal_tls:
+            cert, key, ca = write_tls_files(tmp_path / f"tls-{len(started)}")
+            running.internal = BackgroundServer(
+                runtime.internal_app, shutting_down=runtime.state.shutting_down, tls=(cert, key)
+            )
+            running.ca_file = ca
+            running.internal.start()
         return running
 
     yield start
     for running, api_client in started:
         running.server.stop()
+        if running.internal is not None:
+            running.internal.stop()
         running.runtime.close()
         api_client.close()

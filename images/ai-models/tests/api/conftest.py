@@ -28,6 +28,7 @@ from ai_models.domain.storage.codec import (
 )
 from ai_models.domain.storage.ledger import Ledger, Owner
 from ai_models.names import API_GROUP, API_VERSION, UPLOAD_SIGNING_KEY, UPLOAD_SIGNING_SECRET, ModelKind
+from fakes.s3 import moto_s3, s3_bucket  # noqa: F401  (fixtures used by this package's tests)
 from kubeemu.authn import Identity, new_token
 from kubeemu.pytest_fixtures import (  # noqa: F401  (fixtures used by this package's tests)
     RunningEmulator,

@@ -313,8 +313,8 @@ class FakeHub:
         self.fail_next(count, status=status, bucket=bucket, after=after)
 
     def drop_next(self, count: int, *, after_bytes: int, bucket: str = "resolve") -> None:
-        """Cut the connection of the next `count` file downloads (of `bucket`) after `after_bytes`
-        bytes of the body, as a flaky network does."""
+        """Cut the connection of the next `count` file downloads (of `bucket`) longer than
+        `after_bytes` after that many bytes of the body, as a flaky network does."""
         with self._lock:
             self._drops.append(_Drop(count, after_bytes, bucket))
 
@@ -520,7 +520,8 @@ class FakeHub:
             headers["Content-Length"] = str(end - start)
             return web.Response(status=status, headers=headers)
         with self._lock:
-            drop = self._take_drop(bucket)
+            # A drop waits for a body long enough to be cut where it says.
+            drop = self._take_drop(bucket) if end - start > self._drop_threshold(bucket) else None
         response = web.StreamResponse(status=status, headers=headers)
         response.content_length = end - start
         await response.prepare(request)
@@ -536,6 +537,10 @@ class FakeHub:
             sent += len(chunk)
         await response.write_eof()
         return response
+
+    def _drop_threshold(self, bucket: str) -> int:
+        pending = [drop.after_bytes for drop in self._drops if drop.remaining > 0 and drop.bucket == bucket]
+        return pending[0] if pending else 0
 
     def _take_drop(self, bucket: str) -> _Drop | None:
         for drop in self._drops:

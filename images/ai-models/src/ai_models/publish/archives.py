@@ -1,38 +1,49 @@
 """Unpacking an uploaded archive from the store into the artifact, member by member.
 
-tar and tar.gz are read front to back in `tarfile`'s streaming mode straight from the stored
-payload; zip is read with random access through ranged reads (its directory sits at the end), so
-neither ever lands on local disk or in memory. Only regular files are taken (links, devices and
-FIFOs are skipped and logged), names go through `members` (unsafe ones are skipped and logged),
-and the archive may expand to at most `MAX_EXPANSION` times its size, against archive bombs.
+A plain tar and a zip are read with random access through ranged reads of the stored payload:
+their member list first, then each chosen member's bytes. A tar.gz can only be read front to
+back, in `tarfile`'s streaming mode. None of them ever lands on local disk or in memory.
+
+Only regular files are taken (links, devices and FIFOs are skipped and logged), names go through
+`members` (unsafe ones are skipped and logged), and the archive may expand to at most
+`MAX_EXPANSION` times its size, against archive bombs.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import io
 import logging
 import stat
 import tarfile
 import zipfile
 import zlib
-from collections.abc import Callable
-from typing import Final
+from collections.abc import Callable, Mapping
+from typing import Final, TypeVar
 
 from ai_models.adapters.objectstore import ByteSource, ObjectStore
+from ai_models.domain.artifacts.manifest import ArtifactFile
 from ai_models.domain.artifacts.selection import select_files
 from ai_models.domain.artifacts.sniff import ACCEPTED_DESCRIPTION, safe_member_path
 from ai_models.names import ModelReason
 from ai_models.publish.artifact import ArtifactWriter
 from ai_models.publish.failures import PublicationFailure
 from ai_models.publish.members import StreamingLayout, kept, unwrap, wrapper_of
+from ai_models.publish.parallel import PARALLEL_FILES, run_parallel
 from ai_models.publish.progress import Progress
-from ai_models.publish.streams import HashingReader, StoreFile
+from ai_models.publish.streams import CountingReader, StoreFile
 
 logger = logging.getLogger(__name__)
 
+Entry = TypeVar("Entry")
+
 MIB: Final = 1024 * 1024
 TAR_BUFFER_BYTES: Final = MIB
-MAX_MEMBERS: Final = 100_000
+# tarfile keeps every member's header in memory; a model directory has hundreds of files at most.
+MAX_MEMBERS: Final = 10_000
+LISTING_WINDOW: Final = 64 * 1024  # a tar header is 512 bytes; reads after a seek start small
+UNIX_CREATOR: Final = 3  # zip's "created on" system for Unix, whose mode bits say the file type
+ENCRYPTED_FLAG: Final = 0x1
 # Weights barely compress; tokenizer files do, but they are small. More than this is a bomb.
 MAX_EXPANSION: Final = 10
 EXPANSION_SLACK_BYTES: Final = 256 * MIB
@@ -74,30 +85,61 @@ def unsupported(cause: str) -> PublicationFailure:
 
 
 def extract_tar(
-    payload: ByteSource,
-    writer: ArtifactWriter,
-    *,
-    compressed: bool,
-    budget: Budget,
-    on_bytes: Callable[[int], None] | None = None,
+    store: ObjectStore, key: str, writer: ArtifactWriter, *, size: int, progress: Progress
 ) -> None:
-    """Store the tar's regular files (selected by `members`) read front to back from `payload`."""
-    archive = "tar.gz archive" if compressed else "tar archive"
-    layout = StreamingLayout()
-    with tarfile.open(fileobj=payload, mode="r|gz" if compressed else "r|", bufsize=TAR_BUFFER_BYTES) as tar:  # type: ignore[call-overload]
+    """Store a plain tar's selected regular files through ranged reads.
+
+    The member headers are read first (seeking over the data), so the selection and the wrapper
+    are decided before anything is written; each member's bytes are then streamed from the store
+    straight into the artifact, without passing through tarfile.
+    """
+    budget = Budget.for_payload(size)
+    entries: dict[str, tarfile.TarInfo] = {}
+    with (
+        StoreFile(store, key, size=size, first_window=LISTING_WINDOW) as file,
+        tarfile.open(fileobj=file, mode="r:") as tar,
+    ):
         for member in tar:
-            budget.member(archive=archive)
-            if member.isdir():
-                continue
-            if not member.isfile():
-                logger.warning(
-                    "archive member skipped: not a regular file",
-                    extra={"member": member.name, "kind": _tar_kind(member)},
-                )
-                continue
-            path = safe_member_path(member.name)
+            budget.member(archive="tar archive")
+            path = _tar_member_path(member)
+            if path is not None:
+                if member.offset_data + member.size > size:
+                    raise unsupported(
+                        f"the tar archive is truncated: member {member.name!r} ends past its end"
+                    )
+                entries[path] = member  # a repeated name: the later member wins, as with tar -x
+    chosen = _choose(entries, archive="tar archive")
+    progress.total = sum(member.size for member in chosen.values())
+    budget.spend(progress.total, archive="tar archive")
+
+    def task(path: str, member: tarfile.TarInfo) -> Callable[[], ArtifactFile]:
+        def store_member() -> ArtifactFile:
+            if member.size == 0:
+                return writer.put(path, io.BytesIO(b""), size=0)
+            end = member.offset_data + member.size - 1
+            with store.open_range(key, start=member.offset_data, end=end) as stream:
+                return writer.put(path, stream, size=member.size, on_bytes=progress.add)
+
+        return store_member
+
+    # Each member is its own ranged read, so two can be stored at once; largest first.
+    ordered = sorted(chosen.items(), key=lambda item: -item[1].size)
+    run_parallel([task(path, member) for path, member in ordered], workers=PARALLEL_FILES, progress=progress)
+
+
+def extract_tar_gz(payload: ByteSource, writer: ArtifactWriter, *, budget: Budget) -> None:
+    """Store a tar.gz's regular files, read front to back from `payload` (gzip allows nothing else).
+
+    Later members are unknown while earlier ones are written: the wrapper is decided by the first
+    member (and undone if a later one contradicts it), and the weights-format choice is applied
+    to the unpacked files afterwards (see `upload`).
+    """
+    layout = StreamingLayout()
+    with tarfile.open(fileobj=payload, mode="r|gz", bufsize=TAR_BUFFER_BYTES) as tar:  # type: ignore[call-overload]
+        for member in tar:
+            budget.member(archive="tar.gz archive")
+            path = _tar_member_path(member)
             if path is None:
-                logger.warning("archive member skipped: unsafe path", extra={"member": member.name})
                 continue
             stored, broken = layout.place(path)
             if broken is not None:
@@ -105,62 +147,88 @@ def extract_tar(
             if not kept(stored):
                 logger.info("archive member left out", extra={"member": member.name})
                 continue
-            budget.spend(member.size, archive=archive)
+            budget.spend(member.size, archive="tar.gz archive")
             stream = tar.extractfile(member)
             assert stream is not None  # a regular file always has data
-            writer.put(stored, stream, size=member.size, on_bytes=on_bytes)
+            writer.put(stored, stream, size=member.size)
 
 
 def extract_zip(
-    store: ObjectStore,
-    key: str,
-    writer: ArtifactWriter,
-    *,
-    size: int,
-    progress: Progress,
+    store: ObjectStore, key: str, writer: ArtifactWriter, *, size: int, progress: Progress
 ) -> None:
-    """Store the zip's regular files (selected like a repository's) through ranged reads."""
+    """Store a zip's selected regular files through ranged reads (its directory sits at the end)."""
+    budget = Budget.for_payload(size)
     with StoreFile(store, key, size=size) as file, zipfile.ZipFile(file) as archive:
-        chosen: dict[str, zipfile.ZipInfo] = {}
-        budget = Budget.for_payload(size)
+        entries: dict[str, zipfile.ZipInfo] = {}
         for info in archive.infolist():
             budget.member(archive="zip archive")
-            if info.is_dir():
-                continue
-            mode = info.external_attr >> 16
-            if info.create_system == 3 and stat.S_IFMT(mode) not in (0, stat.S_IFREG):
-                logger.warning("archive member skipped: not a regular file", extra={"member": info.filename})
-                continue
-            if info.flag_bits & 0x1:
-                logger.warning("archive member skipped: encrypted", extra={"member": info.filename})
-                continue
-            path = safe_member_path(info.filename)
-            if path is None:
-                logger.warning("archive member skipped: unsafe path", extra={"member": info.filename})
-                continue
-            chosen[path] = info  # a repeated name: the later member wins, as with unzip
-        wrapper = wrapper_of(chosen)
-        members = {
-            unwrap(path, wrapper): info for path, info in chosen.items() if kept(unwrap(path, wrapper))
-        }
-        selection = select_files(members)
-        if not selection.accepted:
-            raise unsupported(f"the zip archive holds no safetensors or GGUF weights ({selection.refusal})")
-        progress.total = sum(members[path].file_size for path in selection.files)
+            path = _zip_member_path(info)
+            if path is not None:
+                entries[path] = info  # a repeated name: the later member wins, as with unzip
+        chosen = _choose(entries, archive="zip archive")
+        progress.total = sum(info.file_size for info in chosen.values())
         budget.spend(progress.total, archive="zip archive")
-        for path in selection.files:
-            with archive.open(members[path]) as stream:
-                writer.put(path, stream, size=members[path].file_size, on_bytes=progress.add)
+        for path, info in chosen.items():
+            with archive.open(info) as stream:
+                writer.put(path, stream, size=info.file_size, on_bytes=progress.add)
 
 
-def verify_payload(hashing: HashingReader, expected_sha256: str) -> None:
-    """The payload read through `hashing` is the one the upload API received."""
-    hashing.drain()
-    if hashing.hexdigest() != expected_sha256:
+def _tar_member_path(member: tarfile.TarInfo) -> str | None:
+    """The member's safe path when it is a regular file to consider; None (logged) otherwise."""
+    if member.isdir():
+        return None
+    if not member.isfile() or member.issparse():
+        logger.warning(
+            "archive member skipped: not a regular file",
+            extra={"member": member.name, "kind": _tar_kind(member)},
+        )
+        return None
+    return _safe(member.name)
+
+
+def _zip_member_path(info: zipfile.ZipInfo) -> str | None:
+    if info.is_dir():
+        return None
+    mode = info.external_attr >> 16
+    if info.create_system == UNIX_CREATOR and stat.S_IFMT(mode) not in (0, stat.S_IFREG):
+        logger.warning("archive member skipped: not a regular file", extra={"member": info.filename})
+        return None
+    if info.flag_bits & ENCRYPTED_FLAG:
+        logger.warning("archive member skipped: encrypted", extra={"member": info.filename})
+        return None
+    return _safe(info.filename)
+
+
+def _safe(name: str) -> str | None:
+    path = safe_member_path(name)
+    if path is None:
+        logger.warning("archive member skipped: unsafe path", extra={"member": name})
+    return path
+
+
+def _choose(entries: Mapping[str, Entry], *, archive: str) -> dict[str, Entry]:
+    """The members a repository with these files would publish, under their unwrapped paths."""
+    wrapper = wrapper_of(entries)
+    unwrapped = {unwrap(path, wrapper): entry for path, entry in entries.items()}
+    candidates = {path: entry for path, entry in unwrapped.items() if kept(path)}
+    selection = select_files(candidates)
+    if not selection.accepted:
+        raise unsupported(f"the {archive} holds no safetensors or GGUF weights ({selection.refusal})")
+    left_out = sorted(set(unwrapped) - set(selection.files))
+    if left_out:
+        logger.info("archive members left out", extra={"members": left_out[:20], "count": len(left_out)})
+    return {path: candidates[path] for path in selection.files}
+
+
+def verify_payload_size(payload: CountingReader, expected_bytes: int) -> None:
+    """The archive read is as long as the upload API received (its members are hashed one by one
+    for the manifest; hashing the whole payload again would double the work for no new fact)."""
+    payload.drain()
+    if payload.count != expected_bytes:
         raise PublicationFailure(
             ModelReason.ARTIFACT_DAMAGED,
-            f"the stored upload has sha256 {hashing.hexdigest()}, but {expected_sha256} was received: "
-            "it was changed or damaged in the object store; upload the model again",
+            f"the stored upload is {payload.count} bytes long, but {expected_bytes} were received: it was "
+            "changed or damaged in the object store; upload the model again",
         )
 
 

@@ -9,6 +9,7 @@ streaming, and writes the manifest only after the last file is stored and verifi
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -36,10 +37,12 @@ class ArtifactWriter:
         self.digest = digest
         self.prefix = artifact_prefix(owner, digest)
         self._files: dict[str, ArtifactFile] = {}
+        self._lock = threading.Lock()  # files are stored from several threads at once
 
     @property
     def files(self) -> tuple[ArtifactFile, ...]:
-        return tuple(sorted(self._files.values(), key=lambda item: item.path))
+        with self._lock:
+            return tuple(sorted(self._files.values(), key=lambda item: item.path))
 
     def key(self, path: str) -> str:
         return file_key(self.owner, self.digest, path)
@@ -80,9 +83,13 @@ class ArtifactWriter:
         started = time.monotonic()
         logger.info("storing file", extra={"file": path, "expected_bytes": size})
         hashing = HashingReader(stream, on_bytes=on_bytes)
-        info = self.store.put_stream(self.key(path), hashing, size=size)
+        try:
+            info = self.store.put_stream(self.key(path), hashing, size=size)
+        finally:
+            hashing.close()
         stored = ArtifactFile(path=path, size=info.size, sha256=hashing.hexdigest(), etag=info.etag)
-        self._files[path] = stored
+        with self._lock:
+            self._files[path] = stored
         seconds = time.monotonic() - started
         logger.info(
             "file stored",
@@ -98,17 +105,20 @@ class ArtifactWriter:
 
     def move(self, path: str, new_path: str) -> ArtifactFile:
         """Store an already written file under another path (a copy, then a delete)."""
-        old = self._files.pop(path)
+        with self._lock:
+            old = self._files.pop(path)
         with self.store.open_range(self.key(path)) as stream:
             info = self.store.put_stream(self.key(new_path), stream, size=old.size)
         self.store.delete(self.key(path))
         moved = ArtifactFile(path=new_path, size=info.size, sha256=old.sha256, etag=info.etag)
-        self._files[new_path] = moved
+        with self._lock:
+            self._files[new_path] = moved
         return moved
 
     def remove(self, paths: Iterable[str]) -> None:
         for path in paths:
-            self._files.pop(path, None)
+            with self._lock:
+                self._files.pop(path, None)
             self.store.delete(self.key(path))
 
     def commit(
@@ -137,7 +147,8 @@ class ArtifactWriter:
                 extra={"prefix": self.prefix, "error": str(error)},
             )
             return
-        self._files.clear()
+        with self._lock:
+            self._files.clear()
         logger.info(
             "files of the failed publication removed", extra={"prefix": self.prefix, "objects": removed}
         )

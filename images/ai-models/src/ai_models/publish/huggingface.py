@@ -1,15 +1,15 @@
 """Publishing from a Hugging Face repository: each selected file streamed from the Hub (or a mirror)
 into the store, verified against the sha256 the Hub lists for LFS files.
 
-Files go one at a time, each straight from the HTTP body into `put_stream`, so memory stays at
-one chunk per file whatever the model's size. A file that fails for a moment (5xx, rate limit, a
+Each file goes straight from its HTTP body into `put_stream` (two files at a time), so memory stays
+at a few chunks per file whatever the model's size. A file that fails for a moment (5xx, rate limit, a
 dropped connection, a store hiccup) is tried again from its start, a few times with backoff.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ai_models.adapters.hub.errors import ProviderError
 from ai_models.adapters.hub.repository import HubRepository, RepositorySnapshot
@@ -18,6 +18,7 @@ from ai_models.domain.artifacts.manifest import ArtifactFile
 from ai_models.names import ModelReason
 from ai_models.publish.artifact import ArtifactWriter
 from ai_models.publish.failures import PublicationFailure, source_failure, store_failure
+from ai_models.publish.parallel import PARALLEL_FILES, run_parallel
 from ai_models.publish.progress import Progress
 from ai_models.publish.retry import RetryPolicy
 from ai_models.publish.settings import FileSpec
@@ -75,23 +76,23 @@ def publish_files(
     progress: Progress,
     retry: RetryPolicy,
 ) -> list[ArtifactFile]:
-    stored = []
-    for spec in files:
+    def task(spec: FileSpec) -> Callable[[], ArtifactFile]:
         listed = snapshot.file(spec.path)
         expected_sha = spec.lfs_sha256 or (listed.lfs_sha256 if listed is not None else None)
-        stored.append(
-            _publish_file(
-                hub,
-                writer,
-                spec,
-                repository=repository,
-                revision=revision,
-                expected_sha=expected_sha,
-                progress=progress,
-                retry=retry,
-            )
+        return lambda: _publish_file(
+            hub,
+            writer,
+            spec,
+            repository=repository,
+            revision=revision,
+            expected_sha=expected_sha,
+            progress=progress,
+            retry=retry,
         )
-    return stored
+
+    # Largest first: the small companions fill the gaps at the end.
+    ordered = sorted(files, key=lambda spec: -(spec.size or 0))
+    return run_parallel([task(spec) for spec in ordered], workers=PARALLEL_FILES, progress=progress)
 
 
 def _publish_file(

@@ -20,6 +20,10 @@ DEFAULT_INTERVAL_SECONDS = 2.0
 Report = Callable[[str], None]
 
 
+class Cancelled(Exception):
+    """The publication is stopping (another file failed); raised into the data path of the rest."""
+
+
 def percent(done: int, total: int) -> int:
     """Whole percent done, never 100 while running."""
     if total <= 0:
@@ -39,6 +43,7 @@ class Progress:
         self._done = 0
         self._lock = threading.Lock()
         self._stopped = threading.Event()
+        self._cancelled = threading.Event()
         self._thread: threading.Thread | None = None
         self._last: str | None = None
 
@@ -48,8 +53,15 @@ class Progress:
             return self._done
 
     def add(self, count: int) -> None:
+        """Count bytes stored; raises Cancelled once `cancel` was called, which stops the caller's
+        stream at its next piece."""
+        if self._cancelled.is_set():
+            raise Cancelled("the publication is stopping")
         with self._lock:
             self._done += count
+
+    def cancel(self) -> None:
+        self._cancelled.set()
 
     def start(self) -> Progress:
         if self._report is not None:

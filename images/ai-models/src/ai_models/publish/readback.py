@@ -122,7 +122,9 @@ def read_gguf_headers(
 ) -> list[GgufHeader]:
     headers = []
     for item in files:
-        if not item.path.lower().endswith(".gguf"):
+        name = item.path.rsplit("/", 1)[-1].lower()
+        # A vision projector (mmproj) is published with its model but describes an image encoder.
+        if not name.endswith(".gguf") or name.startswith("mmproj"):
             continue
         if item.size < 24:
             if strict:

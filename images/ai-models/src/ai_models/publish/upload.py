@@ -21,14 +21,15 @@ from ai_models.publish.archives import (
     ARCHIVE_ERRORS,
     Budget,
     extract_tar,
+    extract_tar_gz,
     extract_zip,
     unsupported,
-    verify_payload,
+    verify_payload_size,
 )
 from ai_models.publish.artifact import ArtifactWriter
 from ai_models.publish.failures import PublicationFailure
 from ai_models.publish.progress import Progress
-from ai_models.publish.streams import HashingReader
+from ai_models.publish.streams import CountingReader
 
 logger = logging.getLogger(__name__)
 
@@ -65,16 +66,13 @@ def publish_upload(
             _single_file(store, key, record, writer, progress)
         elif record.format is PayloadFormat.ZIP:
             extract_zip(store, key, writer, size=record.size_bytes, progress=progress)
+        elif record.format is PayloadFormat.TAR:
+            extract_tar(store, key, writer, size=record.size_bytes, progress=progress)
         else:
             with store.open_range(key) as raw:
-                payload = HashingReader(raw, on_bytes=progress.add)
-                extract_tar(
-                    payload,
-                    writer,
-                    compressed=record.format is PayloadFormat.TAR_GZIP,
-                    budget=Budget.for_payload(record.size_bytes),
-                )
-                verify_payload(payload, record.sha256)
+                payload = CountingReader(raw, on_bytes=progress.add)
+                extract_tar_gz(payload, writer, budget=Budget.for_payload(record.size_bytes))
+                verify_payload_size(payload, record.size_bytes)
     except ARCHIVE_ERRORS as error:
         raise unsupported(
             f"the {record.format.value} payload is damaged or not what it claims "

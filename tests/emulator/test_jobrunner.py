@@ -380,6 +380,49 @@ def test_failures_retry_with_new_pods_until_the_backoff_limit_then_the_job_fails
     assert [(p["status"]["phase"], terminated(p)["exitCode"]) for p in pods] == [("Failed", 2)] * 3
 
 
+FAIL_ON_FINAL_EXIT = {
+    "rules": [
+        {
+            "action": "FailJob",
+            "onExitCodes": {"containerName": "publish", "operator": "In", "values": [1, 2]},
+        },
+        {"action": "Count", "onExitCodes": {"operator": "NotIn", "values": [0, 1, 2]}},
+    ]
+}
+
+
+def test_pod_failure_policy_fails_the_job_at_once_on_a_listed_exit_code(runner: JobRunner) -> None:
+    runner.cluster.apply(
+        job(
+            "final",
+            "fake-publisher",
+            args=["exit", "--code", "1"],
+            backoff_limit=3,
+            podFailurePolicy=FAIL_ON_FINAL_EXIT,
+        )
+    )
+    failed = runner.wait_for_job("final", condition="Failed")
+    assert failed["status"]["failed"] == 1
+    assert {c["reason"] for c in failed["status"]["conditions"]} == {"PodFailurePolicy"}
+    assert "matching FailJob rule at index 0" in failed["status"]["conditions"][-1]["message"]
+    assert len(runner.pods("final")) == 1
+
+
+def test_pod_failure_policy_counts_other_exit_codes_against_the_backoff_limit(runner: JobRunner) -> None:
+    runner.cluster.apply(
+        job(
+            "counted",
+            "fake-publisher",
+            args=["exit", "--code", "3"],
+            backoff_limit=1,
+            podFailurePolicy=FAIL_ON_FINAL_EXIT,
+        )
+    )
+    failed = runner.wait_for_job("counted", condition="Failed")
+    assert {c["reason"] for c in failed["status"]["conditions"]} == {"BackoffLimitExceeded"}
+    assert failed["status"]["failed"] == 2
+
+
 def test_backoff_limit_defaults_to_six(runner: JobRunner) -> None:
     runner.cluster.apply(
         job("default-limit", "fake-publisher", args=["exit", "--code", "1"], backoff_limit=None)

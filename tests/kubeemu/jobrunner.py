@@ -33,11 +33,12 @@ Deliberately not emulated: Jobs whose containers use another image get no Pods a
 without that image would leave them Pending; nothing here could run them), nor do suspended Jobs,
 Jobs with init containers or several containers, and Jobs with `parallelism`/`completions` other
 than 1 or Indexed completion (logged and left alone). `restartPolicy: OnFailure` is treated as
-`Never` (a new Pod per retry), `podFailurePolicy` is ignored, the retry backoff is `backoff_seconds`
-(default 0; the real controller waits 10 s, doubling) and Pods of a Job that ran out of time are
-kept, Failed, instead of deleted, so tests can read them. When the Job's ServiceAccount does not
-exist the apiserver would refuse to create the Pod; the runner fails the Pod with reason
-`ServiceAccountNotFound` and the apiserver's message instead, so the cause shows on the Pod.
+`Never` (a new Pod per retry), `podFailurePolicy` honours `onExitCodes` rules with FailJob or
+Count only, the retry backoff is `backoff_seconds` (default 0; the real controller waits 10 s,
+doubling) and Pods of a Job that ran out of time are kept, Failed, instead of deleted, so tests can
+read them. When the Job's ServiceAccount does not exist the apiserver would refuse to create the
+Pod; the runner fails the Pod with reason `ServiceAccountNotFound` and the apiserver's message
+instead, so the cause shows on the Pod.
 
 The runner reads the store in-process (a store subscription: a watch, no polling), runs each Job in
 its own thread and each container in its own process, so Jobs run concurrently and nothing it does
@@ -571,6 +572,10 @@ class _JobRun:
         spec = job.get("spec") or {}
         self.backoff_limit = int(spec.get("backoffLimit", DEFAULT_BACKOFF_LIMIT))
         self.deadline_seconds: int | None = spec.get("activeDeadlineSeconds")
+        self.failure_rules: list[dict[str, Any]] = list(
+            (spec.get("podFailurePolicy") or {}).get("rules") or []
+        )
+        self.last_exit_code: int | None = None  # of the last Pod that ended by itself
         self.template: dict[str, Any] = spec.get("template") or {}
         self.container: dict[str, Any] = self.template["spec"]["containers"][0]
         self.pods: list[PodRun] = []
@@ -673,7 +678,17 @@ class _JobRun:
                 self.counts["succeeded"] += 1
                 self._succeed()
                 return
+            rule = self._matching_failure_rule()
             self.counts["failed"] += 1
+            if rule is not None and rule[1].get("action") == "FailJob":
+                index, _ = rule
+                pod_name = self.current.name if self.current else ""
+                self._fail(
+                    "PodFailurePolicy",
+                    f"Container {self.container['name']} for pod {self.namespace}/{pod_name} failed with "
+                    f"exit code {self.last_exit_code} matching FailJob rule at index {index}",
+                )
+                return
             if outcome == "deadline":
                 self._fail("DeadlineExceeded", "Job was active longer than specified deadline")
                 return
@@ -687,6 +702,20 @@ class _JobRun:
             if self._deadline_passed() and not self._stopped():
                 self._fail("DeadlineExceeded", "Job was active longer than specified deadline")
                 return
+
+    def _matching_failure_rule(self) -> tuple[int, dict[str, Any]] | None:
+        """The first `podFailurePolicy` rule the last Pod's exit code matches (onExitCodes only)."""
+        code = self.last_exit_code
+        if code is None or code == 0:
+            return None
+        for index, rule in enumerate(self.failure_rules):
+            codes = rule.get("onExitCodes") or {}
+            if not codes or codes.get("containerName") not in (None, self.container["name"]):
+                continue
+            listed = code in (codes.get("values") or [])
+            if listed == (codes.get("operator") == "In"):
+                return index, rule
+        return None
 
     def _succeed(self) -> None:
         message = "Reached expected number of succeeded pods"
@@ -808,6 +837,8 @@ class _JobRun:
             return self._ended_without_status(pod)
         code = process.returncode
         exit_code = 128 - code if code < 0 else code
+        # A Pod killed from outside (a dead node, the deadline) matches no exit-code rule.
+        self.last_exit_code = None if timed_out or pod.killed else exit_code
         if timed_out or pod.killed:
             self._terminated(pod, exit_code, "Error", None, started)
             return "deadline" if timed_out else "failed"

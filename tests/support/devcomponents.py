@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from kubeemu.authn import Identity
 from kubeemu.cluster import Cluster
 from kubeemu.jobrunner import JobRunner, ServedCluster
@@ -76,6 +78,44 @@ def mounted_config_maps(
     return env
 
 
+# What the dev stack replaces in the publisher pod template: the cluster's S3 settings and
+# credentials (the chart renders them from aiModels.artifacts) become the local directory store.
+_CLUSTER_STORE_VARIABLES = frozenset(
+    {
+        "AI_MODELS_STORE_URL",
+        "AI_MODELS_S3_ENDPOINT",
+        "AI_MODELS_S3_REGION",
+        "AI_MODELS_S3_USE_PATH_STYLE",
+        "AI_MODELS_S3_INSECURE",
+        "AI_MODELS_S3_CA_FILE",
+        "AI_MODELS_HF_ENDPOINT",
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AI_MODELS_LOG_FORMAT",
+    }
+)
+
+
+def use_local_store(template_file: Path, *, store_url: str, hf_endpoint: str) -> None:
+    """Point the publisher pod template at the dev stack's directory store and Hub endpoint.
+
+    In a cluster the publish Pods reach the bucket with the module's credentials; the local stack
+    has no bucket and no credentials Secret, so its publish Jobs get the store the controller and
+    the api use."""
+    template = yaml.safe_load(template_file.read_text(encoding="utf-8"))
+    for container in template["spec"]["containers"]:
+        env = [item for item in container.get("env") or [] if item["name"] not in _CLUSTER_STORE_VARIABLES]
+        env += [
+            {"name": "AI_MODELS_STORE_URL", "value": store_url},
+            {"name": "AI_MODELS_HF_ENDPOINT", "value": hf_endpoint},
+            {"name": "AI_MODELS_LOG_FORMAT", "value": "text"},
+        ]
+        container["env"] = [
+            item for item in env if item["name"] != "AI_MODELS_LOG_FORMAT" or item.get("value") == "text"
+        ]
+    template_file.write_text(yaml.safe_dump(template, sort_keys=False), encoding="utf-8")
+
+
 def start_components(
     *,
     out_dir: Path,
@@ -113,11 +153,20 @@ def start_components(
         if chart is not None
         else {}
     )
+    template = mounted.get("AI_MODELS_PUBLISH_POD_TEMPLATE_FILE")
+    if template is not None:
+        use_local_store(
+            Path(template),
+            store_url=common["AI_MODELS_STORE_URL"],
+            hf_endpoint=common["AI_MODELS_HF_ENDPOINT"],
+        )
     controller = ModuleProcess(
         "controller",
         env={
             **common,
             **mounted,
+            # Upload URLs in status.upload point at the local api, so curl can use them as shown.
+            "AI_MODELS_UPLOAD_IN_CLUSTER_URL": f"http://127.0.0.1:{ports.api}",
             "KUBECONFIG": str(kubeconfig("controller")),
             "AI_MODELS_POD_NAME": "controller-dev",
             "AI_MODELS_CONTROLLER_HEALTH_PORT": str(ports.controller_health),

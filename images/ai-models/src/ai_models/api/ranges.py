@@ -56,11 +56,11 @@ def requested_range(header: str | None, *, size: int) -> ByteRange | None:
             raise RangeNotSatisfiable(size)
         return ByteRange(start=max(size - suffix, 0), end=size - 1)
     start = int(first)
-    end = int(last) if last else size - 1
-    if end < start:
+    if last and int(last) < start:
         return None  # `bytes=5-2` is not a valid range: ignore it
     if start >= size:
         raise RangeNotSatisfiable(size)
+    end = int(last) if last else size - 1
     return ByteRange(start=start, end=min(end, size - 1))
 
 

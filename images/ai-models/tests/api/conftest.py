@@ -249,6 +249,11 @@ def api_cluster(request: pytest.FixtureRequest) -> ApiCluster:
     return ApiCluster(emulator=emulator, api_account=install_api_account(emulator))
 
 
+@pytest.fixture(name="write_tls_files", scope="session")
+def write_tls_files_fixture() -> Callable[[Path], tuple[Path, Path, Path]]:
+    return write_tls_files
+
+
 @pytest.fixture(name="install_api_account", scope="session")
 def install_api_account_fixture() -> Callable[[RunningEmulator], Identity]:
     return install_api_account

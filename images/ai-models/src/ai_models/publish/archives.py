@@ -108,6 +108,8 @@ def extract_tar(
                         f"the tar archive is truncated: member {member.name!r} ends past its end"
                     )
                 entries[path] = member  # a repeated name: the later member wins, as with tar -x
+        file.seek(tar.offset)
+        _check_end_of_archive(file.read(2 * tarfile.BLOCKSIZE), blocks=2, archive="tar archive")
     chosen = _choose(entries, archive="tar archive")
     progress.total = sum(member.size for member in chosen.values())
     budget.spend(progress.total, archive="tar archive")
@@ -151,6 +153,8 @@ def extract_tar_gz(payload: ByteSource, writer: ArtifactWriter, *, budget: Budge
             stream = tar.extractfile(member)
             assert stream is not None  # a regular file always has data
             writer.put(stored, stream, size=member.size)
+        # tarfile has read the first of the two closing blocks when it stops.
+        _check_end_of_archive(tar.fileobj.read(tarfile.BLOCKSIZE), blocks=1, archive="tar.gz archive")
 
 
 def extract_zip(
@@ -171,6 +175,13 @@ def extract_zip(
         for path, info in chosen.items():
             with archive.open(info) as stream:
                 writer.put(path, stream, size=info.file_size, on_bytes=progress.add)
+
+
+def _check_end_of_archive(tail: bytes, *, blocks: int, archive: str) -> None:
+    """A tar ends with two zero blocks; tarfile stops quietly at a header cut short, so a payload
+    truncated between members would otherwise pass for a smaller model."""
+    if len(tail) != blocks * tarfile.BLOCKSIZE or tail.count(0) != len(tail):
+        raise unsupported(f"the {archive} is truncated: it does not end with the end-of-archive blocks")
 
 
 def _tar_member_path(member: tarfile.TarInfo) -> str | None:

@@ -79,7 +79,7 @@ class Informer:
         try:
             self._on_change(name, old, new)
         except Exception:
-            log.exception("informer change handler failed", extra={"what": self._what, "name": name})
+            log.exception("informer change handler failed", extra={"what": self._what, "object": name})
 
     def _relist(self) -> str:
         listed = self._list(self._namespace, _request_timeout=(3, 30), **self._selectors)
@@ -103,6 +103,8 @@ class Informer:
                 if version is None:
                     version = self._relist()
                 self._watch = watch.Watch()
+                if self._stop.is_set():  # stopped while listing: `stop` found no watch to end
+                    return
                 for event in self._watch.stream(
                     self._list,
                     self._namespace,

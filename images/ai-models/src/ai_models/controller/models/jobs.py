@@ -48,8 +48,11 @@ def load_pod_template(path: Path) -> dict[str, Any]:
         document = yaml.safe_load(path.read_text())
     except (OSError, yaml.YAMLError) as error:
         raise PodTemplateError(f"cannot read the publisher pod template {path}: {error}") from error
-    containers = (document or {}).get("spec", {}).get("containers") if isinstance(document, dict) else None
-    if not containers or not any(item.get("name") == PUBLISHER_CONTAINER for item in containers):
+    spec = document.get("spec") if isinstance(document, dict) else None
+    containers = spec.get("containers") if isinstance(spec, dict) else None
+    if not isinstance(containers, list) or not any(
+        isinstance(item, dict) and item.get("name") == PUBLISHER_CONTAINER for item in containers
+    ):
         raise PodTemplateError(
             f"the publisher pod template {path} has no container named {PUBLISHER_CONTAINER!r}; "
             "it comes from the ConfigMap ai-models-publisher-template rendered by the module's Helm chart"

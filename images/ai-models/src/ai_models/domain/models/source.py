@@ -52,21 +52,30 @@ ParsedSource = HuggingFaceSource | UploadSource | CatalogSource | InvalidSource
 
 
 def parse_url(url: str) -> tuple[str, str] | str:
-    """(repository, revision) of a Hugging Face model URL, or why it is not one."""
-    parsed = urllib.parse.urlsplit(url.strip())
-    if parsed.scheme != "https" or parsed.hostname not in HUGGING_FACE_HOSTS:
+    """(repository, revision) of a Hugging Face model URL, or why it is not one.
+
+    Accepts what the CRD's rule on `spec.source.url` accepts, less the Hub paths that are not
+    model repositories: the URL exactly as written (no port, user, fragment or other query).
+    """
+    parsed = urllib.parse.urlsplit(url)
+    if not url.startswith("https://") or parsed.netloc not in HUGGING_FACE_HOSTS:
         return f"{url!r} is not a Hugging Face URL; expected https://huggingface.co/<org>/<model>[?revision=<rev>]"
-    parts = [part for part in parsed.path.split("/") if part]
-    if len(parts) != 2 or parts[0] in _NOT_MODELS or not all(_SEGMENT.match(part) for part in parts):
+    parts = parsed.path.removeprefix("/").removesuffix("/").split("/")
+    if len(parts) != 2 or parts[0] in _NOT_MODELS or not all(_SEGMENT.fullmatch(part) for part in parts):
         return (
             f"{url!r} does not name a model repository; expected https://huggingface.co/<org>/<model>"
             "[?revision=<rev>] (datasets and spaces cannot be published)"
         )
-    query = urllib.parse.parse_qs(parsed.query)
-    revisions = query.get("revision", [DEFAULT_REVISION])
-    if set(query) - {"revision"} or len(revisions) != 1 or not _REVISION.match(revisions[0]):
-        return f"{url!r} has an unsupported query; only ?revision=<branch, tag or commit> is accepted"
-    return f"{parts[0]}/{parts[1]}", revisions[0]
+    name, _, revision = parsed.query.partition("=")
+    # `urlsplit` forgives what the CRD does not (a bare "?" or "#", tabs and newlines it drops): the
+    # URL must be exactly what its parts say. The revision is taken as written, never decoded.
+    exact = urllib.parse.urlunsplit(parsed) == url and not parsed.fragment
+    if not exact or (parsed.query and (name != "revision" or not _REVISION.fullmatch(revision))):
+        return (
+            f"{url!r} has an unsupported query or fragment; "
+            "only ?revision=<branch, tag or commit> is accepted"
+        )
+    return f"{parts[0]}/{parts[1]}", revision if parsed.query else DEFAULT_REVISION
 
 
 def parse_source(kind: str, namespace: str, source: Mapping[str, Any] | None) -> ParsedSource:

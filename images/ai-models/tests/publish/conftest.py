@@ -155,10 +155,12 @@ class Kit:
             publish_files=[
                 FileSpec.model_validate(item) for item in (files if files is not None else job.files)
             ],
-            publish_termination_message_path=self.tmp_path / "termination-log",
-            publish_report_progress=False,
-            store_url=store_url or self.store_url,
-            **extra,
+            **{
+                "publish_termination_message_path": self.tmp_path / "termination-log",
+                "publish_report_progress": False,
+                "store_url": store_url or self.store_url,
+                **extra,
+            },
         )
 
     def stage_upload(
@@ -191,10 +193,12 @@ class Kit:
             **owner_settings(owner),
             publish_digest=digest,
             publish_source_type=SourceType.UPLOAD,
-            publish_termination_message_path=self.tmp_path / "termination-log",
-            publish_report_progress=False,
-            store_url=store_url or self.store_url,
-            **extra,
+            **{
+                "publish_termination_message_path": self.tmp_path / "termination-log",
+                "publish_report_progress": False,
+                "store_url": store_url or self.store_url,
+                **extra,
+            },
         )
 
     def run(self, settings: PublishSettings, *, report: Report | None = None, interval: float = 2.0) -> int:

@@ -94,15 +94,15 @@ def zip_of(
             info.create_system = 3
             info.external_attr = (stat.S_IFLNK | 0o777) << 16
             archive.writestr(info, target)
-    data = bytearray(buffer.getvalue())
+    patched = bytearray(buffer.getvalue())
     # zipfile cannot encrypt; set the "encrypted" flag in both headers of these members by hand.
     for name in encrypted:
         encoded = name.encode()
-        local = _header_of(data, b"PK\x03\x04", 30, 26, encoded)
-        data[local + 6] |= 0x1
-        central = _header_of(data, b"PK\x01\x02", 46, 28, encoded)
-        data[central + 8] |= 0x1
-    return bytes(data)
+        local = _header_of(patched, b"PK\x03\x04", 30, 26, encoded)
+        patched[local + 6] |= 0x1
+        central = _header_of(patched, b"PK\x01\x02", 46, 28, encoded)
+        patched[central + 8] |= 0x1
+    return bytes(patched)
 
 
 def _header_of(data: bytearray, signature: bytes, fixed: int, name_length_at: int, name: bytes) -> int:

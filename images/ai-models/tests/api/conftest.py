@@ -249,6 +249,12 @@ def api_cluster(request: pytest.FixtureRequest) -> ApiCluster:
     return ApiCluster(emulator=emulator, api_account=install_api_account(emulator))
 
 
+@pytest.fixture(name="api_cluster_type", scope="session")
+def api_cluster_type_fixture() -> type[ApiCluster]:
+    """For fixtures of a wider scope than `api_cluster`, which build their own."""
+    return ApiCluster
+
+
 @pytest.fixture(name="write_tls_files", scope="session")
 def write_tls_files_fixture() -> Callable[[Path], tuple[Path, Path, Path]]:
     return write_tls_files

@@ -14,6 +14,11 @@ from ai_models.controller.metrics import ControllerMetrics
 from ai_models.controller.prerequisites import METRIC as PREREQUISITES_METRIC
 from ai_models.controller.storage.metrics import LEDGER_METRICS, StorageMetrics
 
+# The api's transfer counters: bytes received by the upload API, bytes sent by the serving API.
+API_TRANSFER_METRICS = frozenset(
+    {"d8_ai_models_api_upload_bytes_total", "d8_ai_models_api_served_bytes_total"}
+)
+
 # Metrics of the platform (Prometheus itself, kube-state-metrics) the rules may use.
 PLATFORM_METRICS = {"up", "kube_deployment_status_replicas_available"}
 PROMQL_KEYWORDS = {

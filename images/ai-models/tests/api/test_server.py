@@ -21,6 +21,7 @@ from ai_models.api.contract import contract_document
 from ai_models.api.metrics import MetricsServer
 from ai_models.catalog.layout import CatalogManifest
 from ai_models.domain.catalog.record import CatalogRecord
+from support.metrics_contract import API_TRANSFER_METRICS, exported_metrics
 
 RecordMaker = Callable[..., CatalogRecord]
 GenerationWriter = Callable[..., CatalogManifest]
@@ -160,6 +161,10 @@ def test_metrics_count_requests_by_route_template_and_describe_the_index(
     assert 'd8_ai_models_api_catalog_index_last_refresh_timestamp_seconds{source="hf"}' in text
     assert "d8_ai_models_api_catalog_index_last_successful_poll_timestamp_seconds " in text
     assert 'd8_ai_models_api_kubernetes_requests_total{call="TokenReview",result="Success"} 1.0' in text
+
+
+def test_the_transfer_counters_are_exported_under_their_contract_names() -> None:
+    assert exported_metrics() >= API_TRANSFER_METRICS
 
 
 def _free_port() -> int:

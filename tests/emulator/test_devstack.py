@@ -18,6 +18,8 @@ import pytest
 import yaml
 
 from fakes.hub import FakeHub
+from fakes.hub_corpus import repository
+from fakes.model_files import gguf_bytes, safetensors_bytes
 from kubeemu.pytest_fixtures import KUBECTL, module_image
 from support.processes import free_port
 
@@ -229,3 +231,63 @@ def test_dev_stack_runs_module_image_jobs_and_exports_the_api_url(
     process.send_signal(signal.SIGTERM)
     assert process.wait(timeout=30) == 0
     assert "job runner stopped" in process.communicate(timeout=10)[1]
+
+
+def test_dev_stack_publishes_from_the_hub_endpoint_and_from_an_upload(
+    devstack: tuple[subprocess.Popen[str], Path], fake_hub: FakeHub
+) -> None:
+    process, out = devstack
+    weights = safetensors_bytes({"w": ("F16", (32, 32))})
+    fake_hub.add(
+        repository(
+            "acme/tiny",
+            {
+                "config.json": b'{"architectures": ["LlamaForCausalLM"], "model_type": "llama"}',
+                "model.safetensors": weights,
+            },
+        )
+    )
+    models = """
+apiVersion: ai.deckhouse.io/v1alpha1
+kind: Model
+metadata: {name: tiny, namespace: default}
+spec: {source: {url: "https://huggingface.co/acme/tiny"}}
+---
+apiVersion: ai.deckhouse.io/v1alpha1
+kind: Model
+metadata: {name: mine, namespace: default}
+spec: {source: {upload: {}}}
+"""
+    assert run_kubectl(out, "apply", "-f", "-", stdin=models).returncode == 0
+    waited = run_kubectl(out, "wait", "-n", "default", "--for=condition=Ready", "model/tiny", "--timeout=60s")
+    assert waited.returncode == 0, waited.stderr + (out / "logs" / "controller.log").read_text()[-3000:]
+
+    waited = run_kubectl(
+        out,
+        "wait",
+        "-n",
+        "default",
+        "--for=jsonpath={.status.phase}=WaitForUpload",
+        "model/mine",
+        "--timeout=30s",
+    )
+    assert waited.returncode == 0, waited.stderr
+    url = run_kubectl(
+        out, "get", "model", "mine", "-n", "default", "-o", "jsonpath={.status.upload.inCluster}"
+    ).stdout
+    assert url.startswith(f"http://127.0.0.1:{API_PORT}/api/upload/v1/")
+    gguf = gguf_bytes(metadata={"general.architecture": "llama", "llama.context_length": 1024})
+    request = urllib.request.Request(url + "?filename=mine.gguf", data=gguf, method="PUT")
+    with urllib.request.urlopen(request, timeout=30) as response:
+        assert response.status == 201
+    waited = run_kubectl(out, "wait", "-n", "default", "--for=condition=Ready", "model/mine", "--timeout=60s")
+    assert waited.returncode == 0, waited.stderr
+
+    stored = sorted(
+        path.name
+        for path in (out / "store" / "artifacts" / "namespaced" / "default").rglob("*")
+        if path.is_file()
+    )
+    assert stored == ["config.json", "manifest.json", "manifest.json", "mine.gguf", "model.safetensors"]
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=30) == 0

@@ -45,6 +45,7 @@ class ModelStack:
     store_proxy: TcpProxy
     processes: list[ModuleProcess] = dataclasses.field(default_factory=list)
     api_port: int | None = None
+    metrics_ports: dict[str, int] = dataclasses.field(default_factory=dict)
 
     @property
     def emulator(self) -> RunningEmulator:
@@ -72,6 +73,7 @@ class ModelStack:
 
     def controller(self, replica: str = "controller-0", **env: str) -> ModuleProcess:
         api_base = f"http://127.0.0.1:{self.api_port}" if self.api_port else "http://127.0.0.1:1"
+        self.metrics_ports[replica] = free_port()
         process = ModuleProcess(
             "controller",
             env={
@@ -79,7 +81,7 @@ class ModelStack:
                 "KUBECONFIG": str(self.module.kubeconfig("controller")),
                 "AI_MODELS_POD_NAME": replica,
                 "AI_MODELS_CONTROLLER_HEALTH_PORT": str(free_port()),
-                "AI_MODELS_CONTROLLER_METRICS_PORT": str(free_port()),
+                "AI_MODELS_CONTROLLER_METRICS_PORT": str(self.metrics_ports[replica]),
                 "AI_MODELS_CONTROLLER_LEASE_DURATION_SECONDS": "4",
                 "AI_MODELS_CONTROLLER_RENEW_DEADLINE_SECONDS": "3",
                 "AI_MODELS_CONTROLLER_RETRY_PERIOD_SECONDS": "1",
@@ -114,6 +116,18 @@ class ModelStack:
         ).start()
         self.processes.append(process)
         return process
+
+    def metrics(self, replica: str = "controller-0") -> dict[str, float]:
+        """The replica's metrics as `name{labels}` -> value (Prometheus text format)."""
+        url = f"http://127.0.0.1:{self.metrics_ports[replica]}/metrics"
+        with urllib.request.urlopen(url, timeout=10) as response:
+            text = response.read().decode()
+        samples: dict[str, float] = {}
+        for line in text.splitlines():
+            if line and not line.startswith("#"):
+                name, _, value = line.rpartition(" ")
+                samples[name] = float(value)
+        return samples
 
     # ----- objects -------------------------------------------------------------------------------
 

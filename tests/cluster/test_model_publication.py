@@ -38,6 +38,7 @@ TINY = repository(
 PRIVATE = repository(
     "acme/private-llama", {"config.json": CONFIG, "model.safetensors": WEIGHTS}, private_token="hf_good"
 )
+NO_CONFIG = repository("acme/bare-weights", {"model.safetensors": WEIGHTS})
 GGUF = gguf_bytes(
     metadata={"general.architecture": "llama", "llama.context_length": 2048, "llama.block_count": 2}
 )
@@ -45,7 +46,7 @@ GGUF = gguf_bytes(
 
 @pytest.fixture
 def fake_hub_corpus() -> list[FakeModel]:
-    return [TINY, PRIVATE]
+    return [TINY, PRIVATE, NO_CONFIG]
 
 
 @pytest.fixture
@@ -216,3 +217,12 @@ def test_a_model_from_a_catalog_entry_is_published_from_the_sources_provider(sta
         stack.wait_phase(name, "Failed")
         assert stack.condition(name, "ArtifactResolved")["reason"] == "CatalogEntryNotFound"
     assert "acme/unknown" in stack.condition("not-in-catalog", "ArtifactResolved")["message"]
+
+
+def test_a_model_whose_facts_cannot_all_be_derived_is_ready_with_partial_metadata(stack: ModelStack) -> None:
+    stack.controller()
+    stack.create_model("bare", {"url": "https://huggingface.co/acme/bare-weights"})
+    status = stack.wait_phase("bare", "Ready")
+    assert conditions(status)["MetadataResolved"] == ("True", "ModelMetadataPartial")
+    assert "contextWindowTokens" not in status["resolved"]
+    assert status["resolved"]["parameterCount"] == 2 * 256 * 64

@@ -194,3 +194,31 @@ def test_delete_while_the_store_is_away_finishes_once_it_is_back_and_spares_othe
     assert stack.keys("artifacts/namespaced/team-a/keep/") == {}
     for name, keys in spared.items():
         assert stack.keys(f"artifacts/namespaced/team-a/{name}/") == keys
+
+
+def test_publications_wait_for_a_slot_and_the_metrics_follow_the_ledger(roomy: ModelStack) -> None:
+    stack = roomy
+    stack.controller(AI_MODELS_PUBLICATION_MAX_CONCURRENT="1")
+    stack.create_model("large", {"url": "https://huggingface.co/acme/large"})
+    stack.eventually(lambda: stack.status("large").get("phase") == "Publishing", what="the first publication")
+    stack.create_model("small", {"url": "https://huggingface.co/acme/small"})
+
+    stack.eventually(lambda: stack.status("small").get("phase") == "Pending", what="the second to wait")
+    waiting = stack.condition("small", "ArtifactResolved")
+    assert waiting["reason"] == "Pending"
+    assert "waiting for a publication slot: 1 of 1 running" in waiting["message"]
+    assert stack.condition("large", "ArtifactResolved")["reason"] == "Publishing"
+    assert len(stack.jobs()) == 1
+
+    stack.wait_phase("large", "Ready", timeout=120)
+    stack.wait_phase("small", "Ready")
+    stack.eventually(lambda: stack.jobs() == [], what="the Jobs removed")
+    metrics = stack.metrics()
+    assert metrics["d8_ai_models_storage_ledger_present"] == 1
+    assert metrics["d8_ai_models_storage_capacity_bytes"] == 10 * 1024**3
+    assert metrics['d8_ai_models_storage_used_bytes{scope="Namespaced"}'] == published_bytes(stack)
+    assert metrics['d8_ai_models_storage_used_bytes{scope="Cluster"}'] == 0
+    assert metrics['d8_ai_models_storage_artifacts{scope="Namespaced"}'] == 2
+    assert metrics["d8_ai_models_storage_inventory_pass_success"] == 1
+    assert metrics["d8_ai_models_storage_inventory_last_success_timestamp_seconds"] > 0
+    assert metrics['d8_ai_models_publications_total{result="succeeded"}'] == 2

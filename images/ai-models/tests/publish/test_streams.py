@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from ai_models.adapters.objectstore import DirectoryStore
-from ai_models.publish.streams import BackgroundSha256, CountingReader, HashingReader, StoreFile
+from ai_models.publish.streams import CountingReader, HashingReader, StoreFile
 
 
 class Pieces(io.RawIOBase):
@@ -43,17 +43,6 @@ def test_hashing_reader_hashes_and_counts_what_passes(size: int) -> None:
     assert out == data
     assert reader.hexdigest() == hashlib.sha256(data).hexdigest()
     assert reader.count == size == sum(seen)
-
-
-def test_background_hash_bounds_what_waits_and_is_exact() -> None:
-    digest = BackgroundSha256(batch=1000, max_pending=4000)
-    expected = hashlib.sha256()
-    for index in range(2000):
-        piece = bytes([index % 251]) * (index % 900)
-        digest.update(piece)
-        expected.update(piece)
-    assert digest.hexdigest() == expected.hexdigest()
-    assert digest.hexdigest() == expected.hexdigest()  # asking twice is fine
 
 
 def test_counting_reader_drains_to_the_end() -> None:

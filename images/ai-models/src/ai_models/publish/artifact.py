@@ -83,10 +83,7 @@ class ArtifactWriter:
         started = time.monotonic()
         logger.info("storing file", extra={"file": path, "expected_bytes": size})
         hashing = HashingReader(stream, on_bytes=on_bytes)
-        try:
-            info = self.store.put_stream(self.key(path), hashing, size=size)
-        finally:
-            hashing.close()
+        info = self.store.put_stream(self.key(path), hashing, size=size)
         stored = ArtifactFile(path=path, size=info.size, sha256=hashing.hexdigest(), etag=info.etag)
         with self._lock:
             self._files[path] = stored

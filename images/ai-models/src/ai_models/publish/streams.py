@@ -1,16 +1,14 @@
-"""Byte streams of the publisher: a pass-through that hashes and counts, and a seekable view of a
-stored object for formats that need random access (zip).
+"""Byte streams of the publisher: pass-throughs that hash and count, and a seekable view of a
+stored object for formats that need random access (zip, plain tar).
 
-Both keep memory bounded whatever the size of the data: the hashing reader holds nothing, the
-seekable view holds one read buffer.
+All keep memory bounded whatever the size of the data: the pass-throughs hold nothing, the
+seekable view one read buffer.
 """
 
 from __future__ import annotations
 
-import collections
 import hashlib
 import io
-import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, BinaryIO
 
@@ -20,74 +18,6 @@ if TYPE_CHECKING:
     from _typeshed import WriteableBuffer
 
 MIB = 1024 * 1024
-
-
-class BackgroundSha256:
-    """sha256 computed on a thread of its own, so hashing overlaps reading and writing.
-
-    hashlib releases the GIL while it hashes, so on a second core the hash costs the data path
-    little. Small pieces (an HTTP body arrives in 64 KiB reads) are gathered into `batch` bytes
-    first: each hand-over and each GIL release costs a thread switch. At most `max_pending`
-    bytes wait to be hashed (the caller blocks beyond that), which bounds memory. `update` must
-    be called from one thread at a time, and pieces must not change afterwards (bytes never do).
-    """
-
-    def __init__(self, *, batch: int = MIB, max_pending: int = 16 * MIB) -> None:
-        self._hash = hashlib.sha256()
-        self._batch_size = batch
-        self._gathered: list[bytes] = []
-        self._gathered_bytes = 0
-        self._pending: collections.deque[list[bytes]] = collections.deque()
-        self._pending_bytes = 0
-        self._max_pending = max_pending
-        self._closed = False
-        self._changed = threading.Condition()
-        self._thread = threading.Thread(target=self._run, name="sha256", daemon=True)
-        self._thread.start()
-        self._digest: str | None = None
-
-    def update(self, data: bytes) -> None:
-        self._gathered.append(data)
-        self._gathered_bytes += len(data)
-        if self._gathered_bytes >= self._batch_size:
-            self._hand_over()
-
-    def hexdigest(self) -> str:
-        if self._digest is None:
-            self._hand_over()
-            with self._changed:
-                self._closed = True
-                self._changed.notify_all()
-            self._thread.join()
-            self._digest = self._hash.hexdigest()
-        return self._digest
-
-    def _hand_over(self) -> None:
-        if not self._gathered:
-            return
-        pieces, size = self._gathered, self._gathered_bytes
-        self._gathered, self._gathered_bytes = [], 0
-        with self._changed:
-            while self._pending_bytes and self._pending_bytes + size > self._max_pending:
-                self._changed.wait()
-            self._pending.append(pieces)
-            self._pending_bytes += size
-            self._changed.notify_all()
-
-    def _run(self) -> None:
-        while True:
-            with self._changed:
-                while not self._pending and not self._closed:
-                    self._changed.wait()
-                if not self._pending:
-                    return
-                pieces = self._pending.popleft()
-            # Joined here, not by the caller: a large join releases the GIL, like the hash does.
-            data = pieces[0] if len(pieces) == 1 else b"".join(pieces)
-            self._hash.update(data)
-            with self._changed:
-                self._pending_bytes -= len(data)
-                self._changed.notify_all()
 
 
 class CountingReader:
@@ -111,19 +41,23 @@ class CountingReader:
 
 
 class HashingReader:
-    """Everything read through it is counted and hashed (sha256, on a thread of its own); `on_bytes`
-    hears of each piece. Call `hexdigest` once the stream is consumed; `close` if it is abandoned."""
+    """Everything read through it is counted and hashed (sha256); `on_bytes` hears of each piece.
+
+    The hash runs in the reading thread: hashlib releases the GIL while it hashes, so files read
+    in parallel hash in parallel, and a hand-over to a hashing thread of its own cost more in
+    thread switches (one per 64 KiB piece of an HTTP body) than it saved.
+    """
 
     def __init__(self, source: ByteSource, *, on_bytes: Callable[[int], None] | None = None) -> None:
         self._source = source
-        self._hash = BackgroundSha256()
+        self._hash = hashlib.sha256()
         self._on_bytes = on_bytes
         self.count = 0
 
     def read(self, size: int = -1, /) -> bytes:
         data = self._source.read(size)
         if data:
-            self._hash.update(bytes(data))
+            self._hash.update(data)
             self.count += len(data)
             if self._on_bytes is not None:
                 self._on_bytes(len(data))
@@ -131,10 +65,6 @@ class HashingReader:
 
     def hexdigest(self) -> str:
         return self._hash.hexdigest()
-
-    def close(self) -> None:
-        """Stop the hashing thread of an abandoned stream."""
-        self._hash.hexdigest()
 
 
 class StoreFile(io.RawIOBase):

@@ -150,6 +150,23 @@ def test_the_listing_sha256_is_checked_when_the_job_does_not_carry_it(kit: Kit, 
     assert kit.keys(job.digest) == []
 
 
+def test_a_file_shorter_than_listed_is_retried_then_damaged(kit: Kit, hub: FakeHub) -> None:
+    contents = kit.model_files()
+    hub.add(repository(REPO, contents))
+    job = kit.plan(hub, REPO)
+    only_config = [item for item in job.files if item["path"] == "config.json"]
+    hub.fail_next(1000, status=200, bucket="resolve", body=b"{}")  # 2 bytes, not the listed size
+    settings = kit.hf_settings(hub, job, files=only_config)
+
+    assert kit.run(settings) == EXIT_FAILED
+
+    result = kit.outcome(settings)
+    assert result["reason"] == ModelReason.ARTIFACT_DAMAGED.value
+    assert result["retryable"] is True
+    assert f"the Hub listed {len(contents['config.json'])} bytes" in result["message"]
+    assert hub.count("resolve") == 3  # the policy's attempts
+
+
 def test_private_repository_needs_its_token(kit: Kit, hub: FakeHub) -> None:
     hub.add(repository(REPO, kit.model_files(), private_token="hf_secret"))
     job = kit.plan(hub, REPO, token="hf_secret")

@@ -336,7 +336,8 @@ def test_one_upload_at_a_time_and_only_once(
     thread.start()
     try:
         deadline = time.monotonic() + 10
-        while not (api.runtime.metrics.registry.get_sample_value("d8_ai_models_api_upload_bytes_total") or 0):
+        # Reserved: the first upload holds its claim and is reading the body.
+        while not reservations(cluster.ledger()):
             assert time.monotonic() < deadline, "the first upload never started"
             time.sleep(0.02)
         body = problem(http.put(upload_path(token_for(owner)), content=GGUF), 409, "upload-conflict")

@@ -48,6 +48,10 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 # Bytes in flight between the event loop and the store thread; the store adds its own chunk.
 PIPE_BYTES: Final = 4 * 1024 * 1024
+# The body arrives in pieces of up to 256 KiB; the store thread gets them joined into pieces of
+# this size, so it takes the GIL back (after hashing, after writing) a few times per MiB instead
+# of a few times per piece: each take can wait for the busy event loop thread's switch interval.
+HANDOFF_BYTES: Final = 1024 * 1024
 DEFAULT_IDLE_TIMEOUT_SECONDS: Final = 300.0
 DEFAULT_MAX_CONCURRENT_UPLOADS: Final = 64
 
@@ -274,9 +278,14 @@ class Uploads:
     async def _pump(self, head: bytes, chunks: AsyncIterator[bytes], pipe: BodyPipe) -> None:
         """Move the body into the pipe; whatever stops it early is handed to the reader."""
         try:
-            await pipe.put(head)
+            pending, size = [head], len(head)
             while (chunk := await self._next(chunks)) is not None:
-                await pipe.put(chunk)
+                pending.append(chunk)
+                size += len(chunk)
+                if size >= HANDOFF_BYTES:
+                    await pipe.put(b"".join(pending))
+                    pending, size = [], 0
+            await pipe.put(b"".join(pending))
         except ReaderGone:
             return
         except BodyFailure as failure:

@@ -4,6 +4,9 @@ API emulator, a fake Hub over HTTP, a moto S3 bucket, publish Jobs run by the te
 from __future__ import annotations
 
 import hashlib
+import io
+import tarfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -141,6 +144,15 @@ def test_a_missing_repository_is_source_not_found_and_a_foreign_secret_namespace
     assert stack.condition("missing", "Ready")["reason"] == "Failed"
     assert stack.events("PublicationFailed", name="missing")
 
+    # Retried every AI_MODELS_PUBLICATION_RETRY_SECONDS (2 s here), with one Event for the failure.
+    def asked() -> int:
+        return sum(1 for request in stack.hub.requests("api") if "does-not-exist" in request.path)
+
+    before = asked()
+    time.sleep(5)
+    assert 1 <= asked() - before <= 3
+    assert len(stack.events("PublicationFailed", name="missing")) == 1
+
 
 def test_an_upload_is_waited_for_received_and_published(stack: ModelStack) -> None:
     stack.api()
@@ -226,3 +238,34 @@ def test_a_model_whose_facts_cannot_all_be_derived_is_ready_with_partial_metadat
     assert conditions(status)["MetadataResolved"] == ("True", "ModelMetadataPartial")
     assert "contextWindowTokens" not in status["resolved"]
     assert status["resolved"]["parameterCount"] == 2 * 256 * 64
+
+
+def test_an_upload_that_cannot_be_published_is_dropped_and_a_new_upload_is_asked_for(
+    stack: ModelStack,
+) -> None:
+    stack.api()
+    stack.controller()
+    stack.create_model("retry-upload", {"upload": {}})
+    first_url = stack.wait_phase("retry-upload", "WaitForUpload")["upload"]["inCluster"]
+    archive = io.BytesIO()
+    with tarfile.open(fileobj=archive, mode="w") as tar:
+        member = tarfile.TarInfo("notes/README.md")
+        member.size = 5
+        tar.addfile(member, io.BytesIO(b"hello"))
+    assert stack.upload("retry-upload", archive.getvalue()) == 201
+
+    stack.eventually(
+        lambda: (
+            stack.status("retry-upload").get("phase") == "WaitForUpload"
+            and stack.status("retry-upload").get("upload", {}).get("inCluster") not in (None, first_url)
+        ),
+        what="a new upload URL after the rejected archive",
+    )
+    waiting = stack.condition("retry-upload", "ArtifactResolved")
+    assert waiting["reason"] == "WaitingForUserUpload"
+    assert "UnsupportedSource" in waiting["message"]
+    assert stack.events("PublicationFailed", name="retry-upload")
+    assert stack.keys("uploads/") == {}
+
+    assert stack.upload("retry-upload", GGUF) == 201
+    stack.wait_phase("retry-upload", "Ready")

@@ -132,6 +132,7 @@ class Reconciler:
         self.settings = settings
         self.clock = clock
         self._attempts: dict[str, int] = {}
+        self._failed_at: dict[str, datetime.datetime] = {}  # by uid: when the last attempt failed
         self._waiting_for_slot: set[ModelKey] = set()
         self._lock = threading.Lock()
         self._signing_key: bytes | None = None
@@ -173,7 +174,7 @@ class Reconciler:
         if phase == ModelPhase.FAILED:
             if artifact_reason in situations.FINAL_REASONS:
                 return None
-            wait = self._retry_wait(status)
+            wait = self._retry_wait(owner, status)
             if wait > 0:
                 return wait
         source = parse_source(owner.kind, owner.namespace, (obj.get("spec") or {}).get("source"))
@@ -182,7 +183,7 @@ class Reconciler:
             return self._await_upload(key, obj, owner)
         if isinstance(outcome, Refused):
             self._fail(key, obj, owner, outcome.reason, outcome.message, digest=None)
-            return self._retry_wait(obj.get("status") or {}) or self.settings.retry_failed_seconds
+            return self._retry_wait(owner, obj.get("status") or {}) or self.settings.retry_failed_seconds
         if isinstance(outcome, Deferred):
             self._show(key, obj, situations.pending(outcome.message))
             return outcome.retry_seconds
@@ -359,6 +360,12 @@ class Reconciler:
         reason = ModelReason.PUBLICATION_FAILED
         if outcome is not None and outcome.reason in situations.FAILURE_REASONS:
             reason = outcome.reason
+        if ((obj.get("spec") or {}).get("source") or {}).get("upload") is not None:
+            self._finish_job(owner)
+            with self._lock:
+                self._attempts.pop(owner.uid, None)
+            self.on_published("failed")
+            return self._reject_upload(key, obj, owner, f"{reason}: {detail}")
         self._fail(key, obj, owner, reason, detail, digest=digest)
         self._finish_job(owner)
         with self._lock:
@@ -382,6 +389,8 @@ class Reconciler:
             log.warning(
                 "cannot release the reservation now; the inventory pass will", extra={"error": str(error)}
             )
+        with self._lock:
+            self._failed_at[owner.uid] = self.clock()
         situation = situations.failed(reason, message)
         if situations.shows(obj.get("status"), situation):
             return
@@ -399,7 +408,31 @@ class Reconciler:
 
     # ----- upload -----------------------------------------------------------------------------
 
-    def _await_upload(self, key: ModelKey, obj: dict[str, Any], owner: Owner) -> float | None:
+    def _reject_upload(self, key: ModelKey, obj: dict[str, Any], owner: Owner, detail: str) -> float | None:
+        """The uploaded payload cannot be published: drop it and ask for a new upload.
+
+        Publishing the same payload again would fail the same way, and the object cannot be
+        given another one while it shows Failed; a fresh URL lets the user try another file."""
+        try:
+            self.store.delete_prefix(upload_prefix(owner))
+        except ObjectStoreError as error:
+            log.warning(
+                "cannot remove the rejected upload; the inventory pass will", extra={"error": str(error)}
+            )
+        try:
+            self.accounting.release_reservation(owner)
+        except LedgerStoreError as error:
+            log.warning(
+                "cannot release the reservation now; the inventory pass will", extra={"error": str(error)}
+            )
+        message = f"the uploaded file could not be published ({detail}); upload a model file again"
+        self.objects.event(obj, type_="Warning", reason=ModelEvent.PUBLICATION_FAILED, message=message)
+        (obj.setdefault("status", {}))["upload"] = None
+        return self._await_upload(key, obj, owner, note=message)
+
+    def _await_upload(
+        self, key: ModelKey, obj: dict[str, Any], owner: Owner, *, note: str | None = None
+    ) -> float | None:
         status = obj.get("status") or {}
         upload = status.get("upload") or {}
         now = self.clock()
@@ -420,6 +453,8 @@ class Reconciler:
         if self.settings.upload_public_url:
             urls["external"] = f"{self.settings.upload_public_url.rstrip('/')}{UPLOAD_PATH}{token}"
         message = f"waiting for the model file: PUT it to the URL in status.upload before {urls['expiresAt']}"
+        if note is not None:
+            message = f"{note}; {message}"
         first = status.get("phase") != ModelPhase.WAIT_FOR_UPLOAD
         self._show(
             key,
@@ -537,9 +572,14 @@ class Reconciler:
         self.objects.patch_status(key, patch)
         obj["status"] = {**status, **{k: v for k, v in patch.items() if v is not None}}
 
-    def _retry_wait(self, status: Mapping[str, Any]) -> float:
-        ready = find_condition(status.get("conditions"), ModelConditionType.READY) or {}
-        since = _parse_time(ready.get("lastTransitionTime"))
+    def _retry_wait(self, owner: Owner, status: Mapping[str, Any]) -> float:
+        """Seconds until a failed object is tried again: `retry_failed_seconds` after the last failed
+        attempt (after a restart, after the Ready condition last changed)."""
+        with self._lock:
+            since = self._failed_at.get(owner.uid)
+        if since is None:
+            ready = find_condition(status.get("conditions"), ModelConditionType.READY) or {}
+            since = _parse_time(ready.get("lastTransitionTime"))
         if since is None:
             return 0.0
         due = since + datetime.timedelta(seconds=self.settings.retry_failed_seconds)
@@ -553,7 +593,8 @@ class Reconciler:
             )
         return (
             f"the artifact needs {plan.size_bytes} bytes, more than the free part of the storage budget "
-            "(aiModels.artifacts.capacityLimit); delete unused models or raise the limit"
+            "(setting artifacts.capacityLimit of ModuleConfig ai-models); delete unused models or raise "
+            "the limit"
         )
 
     def _remove_partial(self, owner: Owner, digest: str) -> None:

@@ -30,7 +30,12 @@ from ai_models.controller.storage.accounting import Accounting
 from ai_models.controller.storage.inventory import InventoryPass
 from ai_models.controller.storage.metrics import StorageMetrics
 from ai_models.controller.workqueue import WorkQueue, run_workers
-from ai_models.domain.storage.codec import LEDGER_SECRET_KEY, LEDGER_SECRET_NAME
+from ai_models.domain.storage.codec import (
+    LEDGER_SECRET_KEY,
+    LEDGER_SECRET_NAME,
+    LedgerFormatError,
+    ledger_from_json,
+)
 from ai_models.names import (
     API_GROUP,
     API_VERSION,
@@ -198,8 +203,15 @@ class ModelRuntime:
         self, _name: str, _old: Mapping[str, Any] | None, new: Mapping[str, Any] | None
     ) -> None:
         data = (new or {}).get("data") or {}
-        if new is None or not base64.b64decode(data.get(LEDGER_SECRET_KEY, "") or "").strip():
-            log.warning("the ledger Secret was deleted or emptied; running an inventory pass now")
+        try:
+            readable = (
+                new is not None
+                and ledger_from_json(base64.b64decode(data.get(LEDGER_SECRET_KEY) or "")) is not None
+            )
+        except (LedgerFormatError, ValueError):
+            readable = False
+        if not readable:
+            log.warning("the ledger Secret was deleted, emptied or damaged; running an inventory pass now")
             self._inventory_now.set()
 
     def request_inventory(self) -> None:

@@ -38,6 +38,7 @@ class ArtifactWriter:
         self.prefix = artifact_prefix(owner, digest)
         self._files: dict[str, ArtifactFile] = {}
         self._lock = threading.Lock()  # files are stored from several threads at once
+        self._begun = False
 
     @property
     def files(self) -> tuple[ArtifactFile, ...]:
@@ -69,6 +70,7 @@ class ArtifactWriter:
 
     def begin(self) -> None:
         """Forget an unfinished or damaged earlier attempt: without a manifest it is no artifact."""
+        self._begun = True
         self.store.delete(manifest_key(self.owner, self.digest))
 
     def put(
@@ -134,8 +136,11 @@ class ArtifactWriter:
         return manifest
 
     def discard(self) -> None:
-        """Remove everything under the artifact's prefix; a failure is logged, never raised, because
-        the caller is already reporting why the publication failed."""
+        """Remove everything under the artifact's prefix once this attempt has begun writing (a
+        finished artifact found by `published` is never touched); a failure is logged, never
+        raised, because the caller is already reporting why the publication failed."""
+        if not self._begun:
+            return
         try:
             removed = self.store.delete_prefix(self.prefix)
         except ObjectStoreError as error:

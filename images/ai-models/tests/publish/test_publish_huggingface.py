@@ -154,17 +154,30 @@ def test_a_file_shorter_than_listed_is_retried_then_damaged(kit: Kit, hub: FakeH
     contents = kit.model_files()
     hub.add(repository(REPO, contents))
     job = kit.plan(hub, REPO)
-    only_config = [item for item in job.files if item["path"] == "config.json"]
+    only_weights = [item for item in job.files if item["path"] == "model.safetensors"]
     hub.fail_next(1000, status=200, bucket="resolve", body=b"{}")  # 2 bytes, not the listed size
-    settings = kit.hf_settings(hub, job, files=only_config)
+    settings = kit.hf_settings(hub, job, files=only_weights)
 
     assert kit.run(settings) == EXIT_FAILED
 
     result = kit.outcome(settings)
     assert result["reason"] == ModelReason.ARTIFACT_DAMAGED.value
     assert result["retryable"] is True
-    assert f"the Hub listed {len(contents['config.json'])} bytes" in result["message"]
+    assert f"the Hub listed {len(contents['model.safetensors'])} bytes" in result["message"]
     assert hub.count("resolve") == 3  # the policy's attempts
+
+
+def test_files_without_weights_are_refused_before_any_download(kit: Kit, hub: FakeHub) -> None:
+    hub.add(repository(REPO, kit.model_files()))
+    job = kit.plan(hub, REPO)
+    companions = [item for item in job.files if not item["path"].endswith(".safetensors")]
+    settings = kit.hf_settings(hub, job, files=companions)
+
+    assert kit.run(settings) == EXIT_FAILED
+
+    assert kit.outcome(settings)["reason"] == ModelReason.UNSUPPORTED_SOURCE.value
+    assert "no safetensors or GGUF weights" in kit.outcome(settings)["message"]
+    assert hub.count("resolve") == 0
 
 
 def test_private_repository_needs_its_token(kit: Kit, hub: FakeHub) -> None:

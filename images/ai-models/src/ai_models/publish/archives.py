@@ -137,6 +137,7 @@ def extract_tar_gz(payload: ByteSource, writer: ArtifactWriter, *, budget: Budge
     to the unpacked files afterwards (see `upload`).
     """
     layout = StreamingLayout()
+    # tarfile's stubs ask for a whole IO[bytes]; its stream mode only ever calls read().
     with tarfile.open(fileobj=payload, mode="r|gz", bufsize=TAR_BUFFER_BYTES) as tar:  # type: ignore[call-overload]
         for member in tar:
             budget.member(archive="tar.gz archive")

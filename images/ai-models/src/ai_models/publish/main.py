@@ -186,11 +186,19 @@ def _from_hugging_face(
     settings: PublishSettings, writer: ArtifactWriter, progress: Progress, retry: RetryPolicy
 ) -> ArtifactManifest:
     repository, revision = settings.publish_repository or "", settings.publish_revision or ""
+    # The controller chose the files; their weights format is what the profile describes.
+    selection = select_files(item.path for item in settings.publish_files)
+    if selection.format is None:
+        raise PublicationFailure(
+            ModelReason.UNSUPPORTED_SOURCE,
+            f"the files to publish from {repository} at revision {revision} hold no weights: "
+            f"{selection.refusal}",
+        )
     hub = HubRepository(endpoint=settings.endpoint, token=settings.token)
     snapshot = huggingface.read_snapshot(hub, repository, revision, retry)
     huggingface.check_listing(settings.publish_files, snapshot, repository=repository, revision=revision)
     progress.total = sum(item.size or 0 for item in settings.publish_files)
-    files = huggingface.publish_files(
+    huggingface.publish_files(
         hub,
         writer,
         settings.publish_files,
@@ -200,10 +208,9 @@ def _from_hugging_face(
         progress=progress,
         retry=retry,
     )
-    selection = select_files(item.path for item in files)
     profile = _profile(
         writer,
-        weights_format=selection.format or WeightsFormat.SAFETENSORS,
+        weights_format=selection.format,
         strict=False,
         pipeline_tag=snapshot.pipeline_tag,
         tags=snapshot.tags,

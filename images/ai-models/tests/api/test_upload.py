@@ -228,6 +228,27 @@ def test_an_upload_over_the_budget_is_refused_before_anything_is_stored(
     assert cluster.ledger() == before
 
 
+def test_a_refused_upload_is_never_sent_by_a_client_that_expects_100_continue(
+    cluster: Any, start_api: Any, store: DirectoryStore, tmp_path: Path
+) -> None:
+    api = start_api(store, capacity_limit_bytes=1 * GIB + 1000)
+    owner = cluster.model("big", namespace=NAMESPACE, status=WAITING)
+    path = tmp_path / "big.gguf"
+    path.write_bytes(GGUF + bytes(16 * MIB))  # large enough for curl to send Expect: 100-continue
+    url = api.url + upload_path(token_for(owner))
+    result = subprocess.run(
+        ["curl", "--silent", "-T", str(path), "-w", "%{http_code} %{size_upload}", "-o", "/dev/null", url],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    code, uploaded = result.stdout.split()
+    assert code == "507"
+    assert int(uploaded) == 0
+    assert stored_keys(store) == []
+
+
 def test_unknown_usage_refuses_with_its_own_problem(
     cluster: Any, start_api: Any, store: DirectoryStore
 ) -> None:

@@ -64,7 +64,7 @@ def reject_undeclared_query_parameters(request: Request) -> None:
     A misspelt filter must fail loudly rather than silently return the unfiltered catalog.
     """
     route: Any = request.scope.get("route")
-    # HEAD is answered by the GET operations' code and declared alongside them.
+    # Keyed by method too: a HEAD operation declares its parameters apart from its GET twin.
     declared = query_parameters().get((getattr(route, "path_format", ""), request.method), frozenset())
     unknown = sorted(set(request.query_params.keys()) - declared)
     if unknown:

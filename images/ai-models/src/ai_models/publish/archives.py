@@ -29,7 +29,7 @@ from ai_models.names import ModelReason
 from ai_models.publish.artifact import ArtifactWriter
 from ai_models.publish.failures import PublicationFailure
 from ai_models.publish.members import StreamingLayout, kept, unwrap, wrapper_of
-from ai_models.publish.parallel import PARALLEL_FILES, run_parallel
+from ai_models.publish.parallel import files_at_once, run_parallel
 from ai_models.publish.progress import Progress
 from ai_models.publish.streams import CountingReader, StoreFile
 
@@ -124,9 +124,13 @@ def extract_tar(
 
         return store_member
 
-    # Each member is its own ranged read, so two can be stored at once; largest first.
+    # Each member is its own ranged read, so several can be stored at once; largest first.
     ordered = sorted(chosen.items(), key=lambda item: -item[1].size)
-    run_parallel([task(path, member) for path, member in ordered], workers=PARALLEL_FILES, progress=progress)
+    run_parallel(
+        [task(path, member) for path, member in ordered],
+        workers=files_at_once(writer.store),
+        progress=progress,
+    )
 
 
 def extract_tar_gz(payload: ByteSource, writer: ArtifactWriter, *, budget: Budget) -> None:

@@ -1,9 +1,10 @@
 """Publishing from a Hugging Face repository: each selected file streamed from the Hub (or a mirror)
 into the store, verified against the sha256 the Hub lists for LFS files.
 
-Each file goes straight from its HTTP body into `put_stream` (two files at a time), so memory stays
-at a few chunks per file whatever the model's size. A file that fails for a moment (5xx, rate limit, a
-dropped connection, a store hiccup) is tried again from its start, a few times with backoff.
+Each file goes straight from its HTTP body into `put_stream` (two at a time into a directory
+store, see `parallel`), so memory stays at a few chunks per file whatever the model's size. A
+file that fails for a moment (5xx, rate limit, a dropped connection, a store hiccup) is tried
+again from its start, a few times with backoff.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from ai_models.domain.artifacts.manifest import ArtifactFile
 from ai_models.names import ModelReason
 from ai_models.publish.artifact import ArtifactWriter
 from ai_models.publish.failures import PublicationFailure, source_failure, store_failure
-from ai_models.publish.parallel import PARALLEL_FILES, run_parallel
+from ai_models.publish.parallel import files_at_once, run_parallel
 from ai_models.publish.progress import Progress
 from ai_models.publish.retry import RetryPolicy
 from ai_models.publish.settings import FileSpec
@@ -92,7 +93,9 @@ def publish_files(
 
     # Largest first: the small companions fill the gaps at the end.
     ordered = sorted(files, key=lambda spec: -(spec.size or 0))
-    return run_parallel([task(spec) for spec in ordered], workers=PARALLEL_FILES, progress=progress)
+    return run_parallel(
+        [task(spec) for spec in ordered], workers=files_at_once(writer.store), progress=progress
+    )
 
 
 def _publish_file(

@@ -1,7 +1,8 @@
 """Several files stored at once: while one file waits on its final flush (or on the network),
 another is moving bytes, and each one's hash runs on a core of its own.
 
-    results = run_parallel([lambda: store_one(a), lambda: store_one(b)], workers=2, progress=progress)
+    results = run_parallel([lambda: store_one(a), lambda: store_one(b)], workers=files_at_once(store),
+                           progress=progress)
 
 The first failure stops the rest: tasks not started are dropped, running ones are cancelled
 through `progress` (their next byte raises `Cancelled`), and the failure is raised once every
@@ -14,11 +15,20 @@ import concurrent.futures
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
+from ai_models.adapters.objectstore import DirectoryStore, ObjectStore
 from ai_models.publish.progress import Cancelled, Progress
 
 T = TypeVar("T")
 
-PARALLEL_FILES = 2  # two in flight hide one's flush; more would multiply the store's buffers
+DIRECTORY_FILES_AT_ONCE = 2  # two in flight hide one's flush; more would only contend
+
+
+def files_at_once(store: ObjectStore) -> int:
+    """How many files to store at once. Two into a directory, where each write ends in a flush to
+    disk that another file's bytes can overlap. One into S3: its uploads already send the parts
+    of one file concurrently and hold about (concurrency + 1) parts of each stream in memory, so a
+    second stream would double the memory for little speed."""
+    return DIRECTORY_FILES_AT_ONCE if isinstance(store, DirectoryStore) else 1
 
 
 def run_parallel(tasks: Sequence[Callable[[], T]], *, workers: int, progress: Progress) -> list[T]:
@@ -41,4 +51,4 @@ def run_parallel(tasks: Sequence[Callable[[], T]], *, workers: int, progress: Pr
         return [future.result() for future in futures]
 
 
-__all__ = ["PARALLEL_FILES", "Cancelled", "run_parallel"]
+__all__ = ["Cancelled", "files_at_once", "run_parallel"]

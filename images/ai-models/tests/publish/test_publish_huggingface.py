@@ -180,6 +180,17 @@ def test_files_without_weights_are_refused_before_any_download(kit: Kit, hub: Fa
     assert hub.count("resolve") == 0
 
 
+def test_a_branch_revision_is_pinned_to_its_commit(kit: Kit, hub: FakeHub) -> None:
+    hub.add(repository(REPO, kit.model_files()))
+    job = kit.plan(hub, REPO)
+    settings = kit.hf_settings(hub, dataclasses.replace(job, revision="main"))
+
+    assert kit.run(settings) == EXIT_PUBLISHED
+
+    assert kit.manifest(job.digest).source.revision == job.revision
+    assert all(f"/resolve/{job.revision}/" in request.path for request in hub.requests("resolve"))
+
+
 def test_private_repository_needs_its_token(kit: Kit, hub: FakeHub) -> None:
     hub.add(repository(REPO, kit.model_files(), private_token="hf_secret"))
     job = kit.plan(hub, REPO, token="hf_secret")

@@ -196,6 +196,14 @@ def _from_hugging_face(
         )
     hub = HubRepository(endpoint=settings.endpoint, token=settings.token)
     snapshot = huggingface.read_snapshot(hub, repository, revision, retry)
+    if snapshot.sha != revision:
+        # The controller passes a commit; should it pass a branch, the files still come from one
+        # commit, the one the listing described, and the manifest names it.
+        logger.warning(
+            "the revision is not a commit; publishing the commit it points at",
+            extra={"repository": repository, "revision": revision, "commit": snapshot.sha},
+        )
+        revision = snapshot.sha
     huggingface.check_listing(settings.publish_files, snapshot, repository=repository, revision=revision)
     progress.total = sum(item.size or 0 for item in settings.publish_files)
     huggingface.publish_files(

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from ai_models.domain.artifacts.layout import upload_payload_key
 from ai_models.domain.artifacts.sniff import ACCEPTED_DESCRIPTION, PayloadFormat
 from ai_models.names import ModelReason, SourceType
 from ai_models.publish.main import EXIT_FAILED, EXIT_PUBLISHED
@@ -414,8 +415,6 @@ def test_invalid_safetensors_content_is_unsupported(kit: Kit) -> None:
 
 
 def test_a_payload_changed_in_the_store_is_damaged(kit: Kit) -> None:
-    from ai_models.domain.artifacts.layout import upload_payload_key  # noqa: PLC0415
-
     digest = kit.stage_upload(tiny_gguf(), payload_format=PayloadFormat.GGUF, filename="model.gguf")
     kit.store.put_bytes(upload_payload_key(kit.owner), tiny_gguf(file_type=7))  # same size, other bytes
     settings = kit.upload_settings(digest)
@@ -437,3 +436,26 @@ def test_an_upload_without_its_record_is_source_not_found(kit: Kit) -> None:
     assert result["reason"] == ModelReason.SOURCE_NOT_FOUND.value
     assert "status.upload" in result["message"]
     assert "team-a/tiny" in result["message"]
+
+
+def test_a_payload_shorter_than_received_is_damaged(kit: Kit) -> None:
+    data = tiny_gguf()
+    digest = kit.stage_upload(data, payload_format=PayloadFormat.GGUF, filename="model.gguf")
+    kit.store.put_bytes(upload_payload_key(kit.owner), data[:-100])
+    settings = kit.upload_settings(digest)
+
+    assert kit.run(settings) == EXIT_FAILED
+
+    assert kit.outcome(settings)["reason"] == ModelReason.ARTIFACT_DAMAGED.value
+    assert kit.outcome(settings)["retryable"] is False
+
+
+def test_a_record_without_its_payload_is_source_not_found(kit: Kit) -> None:
+    digest = kit.stage_upload(tiny_gguf(), payload_format=PayloadFormat.GGUF, filename="model.gguf")
+    kit.store.delete(upload_payload_key(kit.owner))
+    settings = kit.upload_settings(digest)
+
+    assert kit.run(settings) == EXIT_FAILED
+
+    assert kit.outcome(settings)["reason"] == ModelReason.SOURCE_NOT_FOUND.value
+    assert "upload the model again" in kit.outcome(settings)["message"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 
-from ai_models.adapters.objectstore import ObjectNotFound, ObjectStore
+from ai_models.adapters.objectstore import ObjectNotFound, ObjectStore, SizeMismatch
 from ai_models.domain.artifacts.layout import upload_payload_key, upload_record_key
 from ai_models.domain.artifacts.selection import Selection, select_files
 from ai_models.domain.artifacts.sniff import SNIFF_BYTES, PayloadFormat, safe_filename, sniff
@@ -82,12 +82,24 @@ def publish_upload(
         raise unsupported(
             f"the zip archive uses a compression method that cannot be read ({error})"
         ) from error
+    except SizeMismatch as error:
+        raise PublicationFailure(
+            ModelReason.ARTIFACT_DAMAGED,
+            f"the stored upload is not as long as what was received ({error}): it was changed or "
+            "damaged in the object store; upload the model again",
+        ) from error
     return _final_selection(writer)
 
 
 def _check_format(store: ObjectStore, key: str, record: UploadRecord) -> None:
-    with store.open_range(key, start=0, end=SNIFF_BYTES - 1) as stream:
-        head = stream.read(SNIFF_BYTES)
+    try:
+        with store.open_range(key, start=0, end=SNIFF_BYTES - 1) as stream:
+            head = stream.read(SNIFF_BYTES)
+    except ObjectNotFound as error:
+        raise PublicationFailure(
+            ModelReason.SOURCE_NOT_FOUND,
+            f"the upload record is there but its payload {key} is not: upload the model again",
+        ) from error
     found = sniff(head)
     if found is not record.format:
         raise unsupported(

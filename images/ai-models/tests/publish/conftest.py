@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -244,11 +243,3 @@ def hub() -> Iterator[FakeHub]:
 @pytest.fixture
 def kit(tmp_path: Path, store: DirectoryStore) -> Kit:
     return Kit(tmp_path=tmp_path, store=store)
-
-
-def wait_until(condition: Any, *, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)

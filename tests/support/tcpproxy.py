@@ -52,6 +52,9 @@ class TcpProxy:
     def stop(self) -> None:
         self._stopped.set()
         self.block()
+        # Closing a listening socket does not wake a thread blocked in accept(); a connection does.
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", self.port), timeout=1):
+            pass
         with contextlib.suppress(OSError):
             self._listener.close()
         self._thread.join(timeout=5)

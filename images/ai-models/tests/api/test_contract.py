@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import re
 from typing import Any
 
 import pytest
@@ -37,6 +38,7 @@ from ai_models.domain.artifacts.manifest import (
     ArtifactSource,
     manifest_to_json,
 )
+from ai_models.domain.artifacts.sniff import safe_member_path
 from ai_models.domain.catalog.record import ResourceFacts
 from ai_models.domain.publication.upload_token import issue
 from ai_models.domain.storage.ledger import Owner
@@ -262,13 +264,24 @@ def test_lookup_parameters_equal_the_query_model() -> None:
 
 
 def test_issued_upload_tokens_match_the_token_schema() -> None:
-    import re  # noqa: PLC0415
-
     schema = contract_document(Contract.UPLOAD)["components"]["schemas"]["UploadToken"]
     for owner in (Owner("Model", "team-a", "llama", "u-1"), Owner("ClusterModel", "", "x" * 253, "u" * 36)):
         token = issue(owner, expires_at=datetime.datetime(2030, 1, 1, tzinfo=datetime.UTC), key=b"k" * 32)
         assert re.fullmatch(schema["pattern"].strip("^$"), token)
         assert schema["minLength"] <= len(token) <= schema["maxLength"]
+
+
+@pytest.mark.parametrize(
+    "member",
+    ["model.gguf", "./a/b.json", "a//b/c.txt", "dir/.git/config", "../x", "/abs", "tok enizer", "x" * 201],
+)
+def test_servable_file_paths_are_the_paths_artifacts_hold(member: str) -> None:
+    pattern = contract_document(Contract.SERVING)["components"]["parameters"]["FilePath"]["schema"]["pattern"]
+    assert pattern == models_serving.FILE_PATH_PATTERN
+    stored = safe_member_path(member)
+    if stored is not None:
+        assert re.fullmatch(pattern, stored)
+    assert (re.fullmatch(pattern, member) is not None) == (stored == member)
 
 
 def test_the_stored_manifest_is_what_the_contract_describes() -> None:

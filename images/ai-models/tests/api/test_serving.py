@@ -226,11 +226,18 @@ def test_if_range_and_if_none_match(model: Any, http: httpx.Client) -> None:
 
 
 @pytest.mark.parametrize(
-    "path", ["nope.bin", "../manifest.json", "tokenizer", "tokenizer/", "files/model.gguf", "model.gguf/x"]
+    "path", ["nope.bin", "tokenizer", "files/model.gguf", "model.gguf/x", "manifest.json"]
 )
 def test_only_files_the_manifest_lists_are_served(model: Any, http: httpx.Client, path: str) -> None:
     owner, _, _ = model
     problem(http.get(f"{base(owner)}/files/{path}"), 404, "not-found")
+
+
+@pytest.mark.parametrize("path", ["tokenizer/", ".hidden", "a//b", "-x", "tokenizer/%2E%2E/model.gguf"])
+def test_paths_no_artifact_can_hold_are_invalid(model: Any, http: httpx.Client, path: str) -> None:
+    owner, _, _ = model
+    body = problem(http.get(f"{base(owner)}/files/{path}"), 400, "invalid-parameter")
+    assert "path parameter path" in body["detail"]
 
 
 def test_only_ready_objects_are_served(api_cluster: Any, http: httpx.Client) -> None:

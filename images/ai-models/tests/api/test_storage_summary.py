@@ -145,7 +145,9 @@ def test_the_summary_follows_a_new_ledger_within_the_snapshot_age(
         while (second := http.get(SUMMARY).json())["usedBytes"] != 3 * GIB:
             assert datetime.datetime.now(datetime.UTC) < deadline
         assert second["availableBytes"] == 17 * GIB
-        assert second["snapshotAt"] > first["snapshotAt"]
+        assert datetime.datetime.fromisoformat(second["snapshotAt"]) > datetime.datetime.fromisoformat(
+            first["snapshotAt"]
+        )
         api_cluster.delete_ledger()
         while "usedBytes" in (third := http.get(SUMMARY).json()):
             assert datetime.datetime.now(datetime.UTC) < deadline

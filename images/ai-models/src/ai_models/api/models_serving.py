@@ -24,6 +24,8 @@ DIGEST_PATTERN: Final = r"^sha256:[0-9a-f]{64}$"
 NAMESPACE_PATTERN: Final = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 OBJECT_NAME_PATTERN: Final = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 MAX_FILE_PATH: Final = 1024
+# The paths the publisher writes (`sniff.safe_member_path`): relative, no dot or hidden segments.
+FILE_PATH_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,199}(/[A-Za-z0-9][A-Za-z0-9._+-]{0,199})*$"
 SHA256_HEX_PATTERN: Final = r"^[0-9a-f]{64}$"
 
 
@@ -75,7 +77,7 @@ class ModelManifestLocator(_Locator):
 class ModelFileLocator(ModelManifestLocator):
     """Path parameters of a Model's file."""
 
-    path: str = Field(min_length=1, max_length=MAX_FILE_PATH)
+    path: str = Field(min_length=1, max_length=MAX_FILE_PATH, pattern=FILE_PATH_PATTERN)
 
 
 class ClusterModelManifestLocator(_Locator):
@@ -87,4 +89,4 @@ class ClusterModelManifestLocator(_Locator):
 class ClusterModelFileLocator(ClusterModelManifestLocator):
     """Path parameters of a ClusterModel's file."""
 
-    path: str = Field(min_length=1, max_length=MAX_FILE_PATH)
+    path: str = Field(min_length=1, max_length=MAX_FILE_PATH, pattern=FILE_PATH_PATTERN)

@@ -381,6 +381,14 @@ class FakeHub:
             response = web.json_response({"error": "injected"}, status=fault.status, headers=fault.headers)
         else:
             response = await handler(request)
+        if not request.get(_RECORDED):
+            self._record(request, response.status)
+        return response
+
+    def _record(self, request: web.Request, status: int) -> None:
+        """Log `request`; a streamed body records itself before it is sent (see `_send`), so a
+        client that has read the whole answer always finds the request in the log."""
+        request[_RECORDED] = True
         with self._lock:
             if self._record_log:
                 self._log.append(
@@ -389,11 +397,10 @@ class FakeHub:
                         path=request.path,
                         query=tuple(request.query.items()),
                         headers={key.lower(): value for key, value in request.headers.items()},
-                        bucket=bucket,
-                        status=response.status,
+                        bucket=bucket_of(request.path),
+                        status=status,
                     )
                 )
-        return response
 
     def _take_fault(self, bucket: str) -> _Fault | None:
         for fault in self._faults:
@@ -524,6 +531,7 @@ class FakeHub:
             drop = self._take_drop(bucket) if end - start > self._drop_threshold(bucket) else None
         response = web.StreamResponse(status=status, headers=headers)
         response.content_length = end - start
+        self._record(request, status)
         await response.prepare(request)
         sent = 0
         for chunk in content_chunks(body, start, end):
@@ -551,6 +559,7 @@ class FakeHub:
 
 
 _PAGING: Final = frozenset({"cursor", "limit", "expand", "full"})
+_RECORDED: Final = web.RequestKey("fake_hub_recorded", bool)
 
 
 def _select(models: Iterable[FakeModel], query: MultiMapping[str]) -> list[FakeModel]:

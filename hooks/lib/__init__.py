@@ -1,0 +1,1 @@
+"""Code shared by the module's hooks (`hooks/*.py`); see hooks/README.md for how it is found."""

@@ -7,7 +7,7 @@ shared claim's namespace, name, class and phase.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ai_models.domain.storage.prerequisites import (
@@ -33,7 +33,7 @@ SHARED_CLAIM_JQ = (
 )
 
 
-def storage_class_facts(results: list[dict[str, Any]]) -> tuple[StorageClassFacts, ...]:
+def storage_class_facts(results: Sequence[Mapping[str, Any]]) -> tuple[StorageClassFacts, ...]:
     return tuple(
         StorageClassFacts(
             name=str(item["name"]),
@@ -50,7 +50,7 @@ def _phase(text: Any) -> ClaimPhase:
     return known.get(str(text), ClaimPhase.PENDING) if text else ClaimPhase.PENDING
 
 
-def shared_claim_facts(results: list[Mapping[str, Any]]) -> tuple[SharedClaimFacts, ...]:
+def shared_claim_facts(results: Sequence[Mapping[str, Any]]) -> tuple[SharedClaimFacts, ...]:
     """Claims as facts; `provisioning_failed` stays False: a hook cannot watch Events cheaply."""
     return tuple(
         SharedClaimFacts(

@@ -1,0 +1,182 @@
+"""internal_tls: the module CA and the api certificate, kept across restarts through Secret snapshots."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+from typing import Any
+
+from cryptography import x509
+from deckhouse import hook
+
+from support.values import module_values
+
+ROOT_CA, API_TLS = "root_ca", "api_tls"
+NAMES = [
+    "ai-models-api.d8-ai-models.svc",
+    "ai-models-api.d8-ai-models.svc.cluster.local",
+    "ai-models-api.d8-ai-models",
+    "ai-models-api",
+]
+
+
+def now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+def secret(pair: Any) -> dict[str, str]:
+    """filterResult of the Secret bindings: base64 data as in the object."""
+    return {
+        "crt": base64.b64encode(pair.crt.encode()).decode(),
+        "key": base64.b64encode(pair.key.encode()).decode(),
+    }
+
+
+def run(kit: Any, contexts: list[dict[str, Any]], values: dict[str, Any]) -> Any:
+    return hook.testrun(kit.load("internal_tls").main, binding_context=contexts, initial_values=values)
+
+
+def issued(
+    kit: Any, *, ca_days: int = 3650, cert_days: int = 365, names: list[str] = NAMES
+) -> tuple[Any, Any]:
+    lib = kit.load("internal_tls")  # its generate_ca/issue_certificate are lib.tls's
+    ca = lib.generate_ca("ai-models-ca", now(), dt.timedelta(days=ca_days))
+    cert = lib.issue_certificate(
+        ca, "ai-models-api.d8-ai-models.svc", names, now(), dt.timedelta(days=cert_days)
+    )
+    return ca, cert
+
+
+def check_pair(internal: dict[str, Any], names: list[str] = NAMES) -> x509.Certificate:
+    ca = x509.load_pem_x509_certificate(internal["rootCA"]["crt"].encode())
+    cert = x509.load_pem_x509_certificate(internal["apiCert"]["crt"].encode())
+    assert internal["apiCert"]["ca"] == internal["rootCA"]["crt"]
+    assert ca.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
+    cert.verify_directly_issued_by(ca)
+    sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert sorted(sans.get_values_for_type(x509.DNSName)) == sorted(names)
+    assert cert.not_valid_after_utc - now() > dt.timedelta(days=300)
+    assert "PRIVATE KEY" in internal["rootCA"]["key"]
+    assert "PRIVATE KEY" in internal["apiCert"]["key"]
+    return cert
+
+
+def empty() -> dict[str, Any]:
+    return {ROOT_CA: [], API_TLS: []}
+
+
+def test_fresh_install_generates_ca_and_certificate(kit: Any) -> None:
+    values = module_values()
+    output = run(kit, [kit.before_helm(empty())], values)
+    internal = kit.patched(values, output)["aiModels"]["internal"]
+    check_pair(internal)
+    assert {patch["path"] for patch in output.values_patches.data} == {
+        "/aiModels/internal/rootCA/crt",
+        "/aiModels/internal/rootCA/key",
+        "/aiModels/internal/apiCert/ca",
+        "/aiModels/internal/apiCert/crt",
+        "/aiModels/internal/apiCert/key",
+    }
+
+
+def test_restart_reads_both_back_from_the_secrets(kit: Any) -> None:
+    ca, cert = issued(kit)
+    values = module_values()  # internal values are lost on a Deckhouse restart
+    output = run(
+        kit,
+        [kit.before_helm({ROOT_CA: kit.snapshot(secret(ca)), API_TLS: kit.snapshot(secret(cert))})],
+        values,
+    )
+    internal = kit.patched(values, output)["aiModels"]["internal"]
+    assert internal["rootCA"] == {"crt": ca.crt, "key": ca.key}
+    assert internal["apiCert"] == {"ca": ca.crt, "crt": cert.crt, "key": cert.key}
+
+
+def test_valid_values_write_no_patch(kit: Any) -> None:
+    ca, cert = issued(kit)
+    values = module_values(
+        internal={
+            "rootCA": {"crt": ca.crt, "key": ca.key},
+            "apiCert": {"ca": ca.crt, "crt": cert.crt, "key": cert.key},
+        }
+    )
+    output = run(kit, [kit.schedule("renew", empty())], values)
+    assert output.values_patches.data == []
+
+
+def test_ca_expiring_within_30_days_is_renewed_with_the_certificate(kit: Any) -> None:
+    ca, cert = issued(kit, ca_days=20, cert_days=20)
+    values = module_values()
+    output = run(
+        kit,
+        [kit.schedule("renew", {ROOT_CA: kit.snapshot(secret(ca)), API_TLS: kit.snapshot(secret(cert))})],
+        values,
+    )
+    internal = kit.patched(values, output)["aiModels"]["internal"]
+    assert internal["rootCA"]["crt"] != ca.crt
+    assert internal["apiCert"]["crt"] != cert.crt
+    check_pair(internal)
+
+
+def test_certificate_expiring_soon_is_reissued_by_the_same_ca(kit: Any) -> None:
+    ca, cert = issued(kit, cert_days=10)
+    values = module_values()
+    output = run(
+        kit,
+        [kit.before_helm({ROOT_CA: kit.snapshot(secret(ca)), API_TLS: kit.snapshot(secret(cert))})],
+        values,
+    )
+    internal = kit.patched(values, output)["aiModels"]["internal"]
+    assert internal["rootCA"] == {"crt": ca.crt, "key": ca.key}
+    assert internal["apiCert"]["crt"] != cert.crt
+    check_pair(internal)
+
+
+def test_changed_cluster_domain_reissues_the_certificate(kit: Any) -> None:
+    ca, cert = issued(kit)
+    values = module_values(
+        internal={
+            "rootCA": {"crt": ca.crt, "key": ca.key},
+            "apiCert": {"ca": ca.crt, "crt": cert.crt, "key": cert.key},
+        },
+        global_overrides={"discovery": {"clusterDomain": "corp.internal"}},
+    )
+    output = run(kit, [kit.before_helm(empty())], values)
+    internal = kit.patched(values, output)["aiModels"]["internal"]
+    assert internal["rootCA"]["crt"] == ca.crt
+    names = [name.replace("cluster.local", "corp.internal") for name in NAMES]
+    check_pair(internal, names)
+
+
+def test_certificate_of_another_ca_is_reissued(kit: Any) -> None:
+    ca, _ = issued(kit)
+    _, foreign = issued(kit)
+    values = module_values()
+    output = run(
+        kit,
+        [kit.before_helm({ROOT_CA: kit.snapshot(secret(ca)), API_TLS: kit.snapshot(secret(foreign))})],
+        values,
+    )
+    internal = kit.patched(values, output)["aiModels"]["internal"]
+    assert internal["rootCA"]["crt"] == ca.crt
+    assert internal["apiCert"]["crt"] != foreign.crt
+    check_pair(internal)
+
+
+def test_broken_secret_data_is_replaced(kit: Any) -> None:
+    ca, _ = issued(kit)
+    broken = {"crt": "not base64!", "key": secret(ca)["key"]}
+    mismatched = {"crt": secret(ca)["crt"], "key": secret(issued(kit)[0])["key"]}
+    values = module_values()
+    output = run(kit, [kit.before_helm({ROOT_CA: kit.snapshot(broken, mismatched), API_TLS: []})], values)
+    internal = kit.patched(values, output)["aiModels"]["internal"]
+    assert internal["rootCA"]["crt"] != ca.crt
+    check_pair(internal)
+
+
+def test_several_contexts_in_one_run_leave_a_consistent_pair(kit: Any) -> None:
+    values = module_values()
+    output = run(kit, [kit.schedule("renew", empty()), kit.before_helm(empty())], values)
+    # Each context starts from the same values and issues its own pair; the last patches win.
+    check_pair(kit.patched(values, output)["aiModels"]["internal"])
+    check_pair(output.values["aiModels"]["internal"])

@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+"""Copy the object-store credentials (and CA) named in the settings from d8-system into d8-ai-models.
+
+`aiModels.artifacts.credentialsSecretName` (keys `accessKey`, `secretKey`) becomes
+`ai-models-artifacts-credentials`; `aiModels.artifacts.caSecretName` (key `ca.crt`) becomes
+`ai-models-artifacts-ca`. A copy is written only when it differs from the source, and deleted when
+its setting is removed or its source disappears. A source that lacks a key leaves the copy as it is
+(a warning names the missing keys). Secret data is never logged: only names.
+The d8-system binding keeps only the copied keys (jqFilter), and skips Helm's release Secrets.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+from deckhouse import hook
+
+from lib.values import MODULE_NAMESPACE, QUEUE, filter_results, setting
+
+SOURCES = "source_secrets"
+COPIES = "copies"
+SOURCE_NAMESPACE = "d8-system"
+CREDENTIALS = "ai-models-artifacts-credentials"
+CA = "ai-models-artifacts-ca"
+CREDENTIAL_KEYS = ("accessKey", "secretKey")
+CA_KEYS = ("ca.crt",)
+
+config = json.dumps(
+    {
+        "configVersion": "v1",
+        "beforeHelm": 10,
+        "kubernetes": [
+            {
+                "name": SOURCES,
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "namespace": {"nameSelector": {"matchNames": [SOURCE_NAMESPACE]}},
+                "labelSelector": {
+                    "matchExpressions": [{"key": "owner", "operator": "NotIn", "values": ["helm"]}]
+                },
+                "keepFullObjectsInMemory": False,
+                "includeSnapshotsFrom": [SOURCES, COPIES],
+                "queue": f"{QUEUE}/artifacts-credentials",
+                "jqFilter": (
+                    '{name: .metadata.name, data: ((.data // {}) | {accessKey, secretKey, "ca.crt"}'
+                    " | with_entries(select(.value != null)))}"
+                ),
+            },
+            {
+                "name": COPIES,
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "namespace": {"nameSelector": {"matchNames": [MODULE_NAMESPACE]}},
+                "nameSelector": {"matchNames": [CREDENTIALS, CA]},
+                "keepFullObjectsInMemory": False,
+                "includeSnapshotsFrom": [SOURCES, COPIES],
+                "queue": f"{QUEUE}/artifacts-credentials",
+                "jqFilter": "{name: .metadata.name, data: (.data // {})}",
+            },
+        ],
+    },
+    indent=2,
+)
+
+
+def copy_secret(name: str, data: Mapping[str, str]) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": name,
+            "namespace": MODULE_NAMESPACE,
+            "labels": {"heritage": "deckhouse", "module": "ai-models"},
+        },
+        "type": "Opaque",
+        "data": dict(data),
+    }
+
+
+def sync(
+    ctx: hook.Context,
+    target: str,
+    *,
+    source_name: str | None,
+    keys: tuple[str, ...],
+    sources: Mapping[str, Mapping[str, str]],
+    copies: Mapping[str, Mapping[str, str]],
+) -> None:
+    source = sources.get(source_name) if source_name else None
+    if source is None:
+        if target in copies:
+            ctx.kubernetes.delete(kind="Secret", namespace=MODULE_NAMESPACE, name=target, apiVersion="v1")
+        if source_name:
+            print(
+                f"artifacts credentials: Secret {SOURCE_NAMESPACE}/{source_name} not found", file=sys.stderr
+            )
+        return
+    missing = [key for key in keys if not source.get(key)]
+    if missing:
+        print(
+            f"artifacts credentials: Secret {SOURCE_NAMESPACE}/{source_name} lacks {', '.join(missing)}; "
+            f"{MODULE_NAMESPACE}/{target} is left as it is",
+            file=sys.stderr,
+        )
+        return
+    data = {key: source[key] for key in keys}
+    if dict(copies.get(target) or {}) != data:
+        ctx.kubernetes.create_or_update(copy_secret(target, data))
+
+
+def main(ctx: hook.Context) -> None:
+    values: dict[str, Any] = ctx.values
+    sources = {str(item["name"]): item.get("data") or {} for item in filter_results(ctx.snapshots, SOURCES)}
+    copies = {str(item["name"]): item.get("data") or {} for item in filter_results(ctx.snapshots, COPIES)}
+    credentials_name = setting(values, "artifacts", "credentialsSecretName") or None
+    ca_name = setting(values, "artifacts", "caSecretName") or None
+    sync(ctx, CREDENTIALS, source_name=credentials_name, keys=CREDENTIAL_KEYS, sources=sources, copies=copies)
+    sync(ctx, CA, source_name=ca_name, keys=CA_KEYS, sources=sources, copies=copies)
+
+
+if __name__ == "__main__":
+    hook.run(main, config=config)

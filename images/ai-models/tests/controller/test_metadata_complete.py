@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from ai_models.controller.models.reconciler import metadata_complete
 from ai_models.domain.artifacts.profile import ProfileInputs, resolve_profile
+from ai_models.domain.artifacts.profile import is_complete as metadata_complete
 from ai_models.domain.catalog.record import WeightsFormat
 
 QWEN_CONFIG = {

@@ -46,8 +46,7 @@ from ai_models.domain.artifacts.layout import (
     upload_prefix,
 )
 from ai_models.domain.artifacts.manifest import ArtifactManifest, ManifestFormatError, manifest_from_json
-from ai_models.domain.artifacts.profile import TEXT_ENDPOINTS
-from ai_models.domain.catalog.record import WeightsFormat
+from ai_models.domain.artifacts.profile import is_complete
 from ai_models.domain.conditions import find_condition, timestamp
 from ai_models.domain.models import status as situations
 from ai_models.domain.models.source import parse_source
@@ -88,22 +87,6 @@ class ReconcilerSettings:
 def owner_of(obj: Mapping[str, Any]) -> Owner:
     meta = obj["metadata"]
     return Owner(kind=obj["kind"], namespace=meta.get("namespace") or "", name=meta["name"], uid=meta["uid"])
-
-
-def metadata_complete(resolved: Mapping[str, Any]) -> bool:
-    """Whether the profile has the facts a runtime sizes itself by; otherwise ModelMetadataPartial.
-
-    The manifest keeps only `status.resolved`, so this reads back `resolve_profile`'s own rule from
-    it: a format and a parameter count always, and a context window for a text model (one with a
-    text endpoint, or no endpoint at all unless it is a Diffusers pipeline).
-    """
-    if "format" not in resolved or "parameterCount" not in resolved:
-        return False
-    endpoints = set(resolved.get("supportedEndpointTypes") or ())
-    text_model = bool(TEXT_ENDPOINTS & endpoints) or (
-        not endpoints and resolved["format"] != WeightsFormat.DIFFUSERS
-    )
-    return not text_model or "contextWindowTokens" in resolved
 
 
 class Reconciler:
@@ -295,7 +278,7 @@ class Reconciler:
 
     def _ready(self, key: ModelKey, obj: dict[str, Any], owner: Owner, manifest: ArtifactManifest) -> None:
         resolved = dict(manifest.resolved)
-        complete = metadata_complete(resolved)
+        complete = is_complete(resolved)
         message = (
             f"artifact {manifest.digest} published: {len(manifest.files)} files, {manifest.size_bytes} bytes"
         )

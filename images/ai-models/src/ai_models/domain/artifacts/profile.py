@@ -126,11 +126,23 @@ def resolve_profile(inputs: ProfileInputs) -> ResolvedProfile:
         "resources": resources,
     }
     resolved = {key: value for key, value in resolved.items() if value is not None}
-    text_model = bool(TEXT_ENDPOINTS.intersection(endpoints)) or (
-        not endpoints and inputs.format is not WeightsFormat.DIFFUSERS
+    return ResolvedProfile(resolved=resolved, complete=is_complete(resolved))
+
+
+def is_complete(resolved: Mapping[str, Any]) -> bool:
+    """Whether a profile (`status.resolved`) has every fact a model of its kind needs.
+
+    A format and a parameter count always; a context window for a text model (one with a text endpoint, or with
+    no endpoint at all unless it is a Diffusers pipeline). The controller reads it back from the
+    manifest to choose ModelMetadataCalculated or ModelMetadataPartial.
+    """
+    if "format" not in resolved or "parameterCount" not in resolved:
+        return False
+    endpoints = set(resolved.get("supportedEndpointTypes") or ())
+    text_model = bool(TEXT_ENDPOINTS & endpoints) or (
+        not endpoints and resolved.get("format") != WeightsFormat.DIFFUSERS.value
     )
-    complete = facts.parameter_count is not None and (not text_model or facts.context_length is not None)
-    return ResolvedProfile(resolved=resolved, complete=complete)
+    return not text_model or "contextWindowTokens" in resolved
 
 
 def _first_with_architecture(headers: Sequence[GgufHeader]) -> GgufHeader | None:

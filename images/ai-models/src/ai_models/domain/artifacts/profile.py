@@ -132,9 +132,9 @@ def resolve_profile(inputs: ProfileInputs) -> ResolvedProfile:
 def is_complete(resolved: Mapping[str, Any]) -> bool:
     """Whether a profile (`status.resolved`) has every fact a model of its kind needs.
 
-    A format and a parameter count always; a context window for a text model (one with a text endpoint, or with
-    no endpoint at all unless it is a Diffusers pipeline). The controller reads it back from the
-    manifest to choose ModelMetadataCalculated or ModelMetadataPartial.
+    A format and a parameter count always; a context window for a text model (one with a text
+    endpoint, or with no endpoint at all unless it is a Diffusers pipeline). The controller reads
+    it back from the manifest to choose ModelMetadataCalculated or ModelMetadataPartial.
     """
     if "format" not in resolved or "parameterCount" not in resolved:
         return False

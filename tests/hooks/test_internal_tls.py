@@ -9,6 +9,7 @@ from typing import Any
 from cryptography import x509
 from deckhouse import hook
 
+from support.render import render_chart
 from support.values import module_values
 
 ROOT_CA, API_TLS = "root_ca", "api_tls"
@@ -180,3 +181,29 @@ def test_several_contexts_in_one_run_leave_a_consistent_pair(kit: Any) -> None:
     # Each context starts from the same values and issues its own pair; the last patches win.
     check_pair(kit.patched(values, output)["aiModels"]["internal"])
     check_pair(output.values["aiModels"]["internal"])
+
+
+def test_what_the_chart_renders_from_the_values_is_what_the_hook_reads_back(kit: Any) -> None:
+    values = module_values()
+    internal = kit.patched(values, run(kit, [kit.before_helm(empty())], values))["aiModels"]["internal"]
+    chart = render_chart(module_values(internal=internal))
+
+    def read_back(name: str) -> dict[str, str]:
+        data = chart.get("Secret", name, "d8-ai-models")["data"]
+        # The binding's jqFilter: {crt: .data["tls.crt"], key: .data["tls.key"]}
+        return {"crt": data["tls.crt"], "key": data["tls.key"]}
+
+    restarted = module_values()  # internal values are lost on a Deckhouse restart
+    output = run(
+        kit,
+        [
+            kit.before_helm(
+                {
+                    ROOT_CA: kit.snapshot(read_back("ai-models-root-ca")),
+                    API_TLS: kit.snapshot(read_back("ai-models-api-tls")),
+                }
+            )
+        ],
+        restarted,
+    )
+    assert kit.patched(restarted, output)["aiModels"]["internal"] == internal

@@ -80,6 +80,10 @@ COMPONENT_LABEL: Final = "app.kubernetes.io/component"
 UPLOAD_SIGNING_SECRET: Final = "ai-models-upload-signing"
 UPLOAD_SIGNING_KEY: Final = "key"
 ARTIFACTS_CREDENTIALS_SECRET: Final = "ai-models-artifacts-credentials"
+# The Service of the api in the module namespace (serving, upload and internal lookup).
+API_SERVICE: Final = "ai-models-api"
+# Workload delivery contract: where each model appears in containers.
+MODELS_DIR: Final = "/data/modelcache/models"
 
 
 class ModelKind(enum.StrEnum):

@@ -135,10 +135,20 @@ def test_the_tar_magic_is_read_at_its_offset() -> None:
     assert sniff(bytes(256) + b"ustar" + bytes(250)) is None
 
 
+EXPECTED_DEFAULTS = {
+    PayloadFormat.GGUF: "model.gguf",
+    PayloadFormat.SAFETENSORS: "model.safetensors",
+    # An archive is unpacked; its recorded name only has to say what it was.
+    PayloadFormat.TAR: "upload.tar",
+    PayloadFormat.TAR_GZIP: "upload.tar.gz",
+    PayloadFormat.ZIP: "upload.zip",
+}
+
+
 @pytest.mark.parametrize("payload_format", list(PayloadFormat))
 def test_default_file_names_match_the_content(payload_format: PayloadFormat) -> None:
     name = default_filename(payload_format)
-    assert name == ("model.gguf" if payload_format is PayloadFormat.GGUF else "model.safetensors")
+    assert name == EXPECTED_DEFAULTS[payload_format]
     assert safe_filename(None, payload_format) == name
     assert safe_filename("", payload_format) == name
 
@@ -301,5 +311,4 @@ def test_any_safe_filename_is_one_plain_segment_with_the_right_extension(
     stored = safe_filename(name, payload_format)
     assert safe_member_path(stored) == stored
     assert "/" not in stored
-    extension = ".gguf" if payload_format is PayloadFormat.GGUF else ".safetensors"
-    assert stored.lower().endswith(extension)
+    assert stored.lower().endswith(EXPECTED_DEFAULTS[payload_format].split(".", 1)[1])

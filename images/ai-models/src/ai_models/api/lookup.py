@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Any, Final, TypeVar
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -17,14 +17,12 @@ from ai_models.api.model_objects import ModelObject, ModelReader, ObjectRef
 from ai_models.api.models_lookup import ArtifactView, ConditionView, Delivery, ModelLookup, ResolvedProfile
 from ai_models.api.models_serving import CLUSTER_MODEL_MANIFEST_PATH, MODEL_MANIFEST_PATH
 from ai_models.api.problems import not_found
-from ai_models.names import ModelKind, ModelPhase
+from ai_models.names import API_SERVICE, MODELS_DIR, ModelKind, ModelPhase
 
 log = logging.getLogger(__name__)
 
 # Where workload containers see a delivered model (the workload delivery contract).
-MODELS_DIR: Final = "/data/modelcache/models"
 # The Service of the api (templates/api/service.yaml), port 80 -> the public listener.
-API_SERVICE: Final = "ai-models-api"
 M = TypeVar("M", bound=BaseModel)
 
 

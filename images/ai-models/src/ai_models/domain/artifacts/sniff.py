@@ -47,16 +47,27 @@ def sniff(head: bytes) -> PayloadFormat | None:
     return None
 
 
+_EXTENSIONS = {
+    PayloadFormat.GGUF: ".gguf",
+    PayloadFormat.SAFETENSORS: ".safetensors",
+    PayloadFormat.TAR: ".tar",
+    PayloadFormat.TAR_GZIP: ".tar.gz",
+    PayloadFormat.ZIP: ".zip",
+}
+
+
 def default_filename(payload_format: PayloadFormat) -> str:
-    return "model.gguf" if payload_format is PayloadFormat.GGUF else "model.safetensors"
+    stem = "model" if payload_format in (PayloadFormat.GGUF, PayloadFormat.SAFETENSORS) else "upload"
+    return stem + _EXTENSIONS[payload_format]
 
 
 def safe_filename(name: str | None, payload_format: PayloadFormat) -> str:
-    """The stored name of a single-file upload: the user's base name when safe, else a default.
+    """The recorded name of an upload: the user's base name when safe, else a default.
 
-    The extension always matches the content, so a runtime that looks for `*.gguf` finds it.
+    The extension always matches the content, so a runtime that looks for `*.gguf` finds a
+    single-file upload; an archive keeps an archive's extension (its members are published, not it).
     """
-    extension = ".gguf" if payload_format is PayloadFormat.GGUF else ".safetensors"
+    extension = _EXTENSIONS[payload_format]
     base = posixpath.basename((name or "").replace("\\", "/"))
     stored = base if base.lower().endswith(extension) else base + extension
     if not _SAFE_SEGMENT.fullmatch(base) or not _SAFE_SEGMENT.fullmatch(stored):

@@ -98,7 +98,8 @@ class RemoteFile:
     """An open download: `read(n)` gives the body in pieces; errors are ProviderErrors."""
 
     def __init__(self, response: httpx2.Response, *, describe: Callable[[Exception], ProviderError]) -> None:
-        self._chunks = response.iter_bytes()
+        # Large pieces: every piece costs a trip through the hashing and storing readers above.
+        self._chunks = response.iter_bytes(chunk_size=1024 * 1024)
         self._pending = b""
         self._describe = describe
         length = response.headers.get("Content-Length")

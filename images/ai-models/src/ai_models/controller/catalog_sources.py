@@ -57,6 +57,29 @@ class TokenSecretMissing(Exception):
     """The Secret named in spec.huggingFace.tokenSecretRef is missing or has no `token` key."""
 
 
+def source_token(api: Any, namespace: str, body: Mapping[str, Any]) -> str | None:
+    """The Hub token of a ModelCatalogSource (Secret `spec.huggingFace.tokenSecretRef` in the module
+    namespace, key `token`); None without a reference. Raises TokenSecretMissing naming the fix."""
+    reference = ((body.get("spec") or {}).get("huggingFace") or {}).get("tokenSecretRef")
+    if not reference:
+        return None
+    try:
+        secret = k8s.CoreV1Api(api).read_namespaced_secret(reference["name"], namespace)
+    except ApiException as error:
+        if error.status == 404:
+            raise TokenSecretMissing(
+                f"Secret {namespace}/{reference['name']} named in spec.huggingFace.tokenSecretRef "
+                "does not exist; create it with the Hub token under the key `token`"
+            ) from error
+        raise
+    data = secret.data or {}
+    if "token" not in data:
+        raise TokenSecretMissing(
+            f"Secret {namespace}/{reference['name']} has no key `token`; put the Hub token under that key"
+        )
+    return base64.b64decode(data["token"]).decode().strip()
+
+
 class InvalidSourceSpec(Exception):
     """A spec the schema let through but the indexer cannot use."""
 
@@ -236,7 +259,7 @@ class SourceLoop:
         generation: int,
     ) -> PassResult | None:
         runtime = self.runtime
-        token = await asyncio.to_thread(self._token, body)
+        token = await asyncio.to_thread(source_token, self.runtime.api, self.runtime.settings.namespace, body)
         spec = SourceSpec.from_resource(
             dict(body), default_endpoint=runtime.settings.hf_endpoint, token=token
         )
@@ -258,27 +281,6 @@ class SourceLoop:
                 )
 
         return await asyncio.to_thread(index)
-
-    def _token(self, body: Mapping[str, Any]) -> str | None:
-        reference = ((body.get("spec") or {}).get("huggingFace") or {}).get("tokenSecretRef")
-        if not reference:
-            return None
-        namespace = self.runtime.settings.namespace
-        try:
-            secret = k8s.CoreV1Api(self.runtime.api).read_namespaced_secret(reference["name"], namespace)
-        except ApiException as error:
-            if error.status == 404:
-                raise TokenSecretMissing(
-                    f"Secret {namespace}/{reference['name']} named in spec.huggingFace.tokenSecretRef "
-                    "does not exist; create it with the Hub token under the key `token`"
-                ) from error
-            raise
-        data = secret.data or {}
-        if "token" not in data:
-            raise TokenSecretMissing(
-                f"Secret {namespace}/{reference['name']} has no key `token`; put the Hub token under that key"
-            )
-        return base64.b64decode(data["token"]).decode().strip()
 
     async def _succeeded(self, body: kopf.Body, writer: SourceStatusWriter, result: PassResult) -> None:
         now = utcnow()

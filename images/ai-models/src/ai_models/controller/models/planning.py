@@ -25,6 +25,7 @@ from ai_models.adapters.hub.errors import (
 )
 from ai_models.adapters.objectstore import ObjectNotFound, ObjectStore, ObjectStoreError
 from ai_models.catalog.reading import ManifestInvalid, iter_records, read_manifest
+from ai_models.controller.catalog_sources import TokenSecretMissing, source_token
 from ai_models.controller.models.kube import ModelObjects
 from ai_models.domain.artifacts.digest import SourceFile, repository_digest, upload_digest
 from ai_models.domain.artifacts.layout import upload_record_key
@@ -250,11 +251,10 @@ class Planner:
                 f"{manifest.generation}; search the catalog for the exact id",
             )
         huggingface = (catalog_source.get("spec") or {}).get("huggingFace") or {}
-        token: str | None = None
-        reference = huggingface.get("tokenSecretRef")
-        if reference:
-            data = self.objects.secret_data(self.module_namespace, reference["name"])
-            token = (data or {}).get("token", "").strip() or None
+        try:
+            token = source_token(self.api_client, self.module_namespace, catalog_source)
+        except TokenSecretMissing as error:
+            return Refused(ModelReason.PUBLICATION_FAILED, f"ModelCatalogSource {name!r}: {error}")
         return self._repository(
             endpoint=huggingface.get("endpoint") or self.hf_endpoint,
             token=token,

@@ -172,6 +172,14 @@ def expected_controller_env(values: Mapping[str, Any]) -> dict[str, Any]:
         values["aiModels"]["publication"]["maxConcurrentPublications"]
     )
     env["AI_MODELS_UPLOAD_IN_CLUSTER_URL"] = f"http://ai-models-api.{NAMESPACE}.svc"
+    modules = values["global"].get("modules") or {}
+    https = values["aiModels"].get("https") or {}
+    mode = https.get("mode") or (modules.get("https") or {}).get("mode")
+    cert_manager = "cert-manager" in (values["global"].get("enabledModules") or [])
+    if modules.get("publicDomainTemplate") and (mode != "CertManager" or cert_manager):
+        scheme = "http" if mode == "Disabled" else "https"
+        host = modules["publicDomainTemplate"].replace("%s", "ai-models")
+        env["AI_MODELS_UPLOAD_PUBLIC_URL"] = f"{scheme}://{host}"
     return env
 
 

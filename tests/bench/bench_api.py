@@ -41,6 +41,7 @@ from ai_models.domain.publication.upload_token import issue
 from ai_models.domain.storage.codec import LEDGER_SECRET_KEY, LEDGER_SECRET_NAME, ledger_to_json
 from ai_models.domain.storage.ledger import Ledger, Owner
 from ai_models.names import API_GROUP, API_VERSION, UPLOAD_SIGNING_KEY, UPLOAD_SIGNING_SECRET
+from bench.checks import Check
 from fakes.model_files import GIB, MIB, synthetic_safetensors
 from kubeemu.access_levels import grant_access_level
 from kubeemu.authn import Identity, new_token
@@ -57,23 +58,6 @@ READS_PER_BURST_TARGET = 1.0
 COPY_CHUNK = MIB
 KEY = b"bench-upload-signing-key-32bytes"
 API = Path(sys.executable).parent / "ai-models"
-
-
-@dataclasses.dataclass(frozen=True)
-class Check:
-    name: str
-    value: float
-    target: float
-    higher_is_better: bool
-
-    @property
-    def met(self) -> bool:
-        return self.value >= self.target if self.higher_is_better else self.value <= self.target
-
-    def line(self) -> str:
-        relation = ">=" if self.higher_is_better else "<="
-        verdict = "ok" if self.met else "MISSED"
-        return f"  {self.name:<44} {self.value:>10.2f}  target {relation} {self.target:<8g} {verdict}"
 
 
 class LedgerReads:

@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 import multiprocessing
 import multiprocessing.connection
@@ -30,6 +29,7 @@ from ai_models.adapters.hub import HubClient
 from ai_models.adapters.objectstore import DirectoryStore
 from ai_models.catalog.indexing import PassResult, run_pass
 from ai_models.catalog.source import SourceSpec
+from bench.checks import Check
 from fakes.hub import FakeHub
 from fakes.hub_corpus import make_corpus
 
@@ -40,23 +40,6 @@ THROUGHPUT_ROUNDS = 3
 API_PER_100_TARGET = 2.0
 RESOLVE_PER_100_TARGET = 100.0
 MODELS_PER_SECOND_TARGET = 1_000.0
-
-
-@dataclasses.dataclass(frozen=True)
-class Check:
-    name: str
-    value: float
-    target: float
-    higher_is_better: bool
-
-    @property
-    def met(self) -> bool:
-        return self.value >= self.target if self.higher_is_better else self.value <= self.target
-
-    def line(self) -> str:
-        relation = ">=" if self.higher_is_better else "<="
-        verdict = "ok" if self.met else "MISSED"
-        return f"  {self.name:<44} {self.value:>10.2f}  target {relation} {self.target:<8g} {verdict}"
 
 
 def utcnow() -> datetime.datetime:

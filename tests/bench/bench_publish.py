@@ -44,6 +44,7 @@ from ai_models.domain.artifacts.layout import manifest_key, upload_payload_key, 
 from ai_models.domain.artifacts.sniff import PayloadFormat
 from ai_models.domain.artifacts.upload_record import UploadRecord, record_to_json
 from ai_models.domain.storage.ledger import Owner
+from bench.checks import Check
 from fakes.hub import FakeHub, repository
 from fakes.model_files import GIB, MIB, SyntheticFile, synthetic_safetensors
 
@@ -55,23 +56,6 @@ ROUNDS = 3
 PEAK_RSS_TARGET_MB = 200.0
 THROUGHPUT_RATIO_TARGET = 0.7
 COPY_CHUNK = MIB
-
-
-@dataclasses.dataclass(frozen=True)
-class Check:
-    name: str
-    value: float
-    target: float
-    higher_is_better: bool
-
-    @property
-    def met(self) -> bool:
-        return self.value >= self.target if self.higher_is_better else self.value <= self.target
-
-    def line(self) -> str:
-        relation = ">=" if self.higher_is_better else "<="
-        verdict = "ok" if self.met else "MISSED"
-        return f"  {self.name:<48} {self.value:>10.2f}  target {relation} {self.target:<8g} {verdict}"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -80,7 +80,11 @@ class DirectoryStore:
         # Seeking past the end is allowed and reads nothing, which is what the contract asks for.
         file.seek(start)
         return reader(
-            file.read, close=file.close, limit=limit, translate=lambda exc: self._failure("read", key, exc)
+            file.read,
+            readinto=file.readinto,
+            close=file.close,
+            limit=limit,
+            translate=lambda exc: self._failure("read", key, exc),
         )
 
     def head(self, key: str) -> ObjectInfo | None:

@@ -47,6 +47,7 @@ from ai_models.adapters.hub.errors import (
     retry_after_seconds,
 )
 from ai_models.adapters.hub.listing import HubModel, HubPage, HubQuery, parse_model
+from ai_models.adapters.hub.text import one_line, origin
 
 logger = logging.getLogger(__name__)
 
@@ -74,7 +75,7 @@ class HubClient:
         if config_concurrency < 1:
             raise ValueError("config_concurrency must be at least 1")
         self._endpoint = endpoint.rstrip("/")
-        self._origin = _origin(self._endpoint)
+        self._origin = origin(self._endpoint)
         # token=False keeps huggingface_hub from sending a token it finds on the machine (HF_TOKEN,
         # the login cache): a source without tokenSecretRef is anonymous.
         self._headers = build_hf_headers(
@@ -214,7 +215,7 @@ class HubClient:
     def _own_url(self, url: str) -> str:
         """A next-page URL on this endpoint. A Link to another host is refused: the token stays here."""
         fixed = fix_hf_endpoint_in_url(url, self._endpoint)
-        if _origin(fixed) != self._origin:
+        if origin(fixed) != self._origin:
             raise ProviderInvalidResponse(
                 f"{self._endpoint} sent a next-page link to another host ({_origin_text(fixed)}); "
                 "the catalog only follows links on spec.huggingFace.endpoint: point it at the host "
@@ -225,7 +226,7 @@ class HubClient:
 
     def _http_error(self, response: httpx2.Response, error: HfHubHTTPError) -> ProviderError:
         status = response.status_code
-        detail = f" ({_one_line(error.server_message)})" if error.server_message else ""
+        detail = f" ({one_line(error.server_message)})" if error.server_message else ""
         where = self._endpoint
         if status == 401:
             return ProviderUnauthorized(
@@ -280,23 +281,11 @@ class HubClient:
         )
 
 
-def _one_line(text: str, limit: int = 200) -> str:
-    """A server's message fit for a condition: one line, bounded."""
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
-
-
 def _json(response: httpx2.Response) -> object:
     try:
         return json.loads(response.content)
     except ValueError:  # covers JSONDecodeError and undecodable bytes
         return None
-
-
-def _origin(url: str) -> tuple[str, str, int | None]:
-    parsed = urllib.parse.urlsplit(url)
-    default_port = {"http": 80, "https": 443}.get(parsed.scheme)
-    return parsed.scheme, (parsed.hostname or "").lower(), parsed.port or default_port
 
 
 def _origin_text(url: str) -> str:

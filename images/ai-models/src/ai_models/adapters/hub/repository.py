@@ -54,6 +54,7 @@ from ai_models.adapters.hub.errors import (
     retry_after_seconds,
 )
 from ai_models.adapters.hub.listing import parse_model
+from ai_models.adapters.hub.text import one_line, origin
 from ai_models.domain.artifacts.digest import SourceFile
 from ai_models.domain.catalog.record import Gated
 
@@ -226,7 +227,7 @@ class HubRepository:
             if response.status_code in _REDIRECTS and "Location" in response.headers:
                 target = urllib.parse.urljoin(url, response.headers["Location"])
                 response.close()
-                if _origin(target) != _origin(url):
+                if origin(target) != origin(url):
                     headers = {key: value for key, value in headers.items() if key.lower() != "authorization"}
                 url = target
                 continue
@@ -258,7 +259,7 @@ class HubRepository:
     ) -> ProviderError:
         status = response.status_code
         code = response.headers.get("X-Error-Code", "")
-        detail = f" ({_one_line(server_message)})" if server_message else ""
+        detail = f" ({one_line(server_message)})" if server_message else ""
         where = self._endpoint
         if status == 401:
             if code == "GatedRepo":
@@ -381,14 +382,3 @@ def _quote_repo(repository: str) -> str:
 def _quote_revision(revision: str) -> str:
     # Branch names may contain `/` (refs/pr/1); the Hub wants them as one encoded segment.
     return urllib.parse.quote(revision, safe="")
-
-
-def _origin(url: str) -> tuple[str, str, int | None]:
-    parsed = urllib.parse.urlsplit(url)
-    default_port = {"http": 80, "https": 443}.get(parsed.scheme)
-    return parsed.scheme, (parsed.hostname or "").lower(), parsed.port or default_port
-
-
-def _one_line(text: str, limit: int = 200) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"

@@ -18,6 +18,7 @@ HOOKS_DIR = Path(__file__).resolve().parents[2] / "hooks"
 HOOK_FILES = sorted(HOOKS_DIR.glob("*.py"))
 EXPECTED = {
     "artifacts_credentials",
+    "copy_custom_certificate",
     "delivery_values",
     "internal_tls",
     "stale_claims",

@@ -437,16 +437,23 @@ Usage: ingressClassName: {{ include "ai_models.ingress_class" . }} */ -}}
 
 {{- /* HTTPS mode of the public endpoints: Disabled, CertManager, CustomCertificate or OnlyInURI.
 Reads aiModels.https.mode, then global.modules.https.mode; for CertManager also
-global.enabledModules (cert-manager must be on). Usage: include "ai_models.https_mode" . */ -}}
+global.enabledModules. Fails on an unknown mode and, as lib-helm does, on CertManager without the
+cert-manager module, naming the setting the mode came from and the fix.
+Usage: include "ai_models.https_mode" . */ -}}
 {{- define "ai_models.https_mode" -}}
 {{- $moduleValues := index .Values (include "ai_models.module_camelcase_name" .) | default dict -}}
 {{- $global := .Values.global | default dict -}}
-{{- $mode := dig "https" "mode" "" $moduleValues | default (dig "modules" "https" "mode" "" $global) -}}
+{{- $source := "aiModels.https.mode" -}}
+{{- $mode := dig "https" "mode" "" $moduleValues -}}
+{{- if not $mode -}}
+{{- $source = "global.modules.https.mode" -}}
+{{- $mode = dig "modules" "https" "mode" "" $global -}}
+{{- end -}}
 {{- if not (has $mode (list "Disabled" "CertManager" "CustomCertificate" "OnlyInURI")) -}}
 {{- fail (printf "HTTPS mode %q is unknown: set aiModels.https.mode or global.modules.https.mode to Disabled, CertManager, CustomCertificate or OnlyInURI" $mode) -}}
 {{- end -}}
 {{- if and (eq $mode "CertManager") (not (has "cert-manager" ($global.enabledModules | default list))) -}}
-{{- fail "HTTPS mode is CertManager (aiModels.https.mode or global.modules.https.mode) but the cert-manager module is not enabled" -}}
+{{- fail (printf "HTTPS mode is CertManager (%s) but the cert-manager module is not enabled, so nothing can issue the certificate of the public endpoints: enable the cert-manager module, or set aiModels.https.mode to CustomCertificate, OnlyInURI or Disabled" $source) -}}
 {{- end -}}
 {{- $mode -}}
 {{- end -}}
@@ -489,11 +496,12 @@ Usage: include "ai_models.https_cert_manager_cluster_issuer_name" . */ -}}
 {{- end -}}
 
 {{- /* TLS Secret name of a public endpoint: <prefix> in CertManager mode, <prefix>-customcertificate
-in CustomCertificate mode (the copied custom certificate). An optional second prefix names the
-Gateway listener's own cert-manager Secret, while a custom certificate is copied once and shared.
+in CustomCertificate mode (the copied custom certificate). The Ingress side passes one prefix; the
+Gateway side passes two, the second naming its own cert-manager Secret, while a custom certificate
+is copied once (under the first prefix) and shared by both sides.
 Fails in the modes without TLS. Reads the HTTPS mode.
 Usage: include "ai_models.https_secret_name" (list . "ai-models-ingress-tls")
-       include "ai_models.https_secret_name" (list . "ai-models-ingress-tls" "ai-models-gateway-tls") */ -}}
+       include "ai_models.https_secret_name" (list . "ai-models-ingress-tls" "ai-models-httproute-tls") */ -}}
 {{- define "ai_models.https_secret_name" -}}
 {{- $ctx := index . 0 -}}
 {{- $prefix := index . 1 -}}

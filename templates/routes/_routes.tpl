@@ -4,27 +4,41 @@ serves three public entry points, published on one host, <publicDomainTemplate w
 - the catalog-import API under /api/catalog-import/v1 and its contract at /openapi.json;
 - the serving API under /api/serving/v1;
 - the upload API under /api/upload/v1 (large bodies, long transfers: its own route/Ingress).
-Either the Gateway API (a ListenerSet on the resolved Gateway plus HTTPRoutes) or Ingress is used,
-never both. Nothing renders without global.modules.publicDomainTemplate.
+
+Whenever the routes render (global.modules.publicDomainTemplate is set), the Ingresses render:
+ai-models (catalog, contract, serving) and ai-models-upload. When the Gateway API is enabled, a
+Gateway resolves and the cluster serves ListenerSet and HTTPRoute (ai_models.gateway_enabled), the
+module's ListenerSet on that Gateway and the HTTPRoutes ai-models-catalog, ai-models-serving and
+ai-models-upload render next to the Ingresses, for the same host and paths.
+
+Each Ingress carries the `app` label of the HTTPRoutes that serve its paths (DMT httproute-rules):
+  app ai-models         Ingress ai-models         HTTPRoutes ai-models-catalog, ai-models-serving
+  app ai-models-upload  Ingress ai-models-upload  HTTPRoute ai-models-upload
+The ListenerSet and the Certificates carry app ai-models.
+
+TLS (CertManager and CustomCertificate modes; none in Disabled and OnlyInURI):
+- CertManager: the Ingresses use the Secret ai-models-ingress-tls, the ListenerSet its own Secret
+  ai-models-httproute-tls; one cert-manager Certificate per Secret in use (the httproute one only
+  with the Gateway side).
+- CustomCertificate: the certificate copied from d8-system by hooks/copy_custom_certificate.py is
+  rendered once, as ai-models-ingress-tls-customcertificate, and shared by both sides.
+
+CertManager mode (module, else global) without the cert-manager module fails the render with the
+fix (templates/validation.yaml, through ai_models.https_mode), like lib-helm does.
 */ -}}
 
-{{- /* "true" when the public routes render: global.modules.publicDomainTemplate is set and the
-HTTPS mode can be served. CertManager mode (module, else global: Deckhouse's global default) without
-the cert-manager module is the one mode that cannot; ai_models.https_mode fails on it, so the routes
-(and the controller's public upload URL) are left out instead of failing the whole module.
+{{- /* "true" when the public routes render: global.modules.publicDomainTemplate is set. The HTTPS
+mode is checked by ai_models.https_mode (called by every route template and by
+templates/validation.yaml), which fails the render on a mode that cannot be served.
 Usage: if (include "ai_models.routes_enabled" .) */ -}}
 {{- define "ai_models.routes_enabled" -}}
-{{- $global := .Values.global | default dict -}}
-{{- $moduleValues := index .Values (include "ai_models.module_camelcase_name" .) | default dict -}}
-{{- $mode := dig "https" "mode" "" $moduleValues | default (dig "modules" "https" "mode" "" $global) -}}
-{{- $certManager := has "cert-manager" ($global.enabledModules | default list) -}}
-{{- if and (dig "modules" "publicDomainTemplate" "" $global) (or (ne $mode "CertManager") $certManager) -}}true{{- end -}}
+{{- if dig "modules" "publicDomainTemplate" "" (.Values.global | default dict) -}}true{{- end -}}
 {{- end -}}
 
-{{- /* "true" when the routes go through the Gateway API, "" when through Ingress.
-Usage: if (include "ai_models.routes_via_gateway" .) */ -}}
-{{- define "ai_models.routes_via_gateway" -}}
-{{- if eq (include "ai_models.gateway_enabled" .) "true" -}}true{{- end -}}
+{{- /* "true" when the Gateway side (ListenerSet and HTTPRoutes) renders next to the Ingresses: the
+routes render and ai_models.gateway_enabled. Usage: if (include "ai_models.routes_gateway_enabled" .) */ -}}
+{{- define "ai_models.routes_gateway_enabled" -}}
+{{- if and (include "ai_models.routes_enabled" .) (eq (include "ai_models.gateway_enabled" .) "true") -}}true{{- end -}}
 {{- end -}}
 
 {{- /* Public host of the module. Usage: include "ai_models.routes_host" . */ -}}
@@ -43,14 +57,16 @@ Usage: include "ai_models.routes_listener_name" . */ -}}
 {{- if include "ai_models.https_route_tls_enabled" . -}}https{{- else -}}http{{- end -}}
 {{- end -}}
 
-{{- /* TLS Secret of the public host: the Ingress one ("ai-models-ingress-tls") or, behind the
-Gateway, its own cert-manager Secret ("ai-models-gateway-tls"); a custom certificate is copied once
-(ai-models-ingress-tls-customcertificate) and shared. Only in the modes with TLS.
-Usage: include "ai_models.routes_tls_secret_name" . */ -}}
-{{- define "ai_models.routes_tls_secret_name" -}}
-{{- if include "ai_models.routes_via_gateway" . -}}
-{{- include "ai_models.https_secret_name" (list . "ai-models-ingress-tls" "ai-models-gateway-tls") -}}
-{{- else -}}
+{{- /* TLS Secret of the Ingresses: ai-models-ingress-tls (CertManager) or the copied
+ai-models-ingress-tls-customcertificate (CustomCertificate). Only in the modes with TLS.
+Usage: include "ai_models.routes_ingress_tls_secret_name" . */ -}}
+{{- define "ai_models.routes_ingress_tls_secret_name" -}}
 {{- include "ai_models.https_secret_name" (list . "ai-models-ingress-tls") -}}
 {{- end -}}
+
+{{- /* TLS Secret of the ListenerSet's HTTPS listener: its own ai-models-httproute-tls (CertManager)
+or the same copied ai-models-ingress-tls-customcertificate as the Ingresses (CustomCertificate).
+Only in the modes with TLS. Usage: include "ai_models.routes_gateway_tls_secret_name" . */ -}}
+{{- define "ai_models.routes_gateway_tls_secret_name" -}}
+{{- include "ai_models.https_secret_name" (list . "ai-models-ingress-tls" "ai-models-httproute-tls") -}}
 {{- end -}}

@@ -175,8 +175,7 @@ def expected_controller_env(values: Mapping[str, Any]) -> dict[str, Any]:
     modules = values["global"].get("modules") or {}
     https = values["aiModels"].get("https") or {}
     mode = https.get("mode") or (modules.get("https") or {}).get("mode")
-    cert_manager = "cert-manager" in (values["global"].get("enabledModules") or [])
-    if modules.get("publicDomainTemplate") and (mode != "CertManager" or cert_manager):
+    if modules.get("publicDomainTemplate"):
         scheme = "http" if mode == "Disabled" else "https"
         host = modules["publicDomainTemplate"].replace("%s", "ai-models")
         env["AI_MODELS_UPLOAD_PUBLIC_URL"] = f"{scheme}://{host}"
@@ -747,8 +746,9 @@ def test_api_availability_follows_the_crd_module_or_the_served_api(
     probe_chart: ProbeChart, helper: str, module: str, served: str
 ) -> None:
     template = f'{{{{ include "{helper}" . }}}}'
-    without = module_values(global_overrides={"enabledModules": ["ai-models"]})
-    with_module = module_values(global_overrides={"enabledModules": ["ai-models", module]})
+    # cert-manager stays on: the public routes need it in the global CertManager mode.
+    without = module_values(global_overrides={"enabledModules": ["ai-models", "cert-manager"]})
+    with_module = module_values(global_overrides={"enabledModules": ["ai-models", "cert-manager", module]})
     assert probe_chart.evaluate(template, without) == ""
     assert probe_chart.evaluate(template, with_module) == "true"
     assert probe_chart.evaluate(template, without, api_versions=(served,)) == "true"

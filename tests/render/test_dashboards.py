@@ -13,7 +13,7 @@ from support.render import render_chart
 from support.values import module_values
 
 DASHBOARDS = sorted((REPO_ROOT / "monitoring" / "grafana-dashboards").glob("*/*.json"))
-WITH_GRAFANA = {"enabledModules": ["ai-models", "operator-prometheus-crd", "prometheus-crd"]}
+WITH_GRAFANA = {"enabledModules": ["ai-models", "cert-manager", "operator-prometheus-crd", "prometheus-crd"]}
 
 
 def panels(path: Any) -> list[dict[str, Any]]:

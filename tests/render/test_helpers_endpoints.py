@@ -161,10 +161,11 @@ def test_unknown_global_https_mode_fails_naming_both_settings(probe_chart: Probe
 def test_secret_names_per_mode(probe_chart: ProbeChart) -> None:
     template = (
         '{{ include "ai_models.https_secret_name" (list . "ai-models-ingress-tls") }}|'
-        '{{ include "ai_models.https_secret_name" (list . "ai-models-ingress-tls" "ai-models-gateway-tls") }}'
+        '{{ include "ai_models.https_secret_name"'
+        ' (list . "ai-models-ingress-tls" "ai-models-httproute-tls") }}'
     )
     cert_manager = module_values(settings(https={"mode": "CertManager"}))
-    assert probe_chart.evaluate(template, cert_manager) == "ai-models-ingress-tls|ai-models-gateway-tls"
+    assert probe_chart.evaluate(template, cert_manager) == "ai-models-ingress-tls|ai-models-httproute-tls"
     custom = module_values(
         settings(https={"mode": "CustomCertificate", "customCertificate": {"secretName": "x"}})
     )

@@ -49,7 +49,7 @@ VALID_CRD_OBJECTS: list[dict[str, Any]] = [
                     "hostname": "ai-models.example.com",
                     "port": 443,
                     "protocol": "HTTPS",
-                    "tls": {"mode": "Terminate", "certificateRefs": [{"name": "ai-models-gateway-tls"}]},
+                    "tls": {"mode": "Terminate", "certificateRefs": [{"name": "ai-models-httproute-tls"}]},
                 }
             ],
         },

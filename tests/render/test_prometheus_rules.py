@@ -62,5 +62,5 @@ def test_expressions_use_only_metrics_that_exist(rule: dict[str, Any]) -> None:
 
 
 def test_rules_are_not_rendered_without_the_prometheus_operator() -> None:
-    chart = render_chart(module_values(global_overrides={"enabledModules": ["ai-models"]}))
+    chart = render_chart(module_values(global_overrides={"enabledModules": ["ai-models", "cert-manager"]}))
     assert chart.of_kind("PrometheusRule") == []

@@ -1,6 +1,8 @@
-"""The public routes of the api (templates/routes): a ListenerSet and HTTPRoutes on the resolved
-Gateway, or Ingress when the Gateway API is not used, never both; TLS per HTTPS mode; the upload
-entry point without a body size limit and with long timeouts; nothing without publicDomainTemplate.
+"""The public routes of the api (templates/routes): the Ingresses always, and a ListenerSet and
+HTTPRoutes on the resolved Gateway next to them when the Gateway API is used, each Ingress sharing
+its `app` label with the HTTPRoutes that serve its paths; TLS per HTTPS mode (a Secret per side from
+cert-manager, one shared copy of a custom certificate); the upload entry point without a body size
+limit and with long timeouts; nothing without publicDomainTemplate.
 
 Expectations are derived from the scenario's values (the module settings and Deckhouse's global
 values), never read back from the templates.
@@ -16,6 +18,7 @@ from typing import Any
 import pytest
 
 from support.manifest_schemas import validate_object
+from support.paths import DOCS_DIR
 from support.render import RenderedChart
 from support.scenarios import Scenario, load_scenarios, scenario
 from support.values import deep_merge
@@ -34,6 +37,16 @@ HTTP_ROUTES = {
     "ai-models-upload": {UPLOAD},
 }
 INGRESSES = {"ai-models": {CATALOG, CONTRACT, SERVING}, "ai-models-upload": {UPLOAD}}
+# The `app` label each entry point carries: an Ingress and the HTTPRoutes serving its paths share it.
+APPS = {
+    "ai-models": "ai-models",
+    "ai-models-catalog": "ai-models",
+    "ai-models-serving": "ai-models",
+    "ai-models-upload": "ai-models-upload",
+}
+# TLS Secrets per the lib-helm convention: the Ingress side uses one prefix, the Gateway side two.
+INGRESS_TLS, HTTPROUTE_TLS = "ai-models-ingress-tls", "ai-models-httproute-tls"
+CUSTOM_TLS = f"{INGRESS_TLS}-customcertificate"
 BODY_SIZE = "nginx.ingress.kubernetes.io/proxy-body-size"
 LONG_TIMEOUT_SECONDS = 3600
 SCENARIOS = load_scenarios()
@@ -56,7 +69,7 @@ class Publishing:
     """How one scenario's values publish the api."""
 
     published: bool
-    via_gateway: bool
+    gateway_side: bool
     host: str
     mode: str
     ingress_class: str
@@ -70,6 +83,20 @@ class Publishing:
     @property
     def scheme(self) -> str:
         return "http" if self.mode == "Disabled" else "https"
+
+    @property
+    def ingress_secret(self) -> str | None:
+        return {"CertManager": INGRESS_TLS, "CustomCertificate": CUSTOM_TLS}.get(self.mode)
+
+    @property
+    def gateway_secret(self) -> str | None:
+        """The Gateway side's own cert-manager Secret, or the one shared custom certificate copy."""
+        return {"CertManager": HTTPROUTE_TLS, "CustomCertificate": CUSTOM_TLS}.get(self.mode)
+
+    @property
+    def secrets_in_use(self) -> set[str]:
+        used = {self.ingress_secret} | ({self.gateway_secret} if self.gateway_side else set())
+        return {secret for secret in used if secret}
 
     @classmethod
     def of(cls, item: Scenario) -> Publishing:
@@ -96,10 +123,9 @@ class Publishing:
         enabled = module_gateway_api.get("enabled", (modules.get("gatewayAPI") or {}).get("enabled", True))
         served = all(kind in item.api_versions for kind in GATEWAY_KINDS)
         template = modules.get("publicDomainTemplate") or ""
-        cert_manager_ok = mode != "CertManager" or "cert-manager" in (global_.get("enabledModules") or [])
         return cls(
-            published=bool(template) and cert_manager_ok,
-            via_gateway=bool(enabled and gateway and served),
+            published=bool(template),
+            gateway_side=bool(template and enabled and gateway and served),
             host=template.replace("%s", "ai-models"),
             mode=mode,
             ingress_class=module.get("ingressClass") or modules.get("ingressClass", ""),
@@ -122,6 +148,20 @@ def tls_secrets(chart: RenderedChart) -> set[str]:
         obj["metadata"]["name"] for obj in chart.of_kind("Secret") if obj.get("type") == "kubernetes.io/tls"
     }
     return issued | copied
+
+
+def tls_secrets_in_use(chart: RenderedChart) -> set[str]:
+    """Secrets the Ingresses and the ListenerSet's listeners terminate TLS with."""
+    by_ingresses = {
+        tls["secretName"] for ingress in chart.of_kind("Ingress") for tls in ingress["spec"].get("tls", [])
+    }
+    by_listeners = {
+        ref["name"]
+        for obj in chart.of_kind("ListenerSet")
+        for listener in obj["spec"]["listeners"]
+        for ref in (listener.get("tls") or {}).get("certificateRefs", [])
+    }
+    return by_ingresses | by_listeners
 
 
 def http_route_paths(route: Mapping[str, Any]) -> set[str]:
@@ -155,34 +195,63 @@ def test_the_scenarios_cover_each_way_of_publishing() -> None:
     assert {"routes-gateway", "routes-ingress-certmanager", "routes-custom-certificate"} <= {
         item.name for item in SCENARIOS
     }
-    for via_gateway in (True, False):
-        modes = {p.mode for p in publishing if p.published and p.via_gateway == via_gateway}
-        assert {"CertManager", "CustomCertificate", "OnlyInURI"} <= modes, via_gateway
-    assert any(p.published and not p.via_gateway and p.mode == "Disabled" for p in publishing)
+    for gateway_side in (True, False):
+        modes = {p.mode for p in publishing if p.published and p.gateway_side == gateway_side}
+        assert {"CertManager", "CustomCertificate", "OnlyInURI"} <= modes, gateway_side
+    assert any(p.published and not p.gateway_side and p.mode == "Disabled" for p in publishing)
     # The Gateway API served and a Gateway resolved, but the module turned the Gateway API off.
     off = Publishing.of(scenario("routes-ingress-certmanager"))
     assert off.gateway
-    assert not off.via_gateway
+    assert not off.gateway_side
 
 
 # ----- per scenario ------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("item", SCENARIOS, ids=ids)
-def test_gateway_and_ingress_exclude_each_other(item: Scenario) -> None:
+def test_ingresses_always_render_and_the_gateway_routes_next_to_them(item: Scenario) -> None:
     chart, expected = rendered(item.name), Publishing.of(item)
     assert expected.published, f"{item.name}: every committed scenario publishes the api"
     listener_sets, routes, ingresses = (
         chart.of_kind(kind) for kind in ("ListenerSet", "HTTPRoute", "Ingress")
     )
-    if expected.via_gateway:
+    assert sorted(obj["metadata"]["name"] for obj in ingresses) == sorted(INGRESSES)
+    if expected.gateway_side:
         assert [obj["metadata"]["name"] for obj in listener_sets] == ["ai-models"]
-        assert {obj["metadata"]["name"] for obj in routes} == set(HTTP_ROUTES)
-        assert ingresses == []
+        assert sorted(obj["metadata"]["name"] for obj in routes) == sorted(HTTP_ROUTES)
     else:
         assert listener_sets == []
         assert routes == []
-        assert {obj["metadata"]["name"] for obj in ingresses} == set(INGRESSES)
+
+
+@pytest.mark.parametrize("item", SCENARIOS, ids=ids)
+def test_each_ingress_shares_its_app_with_http_routes_on_the_listener_set(item: Scenario) -> None:
+    """DMT httproute-rules: an Ingress has an `app` label, and HTTPRoutes with the same label hang on
+    the ListenerSet the module renders; here they also serve exactly the Ingress's paths."""
+    chart, expected = rendered(item.name), Publishing.of(item)
+    listener_sets = {
+        (obj["metadata"]["namespace"], obj["metadata"]["name"]) for obj in chart.of_kind("ListenerSet")
+    }
+    routes_by_app: dict[str, list[dict[str, Any]]] = {}
+    for route in chart.of_kind("HTTPRoute"):
+        routes_by_app.setdefault(route["metadata"]["labels"]["app"], []).append(route)
+    ingress_apps: set[str] = set()
+    for ingress in chart.of_kind("Ingress"):
+        name, app = ingress["metadata"]["name"], ingress["metadata"]["labels"]["app"]
+        assert app == APPS[name]
+        ingress_apps.add(app)
+        if not expected.gateway_side:
+            continue
+        same_app = routes_by_app.get(app, [])
+        assert same_app, f"no HTTPRoute with app {app} next to Ingress {name}"
+        assert set().union(*(http_route_paths(route) for route in same_app)) == ingress_paths(ingress)
+        for route in same_app:
+            for parent in route["spec"]["parentRefs"]:
+                assert parent["kind"] == "ListenerSet"
+                assert (parent["namespace"], parent["name"]) in listener_sets
+    for app, routes in routes_by_app.items():
+        assert app in ingress_apps, [route["metadata"]["name"] for route in routes]
+        assert {APPS[route["metadata"]["name"]] for route in routes} == {app}
 
 
 @pytest.mark.parametrize("item", SCENARIOS, ids=ids)
@@ -209,6 +278,7 @@ def test_the_listener_set_attaches_to_the_resolved_gateway_with_the_modes_tls(it
             (ref,) = listener["tls"]["certificateRefs"]
             assert ref.get("kind", "Secret") == "Secret"
             assert ref.get("namespace", NAMESPACE) == NAMESPACE
+            assert ref["name"] == expected.gateway_secret
             assert ref["name"] in tls_secrets(chart)
         else:
             assert (listener["protocol"], listener["port"]) == ("HTTP", 80)
@@ -268,6 +338,7 @@ def test_ingresses_lead_to_the_api_with_the_modes_class_and_tls(item: Scenario) 
         if expected.tls:
             (tls,) = spec["tls"]
             assert tls["hosts"] == [expected.host]
+            assert tls["secretName"] == expected.ingress_secret
             assert tls["secretName"] in tls_secrets(chart)
         else:
             assert "tls" not in spec
@@ -288,23 +359,19 @@ def test_only_the_upload_ingress_lifts_the_body_limit_and_timeouts(item: Scenari
 
 
 @pytest.mark.parametrize("item", SCENARIOS, ids=ids)
-def test_cert_manager_issues_the_certificate_only_in_its_mode(item: Scenario) -> None:
+def test_cert_manager_issues_one_certificate_per_secret_in_use_only_in_its_mode(item: Scenario) -> None:
     chart, expected = rendered(item.name), Publishing.of(item)
     certificates = chart.of_kind("Certificate")
     if expected.mode != "CertManager":
         assert certificates == []
         return
-    (certificate,) = certificates
-    spec = certificate["spec"]
-    assert spec["issuerRef"] == {"kind": "ClusterIssuer", "name": expected.issuer}
-    assert spec["dnsNames"] == [expected.host]
-    used = {tls["secretName"] for ingress in chart.of_kind("Ingress") for tls in ingress["spec"]["tls"]} | {
-        ref["name"]
-        for obj in chart.of_kind("ListenerSet")
-        for listener in obj["spec"]["listeners"]
-        for ref in listener["tls"]["certificateRefs"]
-    }
-    assert used == {spec["secretName"]}
+    for certificate in certificates:
+        spec = certificate["spec"]
+        assert spec["issuerRef"] == {"kind": "ClusterIssuer", "name": expected.issuer}
+        assert spec["dnsNames"] == [expected.host]
+    issued = [certificate["spec"]["secretName"] for certificate in certificates]
+    assert len(issued) == len(set(issued))
+    assert set(issued) == tls_secrets_in_use(chart) == expected.secrets_in_use
 
 
 @pytest.mark.parametrize("item", SCENARIOS, ids=ids)
@@ -319,8 +386,10 @@ def test_a_custom_certificate_is_copied_once_and_shared() -> None:
         copies = [
             obj for obj in chart.of_kind("Secret") if obj["metadata"]["name"].endswith("-customcertificate")
         ]
-        assert [obj["metadata"]["name"] for obj in copies] == ["ai-models-ingress-tls-customcertificate"]
+        assert [obj["metadata"]["name"] for obj in copies] == [CUSTOM_TLS]
         assert copies[0]["data"]["tls.crt"] == scenario(name).internal["customCertificateData"]["tls.crt"]
+        assert tls_secrets_in_use(chart) == {CUSTOM_TLS}
+    assert Publishing.of(scenario("routes-custom-certificate")).gateway_side
 
 
 def test_links_use_https_when_tls_ends_outside_the_cluster() -> None:
@@ -329,6 +398,17 @@ def test_links_use_https_when_tls_ends_outside_the_cluster() -> None:
     assert listener["protocol"] == "HTTP"
     assert upload_env(chart) == "https://ai-models.example.com"
     assert upload_env(rendered("https-disabled")) == "http://ai-models.example.com"
+
+
+@pytest.mark.parametrize("page", ["ADMIN_GUIDE.md", "ADMIN_GUIDE.ru.md"])
+def test_the_admin_guide_names_every_route_object_and_tls_secret(page: str) -> None:
+    text = (DOCS_DIR / page).read_text(encoding="utf-8")
+    names: set[str] = set()
+    for item in SCENARIOS:
+        chart = rendered(item.name)
+        names |= {obj["metadata"]["name"] for obj in route_objects(chart)} | tls_secrets(chart)
+    assert {INGRESS_TLS, HTTPROUTE_TLS, CUSTOM_TLS, *INGRESSES, *HTTP_ROUTES} <= names
+    assert sorted(name for name in names if f"`{name}`" not in text) == []
 
 
 # ----- when nothing is published ---------------------------------------------------------------
@@ -346,15 +426,3 @@ def test_nothing_is_published_without_a_public_domain_template(name: str) -> Non
     assert upload_env(chart) is None
     for obj in chart.objects:
         validate_object(obj)
-
-
-def test_cert_manager_mode_without_cert_manager_publishes_nothing_instead_of_failing() -> None:
-    item = scenario("minimal")
-    modules = [module for module in item.values()["global"]["enabledModules"] if module != "cert-manager"]
-    item = dataclasses.replace(
-        item, global_overrides=deep_merge(item.global_overrides, {"enabledModules": modules})
-    )
-    assert not Publishing.of(item).published
-    chart = item.render()
-    assert route_objects(chart) == []
-    assert upload_env(chart) is None

@@ -84,3 +84,57 @@ def test_consistent_settings_around_those_rules_render() -> None:
         settings(https={"mode": "CustomCertificate", "customCertificate": {"secretName": "tls"}}),
     ):
         assert render_chart(module_values(valid)).objects
+
+
+# ----- CertManager mode without the cert-manager module --------------------------------------------
+
+WITHOUT_CERT_MANAGER = {
+    "enabledModules": ["ai-models", "operator-prometheus-crd", "vertical-pod-autoscaler-crd"]
+}
+CERT_MANAGER_FIX = (
+    r"enable the cert-manager module, "
+    r"or set aiModels\.https\.mode to CustomCertificate, OnlyInURI or Disabled"
+)
+
+
+@pytest.mark.parametrize(
+    ("module_settings", "global_overrides", "source"),
+    [
+        ({}, {}, r"global\.modules\.https\.mode"),
+        (
+            {"https": {"mode": "CertManager", "certManager": {"clusterIssuerName": "selfsigned"}}},
+            {"modules": {"https": {"mode": "Disabled"}}},
+            r"aiModels\.https\.mode",
+        ),
+    ],
+    ids=["global-mode", "module-mode"],
+)
+def test_cert_manager_mode_without_the_cert_manager_module_fails_naming_the_cause_and_the_fix(
+    module_settings: dict[str, Any], global_overrides: dict[str, Any], source: str
+) -> None:
+    values = module_values(
+        settings(**module_settings), global_overrides=deep_merge(global_overrides, WITHOUT_CERT_MANAGER)
+    )
+    message = rf"HTTPS mode is CertManager \({source}\) but the cert-manager module is not enabled"
+    message += rf".*: {CERT_MANAGER_FIX}$"
+    with pytest.raises(helm_python.HelmRenderError, match=message):
+        render_chart(values)
+
+
+def test_without_the_cert_manager_module_other_modes_and_an_unpublished_module_render() -> None:
+    """The check applies only when the routes render and the effective mode is CertManager."""
+    for module_settings, global_overrides in (
+        # No public domain: nothing is published, so nothing needs a certificate.
+        ({}, {"modules": {"publicDomainTemplate": None}}),
+        # The module's own mode wins over the global CertManager.
+        ({"https": {"mode": "OnlyInURI"}}, {}),
+        ({"https": {"mode": "CustomCertificate", "customCertificate": {"secretName": "tls"}}}, {}),
+    ):
+        values = module_values(
+            settings(**module_settings), global_overrides=deep_merge(global_overrides, WITHOUT_CERT_MANAGER)
+        )
+        chart = render_chart(values)
+        assert chart.objects
+        assert chart.of_kind("Certificate") == []
+        published = bool(values["global"]["modules"].get("publicDomainTemplate"))
+        assert bool(chart.of_kind("Ingress")) == published

@@ -1,0 +1,1097 @@
+"""The hooks' jqFilters run by a real jq engine over objects as the API server returns them.
+
+The other hook tests feed hand-written `filterResult`s to the hooks, so a jqFilter that drops or
+renames a field the hook reads would pass them. Here libjq (the PyPI package `jq`) runs every
+kubernetes binding's `jqFilter`, taken from the hook's own binding config, over full objects:
+metadata with uid, resourceVersion, managedFields, labels and annotations as a real cluster has
+them, and edge objects that lack optional fields (no labels, no annotations, no data, a claim
+without volumeName, a StorageClass without the default annotation...).
+
+- `FILTER_SAMPLES` pins, per (hook, binding), each sample object's exact filter result. Every
+  binding with a jqFilter must have samples: a new hook or binding fails
+  `test_every_binding_with_a_jq_filter_has_samples` until it adds some.
+- The scenarios route a cluster's objects to the bindings whose kind and selectors match (as
+  shell-operator does), build the snapshots from the jq output and run the hook with
+  `deckhouse.hook.testrun`, asserting on its values, Kubernetes operations and metrics.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import dataclasses
+import datetime as dt
+import importlib.util
+import json
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jq  # type: ignore[import-not-found]
+import pytest
+from deckhouse import hook
+
+from support.render import render_chart
+from support.values import MINIMAL_SETTINGS, module_values
+
+HOOKS_DIR = Path(__file__).resolve().parents[2] / "hooks"
+HOOK_NAMES = sorted(path.stem for path in HOOKS_DIR.glob("*.py"))
+
+NOW = dt.datetime.now(dt.UTC).replace(microsecond=0)
+OLD = (NOW - dt.timedelta(days=2)).strftime("%Y-%m-%dT%H:%M:%SZ")
+YOUNG = (NOW - dt.timedelta(minutes=10)).strftime("%Y-%m-%dT%H:%M:%SZ")
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+SHARED_PVC = "ai.deckhouse.io/shared-pvc"
+DEFAULT_CLASS = "storageclass.kubernetes.io/is-default-class"
+BETA_DEFAULT_CLASS = "storageclass.beta.kubernetes.io/is-default-class"
+
+Obj = dict[str, Any]
+
+
+def b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+# ----- objects as the API server returns them ----------------------------------------------------------
+
+
+def _fields(node: Any) -> Any:
+    """A FieldsV1 set for `node` (what server-side field tracking records for every write)."""
+    if isinstance(node, Mapping):
+        return {".": {}, **{f"f:{key}": _fields(value) for key, value in node.items()}}
+    return {}
+
+
+def served(
+    api_version: str,
+    kind: str,
+    name: str,
+    *,
+    namespace: str | None = None,
+    labels: Mapping[str, str] | None = None,
+    annotations: Mapping[str, str] | None = None,
+    created: str = OLD,
+    manager: str = "kubectl-client-side-apply",
+    applied: bool = False,
+    meta: Mapping[str, Any] | None = None,
+    **body: Any,
+) -> Obj:
+    """A full object: server-set metadata, managedFields, and the optional parts only when given
+    (the API server omits empty labels, annotations and data). `applied` adds kubectl's
+    last-applied-configuration annotation, as `kubectl apply` leaves it."""
+    written: Obj = {"apiVersion": api_version, "kind": kind, **copy.deepcopy(body)}
+    metadata: Obj = {"name": name}
+    if namespace is not None:
+        metadata["namespace"] = namespace
+    if labels:
+        metadata["labels"] = dict(labels)
+    all_annotations = dict(annotations or {})
+    if applied:
+        manifest = {
+            **written,
+            "metadata": {**metadata, **({"annotations": dict(annotations)} if annotations else {})},
+        }
+        all_annotations[LAST_APPLIED] = json.dumps(manifest, sort_keys=True, separators=(",", ":")) + "\n"
+    if all_annotations:
+        metadata["annotations"] = all_annotations
+    tracked = {k: v for k, v in written.items() if k not in {"apiVersion", "kind", "status"}}
+    tracked_meta = {k: v for k, v in metadata.items() if k in {"labels", "annotations"}}
+    managed = [
+        {
+            "manager": manager,
+            "operation": "Update",
+            "apiVersion": api_version,
+            "time": created,
+            "fieldsType": "FieldsV1",
+            "fieldsV1": _fields({**tracked, **({"metadata": tracked_meta} if tracked_meta else {})}),
+        }
+    ]
+    if "status" in written:
+        managed.append(
+            {
+                "manager": "kube-controller-manager",
+                "operation": "Update",
+                "apiVersion": api_version,
+                "time": created,
+                "fieldsType": "FieldsV1",
+                "fieldsV1": _fields({"status": written["status"]}),
+                "subresource": "status",
+            }
+        )
+    metadata.update(
+        {
+            "uid": str(uuid.uuid5(uuid.NAMESPACE_URL, f"{kind}/{namespace}/{name}")),
+            "resourceVersion": "48213",
+            "creationTimestamp": created,
+            "managedFields": managed,
+            **dict(meta or {}),
+        }
+    )
+    return {"apiVersion": api_version, "kind": kind, "metadata": metadata, **copy.deepcopy(body)}
+
+
+def secret(
+    name: str, namespace: str, data: Mapping[str, str] | None, *, type_: str = "Opaque", **options: Any
+) -> Obj:
+    body: Obj = {"type": type_}
+    if data is not None:
+        body["data"] = {key: b64(value) for key, value in data.items()}
+    return served("v1", "Secret", name, namespace=namespace, **options, **body)
+
+
+HELM: dict[str, Any] = {
+    "labels": {"app.kubernetes.io/managed-by": "Helm", "heritage": "deckhouse", "module": "ai-models"},
+    "annotations": {"meta.helm.sh/release-name": "ai-models", "meta.helm.sh/release-namespace": "d8-system"},
+    "manager": "deckhouse-controller",
+}
+HOOK_WRITTEN: dict[str, Any] = {
+    "labels": {"heritage": "deckhouse", "module": "ai-models"},
+    "manager": "deckhouse-controller",
+}
+
+S3_CREDENTIALS = secret(
+    "ai-models-s3",
+    "d8-system",
+    {"accessKey": "AKIAEXAMPLE", "secretKey": "wJalrXUtnFEMI/K7MDENG", "region": "eu-central-1"},
+    applied=True,
+)
+S3_CA = secret(
+    "ai-models-s3-ca",
+    "d8-system",
+    {"ca.crt": "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n", "tls.crt": "leaf"},
+    labels={"app": "minio"},
+)
+S3_PENDING = secret("s3-pending", "d8-system", None)  # created empty; the keys come later
+HELM_RELEASE = secret(
+    "sh.helm.release.v1.ai-models.v3",
+    "d8-system",
+    {"release": "H4sIAAAAAAAC/+y9"},
+    type_="helm.sh/release.v1",
+    labels={"owner": "helm", "name": "ai-models", "status": "deployed", "version": "3"},
+    manager="helm",
+)
+SAME_NAME_ELSEWHERE = secret(
+    "ai-models-s3", "default", {"accessKey": "NOT-THIS", "secretKey": "NOT-THIS"}, applied=True
+)
+COPY_CREDENTIALS = secret(
+    "ai-models-artifacts-credentials",
+    "d8-ai-models",
+    {"accessKey": "AKIAEXAMPLE", "secretKey": "wJalrXUtnFEMI/K7MDENG"},
+    **HOOK_WRITTEN,
+)
+COPY_CA = secret(
+    "ai-models-artifacts-ca",
+    "d8-ai-models",
+    {"ca.crt": "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"},
+    **HOOK_WRITTEN,
+)
+COPY_CA_WITHOUT_DATA = secret("ai-models-artifacts-ca", "d8-ai-models", None, **HOOK_WRITTEN)
+API_TLS_UNRELATED = secret(
+    "ai-models-api-tls", "d8-ai-models", {"tls.crt": "c", "tls.key": "k"}, type_="kubernetes.io/tls", **HELM
+)
+ROOT_CA_SECRET = secret(
+    "ai-models-root-ca",
+    "d8-ai-models",
+    {"tls.crt": "CA CERTIFICATE", "tls.key": "CA KEY"},
+    type_="kubernetes.io/tls",
+    **HELM,
+)
+ROOT_CA_WITHOUT_DATA = secret("ai-models-root-ca", "d8-ai-models", None, type_="kubernetes.io/tls", **HELM)
+API_TLS_SECRET = secret(
+    "ai-models-api-tls",
+    "d8-ai-models",
+    {"ca.crt": "CA CERTIFICATE", "tls.crt": "API CERTIFICATE", "tls.key": "API KEY"},
+    type_="kubernetes.io/tls",
+    **HELM,
+)
+API_TLS_WITHOUT_KEY = secret(
+    "ai-models-api-tls", "d8-ai-models", {"tls.crt": "API CERTIFICATE"}, type_="kubernetes.io/tls", **HELM
+)
+
+
+CERT = "-----BEGIN CERTIFICATE-----\nMIIBserver\n-----END CERTIFICATE-----\n"
+KEY = "-----BEGIN PRIVATE KEY-----\nMIIBsecret\n-----END PRIVATE KEY-----\n"
+ISSUER = "-----BEGIN CERTIFICATE-----\nMIIBca\n-----END CERTIFICATE-----\n"
+CUSTOM_TLS = secret(  # as cert-manager leaves a certificate it issued
+    "ai-models-tls",
+    "d8-system",
+    {"ca.crt": ISSUER, "tls.crt": CERT, "tls.key": KEY, "keystore.p12": "binary"},
+    type_="kubernetes.io/tls",
+    labels={"controller.cert-manager.io/fao": "true"},
+    annotations={
+        "cert-manager.io/certificate-name": "ai-models-tls",
+        "cert-manager.io/issuer-kind": "ClusterIssuer",
+        "cert-manager.io/alt-names": "ai-models.example.com",
+    },
+    manager="cert-manager-certificates-issuing",
+)
+CUSTOM_TLS_WITHOUT_CA = secret(
+    "wildcard-tls", "d8-system", {"tls.crt": CERT, "tls.key": KEY}, type_="kubernetes.io/tls", applied=True
+)
+
+
+def storage_class(
+    name: str, *, binding_mode: str | None = "Immediate", provisioner: str = "nfs.csi.k8s.io", **options: Any
+) -> Obj:
+    body: Obj = {
+        "provisioner": provisioner,
+        "parameters": {"server": "nfs.example.com", "share": "/exports"},
+        "reclaimPolicy": "Delete",
+        "allowVolumeExpansion": True,
+        "mountOptions": ["nfsvers=4.1"],
+    }
+    if binding_mode is not None:
+        body["volumeBindingMode"] = binding_mode
+    return served("storage.k8s.io/v1", "StorageClass", name, **options, **body)
+
+
+SC_DEFAULT = storage_class("nfs-rwx", annotations={DEFAULT_CLASS: "true"}, applied=True)
+SC_BETA_DEFAULT = storage_class(
+    "legacy-default", binding_mode="WaitForFirstConsumer", annotations={BETA_DEFAULT_CLASS: "true"}
+)
+SC_PLAIN = storage_class(
+    "local-path", binding_mode="WaitForFirstConsumer", provisioner="rancher.io/local-path"
+)
+SC_NOT_DEFAULT = storage_class(
+    "ceph-rbd",
+    provisioner="rbd.csi.ceph.com",
+    labels={"heritage": "deckhouse", "module": "csi-ceph"},
+    annotations={DEFAULT_CLASS: "false"},
+    manager="deckhouse-controller",
+)
+SC_WITHOUT_BINDING_MODE = storage_class("old-nfs", binding_mode=None)
+
+
+def claim(
+    name: str,
+    namespace: str = "team-a",
+    *,
+    phase: str | None = "Bound",
+    storage_class_name: str | None = "nfs-rwx",
+    shared: bool = True,
+    created: str = OLD,
+    deleting: bool = False,
+) -> Obj:
+    spec: Obj = {
+        "accessModes": ["ReadWriteMany"],
+        "resources": {"requests": {"storage": "20Gi"}},
+        "volumeMode": "Filesystem",
+    }
+    if storage_class_name is not None:
+        spec["storageClassName"] = storage_class_name
+    annotations: dict[str, str] = {}
+    status: Obj = {}
+    if phase is not None:
+        status["phase"] = phase
+    if phase in {"Bound", "Lost"}:
+        spec["volumeName"] = f"pvc-{uuid.uuid5(uuid.NAMESPACE_URL, namespace + name)}"
+        annotations = {
+            "pv.kubernetes.io/bind-completed": "yes",
+            "pv.kubernetes.io/bound-by-controller": "yes",
+            "volume.kubernetes.io/storage-provisioner": "nfs.csi.k8s.io",
+        }
+    if phase == "Bound":
+        status.update({"accessModes": ["ReadWriteMany"], "capacity": {"storage": "20Gi"}})
+    labels = (
+        {
+            SHARED_PVC: "true",
+            "ai.deckhouse.io/owner-kind": "Model",
+            "ai.deckhouse.io/owner-name": name,
+        }
+        if shared
+        else {"app": "postgres"}
+    )
+    body: Obj = {"spec": spec, **({"status": status} if status else {})}
+    meta: Obj = {"finalizers": ["kubernetes.io/pvc-protection"]}
+    if deleting:
+        meta.update({"deletionTimestamp": YOUNG, "deletionGracePeriodSeconds": 0})
+    return served(
+        "v1",
+        "PersistentVolumeClaim",
+        name,
+        namespace=namespace,
+        labels=labels,
+        annotations=annotations,
+        created=created,
+        manager="ai-models-controller",
+        meta=meta,
+        **body,
+    )
+
+
+CLAIM_BOUND = claim("model-a")
+CLAIM_PENDING = claim("model-p", phase="Pending")  # no volumeName, no annotations
+CLAIM_WITHOUT_CLASS = claim("model-q", phase="Pending", storage_class_name=None)
+CLAIM_WITHOUT_STATUS = claim("model-r", phase=None)
+CLAIM_LOST = claim("model-l", phase="Lost")
+CLAIM_DELETING = claim("model-d", deleting=True)
+CLAIM_NOT_SHARED = claim("data-postgres-0", phase="Lost", shared=False)
+
+
+def volumes(*claims: str, extra: Sequence[Obj] = ()) -> list[Obj]:
+    return [
+        {"name": "config", "configMap": {"name": "runtime-config", "defaultMode": 420}},
+        *extra,
+        *(
+            {"name": f"model-{index}", "persistentVolumeClaim": {"claimName": name, "readOnly": True}}
+            for index, name in enumerate(claims)
+        ),
+    ]
+
+
+def pod_spec(pod_volumes: list[Obj] | None) -> Obj:
+    spec: Obj = {
+        "containers": [
+            {
+                "name": "server",
+                "image": "registry.example.com/vllm@sha256:0123",
+                "resources": {"limits": {"nvidia.com/gpu": "1"}},
+                "volumeMounts": [
+                    {"name": item["name"], "mountPath": f"/{item['name']}"} for item in pod_volumes or []
+                ],
+            }
+        ],
+        "restartPolicy": "Always",
+        "dnsPolicy": "ClusterFirst",
+        "schedulerName": "default-scheduler",
+        "securityContext": {},
+        "terminationGracePeriodSeconds": 30,
+    }
+    if pod_volumes is not None:
+        spec["volumes"] = pod_volumes
+    return spec
+
+
+def template(pod_volumes: list[Obj] | None) -> Obj:
+    return {"metadata": {"labels": {"app": "inference"}}, "spec": pod_spec(pod_volumes)}
+
+
+def workload(kind: str, name: str, namespace: str, pod_volumes: list[Obj] | None, **spec: Any) -> Obj:
+    api_version = "batch/v1" if kind in {"Job", "CronJob"} else "apps/v1"
+    body: Obj = {"selector": {"matchLabels": {"app": "inference"}}, "template": template(pod_volumes), **spec}
+    if kind == "CronJob":
+        body = {"schedule": "0 3 * * *", "jobTemplate": {"spec": {"template": template(pod_volumes)}}, **spec}
+    elif kind == "Job":
+        body = {"backoffLimit": 6, "template": {**template(pod_volumes)}, **spec}
+        body["template"]["spec"]["restartPolicy"] = "Never"
+    return served(
+        api_version,
+        kind,
+        name,
+        namespace=namespace,
+        labels={"app": "inference"},
+        annotations={"deployment.kubernetes.io/revision": "3"} if kind == "Deployment" else None,
+        meta={"generation": 4},
+        spec=body,
+        status={"observedGeneration": 4},
+    )
+
+
+def pod(name: str, namespace: str, pod_volumes: list[Obj] | None) -> Obj:
+    return served(
+        "v1",
+        "Pod",
+        name,
+        namespace=namespace,
+        labels={"app": "inference", "pod-template-hash": "5d9f7"},
+        annotations={"kubectl.kubernetes.io/restartedAt": OLD},
+        manager="kube-controller-manager",
+        meta={
+            "generateName": f"{name[:-5]}",
+            "ownerReferences": [
+                {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "x", "uid": "1", "controller": True}
+            ],
+        },
+        spec={**pod_spec(pod_volumes), "nodeName": "gpu-1", "serviceAccountName": "default"},
+        status={
+            "phase": "Running",
+            "podIP": "10.111.0.17",
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    )
+
+
+PROJECTED_TOKEN = {
+    "name": "kube-api-access-x2k9v",
+    "projected": {
+        "defaultMode": 420,
+        "sources": [{"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}}],
+    },
+}
+DEPLOYMENT = workload(
+    "Deployment",
+    "paused-server",
+    "team-a",
+    volumes("model-a", extra=[{"name": "tmp", "emptyDir": {}}]),
+    replicas=0,
+    paused=True,
+)
+DEPLOYMENT_WITHOUT_VOLUMES = workload("Deployment", "web", "team-a", None, replicas=2)
+STATEFULSET = workload(
+    "StatefulSet",
+    "db",
+    "team-a",
+    volumes("model-s"),
+    serviceName="db",
+    volumeClaimTemplates=[{"metadata": {"name": "data"}, "spec": {"accessModes": ["ReadWriteOnce"]}}],
+)
+DAEMONSET = workload(
+    "DaemonSet", "node-agent", "team-a", [{"name": "host", "hostPath": {"path": "/var/lib", "type": ""}}]
+)
+JOB = workload("Job", "warmup", "team-a", volumes("model-j"))
+CRONJOB = workload("CronJob", "nightly-eval", "team-a", volumes("model-c"))
+POD = pod("standalone-a1b2c", "team-a", volumes("model-o", extra=[PROJECTED_TOKEN]))
+POD_WITHOUT_VOLUMES = pod("bare-x9z8y", "team-a", None)
+
+
+def node(name: str, labels: Mapping[str, str] | None) -> Obj:
+    return served(
+        "v1",
+        "Node",
+        name,
+        labels=labels,
+        annotations={"node.alpha.kubernetes.io/ttl": "0"} if labels else None,
+        manager="kubelet",
+        spec={"podCIDR": "10.111.1.0/24", "providerID": f"static://{name}"},
+        status={
+            "capacity": {"cpu": "16", "memory": "65843068Ki", "nvidia.com/gpu": "2"},
+            "allocatable": {"cpu": "15800m", "memory": "64716668Ki"},
+            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
+            "nodeInfo": {"kubeletVersion": "v1.34.1", "containerRuntimeVersion": "containerd://1.7.27"},
+            "images": [{"names": ["registry.example.com/vllm@sha256:0123"], "sizeBytes": 9_000_000_000}],
+        },
+    )
+
+
+NODE_CACHE = node(
+    "gpu-1",
+    {
+        "kubernetes.io/hostname": "gpu-1",
+        "node.deckhouse.io/group": "gpu",
+        "ai.deckhouse.io/model-cache": "true",
+    },
+)
+NODE_PLAIN = node("worker-1", {"kubernetes.io/hostname": "worker-1", "node.deckhouse.io/group": "worker"})
+NODE_WITHOUT_LABELS = node("bare-metal-7", None)
+
+
+# ----- expected filter results per (hook, binding) ------------------------------------------------------
+
+STORAGE_CLASS_SAMPLES = [
+    (SC_DEFAULT, {"name": "nfs-rwx", "volumeBindingMode": "Immediate", "isDefault": True}),
+    (
+        SC_BETA_DEFAULT,
+        {"name": "legacy-default", "volumeBindingMode": "WaitForFirstConsumer", "isDefault": True},
+    ),
+    (SC_PLAIN, {"name": "local-path", "volumeBindingMode": "WaitForFirstConsumer", "isDefault": False}),
+    (SC_NOT_DEFAULT, {"name": "ceph-rbd", "volumeBindingMode": "Immediate", "isDefault": False}),
+    (SC_WITHOUT_BINDING_MODE, {"name": "old-nfs", "volumeBindingMode": "Immediate", "isDefault": False}),
+]
+
+
+def _workload_claims(*pairs: tuple[Obj, list[str]]) -> list[tuple[Obj, Obj]]:
+    return [(obj, {"namespace": "team-a", "claims": claims}) for obj, claims in pairs]
+
+
+FILTER_SAMPLES: dict[tuple[str, str], list[tuple[Obj, Any]]] = {
+    ("artifacts_credentials", "source_secrets"): [
+        (
+            S3_CREDENTIALS,
+            {
+                "name": "ai-models-s3",
+                "data": {"accessKey": b64("AKIAEXAMPLE"), "secretKey": b64("wJalrXUtnFEMI/K7MDENG")},
+            },
+        ),
+        (
+            S3_CA,
+            {
+                "name": "ai-models-s3-ca",
+                "data": {"ca.crt": b64("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n")},
+            },
+        ),
+        (S3_PENDING, {"name": "s3-pending", "data": {}}),
+    ],
+    ("copy_custom_certificate", "source_secrets"): [
+        (
+            CUSTOM_TLS,
+            {
+                "name": "ai-models-tls",
+                "data": {"tls.crt": b64(CERT), "tls.key": b64(KEY), "ca.crt": b64(ISSUER)},
+            },
+        ),
+        (
+            CUSTOM_TLS_WITHOUT_CA,
+            {"name": "wildcard-tls", "data": {"tls.crt": b64(CERT), "tls.key": b64(KEY)}},
+        ),
+        (S3_CREDENTIALS, {"name": "ai-models-s3", "data": {}}),
+        (S3_PENDING, {"name": "s3-pending", "data": {}}),
+    ],
+    ("artifacts_credentials", "copies"): [
+        (
+            COPY_CREDENTIALS,
+            {
+                "name": "ai-models-artifacts-credentials",
+                "data": {"accessKey": b64("AKIAEXAMPLE"), "secretKey": b64("wJalrXUtnFEMI/K7MDENG")},
+            },
+        ),
+        (COPY_CA_WITHOUT_DATA, {"name": "ai-models-artifacts-ca", "data": {}}),
+    ],
+    ("delivery_values", "storage_classes"): STORAGE_CLASS_SAMPLES,
+    ("storage_prerequisites", "storage_classes"): STORAGE_CLASS_SAMPLES,
+    ("storage_prerequisites", "shared_claims"): [
+        (
+            CLAIM_BOUND,
+            {"namespace": "team-a", "name": "model-a", "storageClassName": "nfs-rwx", "phase": "Bound"},
+        ),
+        (
+            CLAIM_PENDING,
+            {"namespace": "team-a", "name": "model-p", "storageClassName": "nfs-rwx", "phase": "Pending"},
+        ),
+        (
+            CLAIM_WITHOUT_CLASS,
+            {"namespace": "team-a", "name": "model-q", "storageClassName": None, "phase": "Pending"},
+        ),
+        (
+            CLAIM_WITHOUT_STATUS,
+            {"namespace": "team-a", "name": "model-r", "storageClassName": "nfs-rwx", "phase": None},
+        ),
+        (
+            CLAIM_LOST,
+            {"namespace": "team-a", "name": "model-l", "storageClassName": "nfs-rwx", "phase": "Lost"},
+        ),
+    ],
+    ("storage_prerequisites", "nodes"): [
+        (NODE_CACHE, {"labels": NODE_CACHE["metadata"]["labels"]}),
+        (NODE_WITHOUT_LABELS, {"labels": {}}),
+    ],
+    ("internal_tls", "root_ca"): [
+        (ROOT_CA_SECRET, {"crt": b64("CA CERTIFICATE"), "key": b64("CA KEY")}),
+        (ROOT_CA_WITHOUT_DATA, {"crt": "", "key": ""}),
+    ],
+    ("internal_tls", "api_tls"): [
+        (API_TLS_SECRET, {"crt": b64("API CERTIFICATE"), "key": b64("API KEY")}),
+        (API_TLS_WITHOUT_KEY, {"crt": b64("API CERTIFICATE"), "key": ""}),
+    ],
+    ("stale_claims", "shared_claims"): [
+        (CLAIM_BOUND, {"namespace": "team-a", "name": "model-a", "created": OLD, "deleting": False}),
+        (CLAIM_WITHOUT_STATUS, {"namespace": "team-a", "name": "model-r", "created": OLD, "deleting": False}),
+        (CLAIM_DELETING, {"namespace": "team-a", "name": "model-d", "created": OLD, "deleting": True}),
+    ],
+    ("stale_claims", "deployments"): _workload_claims(
+        (DEPLOYMENT, ["model-a"]), (DEPLOYMENT_WITHOUT_VOLUMES, [])
+    ),
+    ("stale_claims", "statefulsets"): _workload_claims((STATEFULSET, ["model-s"])),
+    ("stale_claims", "daemonsets"): _workload_claims((DAEMONSET, [])),
+    ("stale_claims", "jobs"): _workload_claims((JOB, ["model-j"])),
+    ("stale_claims", "cronjobs"): _workload_claims((CRONJOB, ["model-c"])),
+    ("stale_claims", "pods"): _workload_claims((POD, ["model-o"]), (POD_WITHOUT_VOLUMES, [])),
+}
+
+
+# ----- the binding configs and shell-operator's part -------------------------------------------------
+
+
+@cache
+def hook_config(name: str) -> dict[str, Any]:
+    """The binding config the hook prints on `--config` (`hook.run` prints its module's `config`;
+    tests/hooks/test_hook_files.py runs every hook with `--config` to prove it)."""
+    spec = importlib.util.spec_from_file_location(f"ai_models_hook_config_{name}", HOOKS_DIR / f"{name}.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # conftest.py put hooks/ on sys.path for `lib.*`
+    config: dict[str, Any] = json.loads(module.config)
+    return config
+
+
+def kubernetes_bindings(name: str) -> dict[str, dict[str, Any]]:
+    return {binding["name"]: binding for binding in hook_config(name).get("kubernetes", [])}
+
+
+def run_jq(expression: str, obj: Obj) -> Any:
+    """The filter's single result, as shell-operator stores it in `filterResult`."""
+    results = jq.compile(expression).input_value(obj).all()
+    assert len(results) == 1, f"{expression} gave {len(results)} results"
+    return results[0]
+
+
+def _label_selector_matches(selector: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
+    unknown = set(selector) - {"matchLabels", "matchExpressions"}
+    assert not unknown, f"label selector keys not emulated here: {unknown}"
+    if any(labels.get(key) != value for key, value in (selector.get("matchLabels") or {}).items()):
+        return False
+    for expression in selector.get("matchExpressions") or []:
+        key, operator, values = expression["key"], expression["operator"], expression.get("values") or []
+        if operator == "In" and labels.get(key) not in values:
+            return False
+        if operator == "NotIn" and key in labels and labels[key] in values:
+            return False
+        if operator == "Exists" and key not in labels:
+            return False
+        if operator == "DoesNotExist" and key in labels:
+            return False
+        assert operator in {"In", "NotIn", "Exists", "DoesNotExist"}, operator
+    return True
+
+
+def selects(binding: Mapping[str, Any], obj: Obj) -> bool:
+    """Whether shell-operator would deliver `obj` to the binding (kind, namespace, name, labels)."""
+    unknown = (set(binding) & {"fieldSelector"}) | (set(binding.get("namespace") or {}) - {"nameSelector"})
+    assert not unknown, f"{binding['name']}: selectors not emulated here: {unknown}"
+    if binding["apiVersion"] != obj["apiVersion"] or binding["kind"].lower() != obj["kind"].lower():
+        return False
+    meta = obj["metadata"]
+    namespaces = ((binding.get("namespace") or {}).get("nameSelector") or {}).get("matchNames")
+    if namespaces is not None and meta.get("namespace") not in namespaces:
+        return False
+    names = (binding.get("nameSelector") or {}).get("matchNames")
+    if names is not None and meta["name"] not in names:
+        return False
+    return _label_selector_matches(binding.get("labelSelector") or {}, meta.get("labels") or {})
+
+
+def snapshots_of(name: str, cluster: Sequence[Obj]) -> dict[str, list[dict[str, Any]]]:
+    """Every binding's snapshot of `cluster`: the jq output of each object it selects."""
+    return {
+        binding_name: [
+            {"filterResult": run_jq(binding["jqFilter"], obj)} for obj in cluster if selects(binding, obj)
+        ]
+        for binding_name, binding in kubernetes_bindings(name).items()
+    }
+
+
+def binding_contexts(name: str, snapshots: Mapping[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """One binding context per way the hook runs: beforeHelm, its schedule, and the Synchronization
+    of each binding that runs on it, each with the snapshots addon-operator includes."""
+    config = hook_config(name)
+
+    def included(names: Sequence[str]) -> dict[str, Any]:
+        return {key: copy.deepcopy(snapshots[key]) for key in names}
+
+    contexts: list[dict[str, Any]] = []
+    if "beforeHelm" in config:
+        contexts.append({"binding": "beforeHelm", "snapshots": copy.deepcopy(dict(snapshots))})
+    for item in config.get("schedule", []):
+        snaps = included(item.get("includeSnapshotsFrom", []))
+        contexts.append({"binding": item["name"], "type": "Schedule", "snapshots": snaps})
+    for binding_name, binding in kubernetes_bindings(name).items():
+        if binding.get("executeHookOnSynchronization", True) is False:
+            continue
+        contexts.append(
+            {
+                "binding": binding_name,
+                "type": "Synchronization",
+                "objects": copy.deepcopy(snapshots[binding_name]),
+                "snapshots": included(binding.get("includeSnapshotsFrom", [])),
+            }
+        )
+    assert contexts
+    return contexts
+
+
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    values: dict[str, Any]  # the module's values after addon-operator applied the patches
+    kube: list[dict[str, Any]]
+    metrics: list[dict[str, Any]]
+
+    @property
+    def internal(self) -> dict[str, Any]:
+        result: dict[str, Any] = self.values["aiModels"].get("internal", {})
+        return result
+
+
+def run_hook(kit: Any, name: str, cluster: Sequence[Obj], values: dict[str, Any]) -> list[Outcome]:
+    """The hook run on each of its binding contexts, with snapshots built by jq from `cluster`."""
+    main = kit.load(name).main
+    outcomes = []
+    for context in binding_contexts(name, snapshots_of(name, cluster)):
+        output = hook.testrun(main, binding_context=[context], initial_values=copy.deepcopy(values))
+        outcomes.append(Outcome(kit.patched(values, output), kit.kube(output), list(output.metrics.data)))
+    return outcomes
+
+
+# ----- completeness ------------------------------------------------------------------------------------
+
+
+def test_every_binding_with_a_jq_filter_has_samples() -> None:
+    filtered = {
+        (name, binding_name)
+        for name in HOOK_NAMES
+        for binding_name, binding in kubernetes_bindings(name).items()
+        if binding.get("jqFilter")
+    }
+    assert filtered, "no hook binding has a jqFilter"
+    missing = sorted(filtered - {key for key, samples in FILTER_SAMPLES.items() if samples})
+    assert not missing, f"add FILTER_SAMPLES for these (hook, binding) pairs: {missing}"
+    assert sorted(set(FILTER_SAMPLES) - filtered) == [], "samples for bindings that no longer exist"
+
+
+def test_every_hook_with_kubernetes_bindings_runs_on_jq_output() -> None:
+    with_bindings = {name for name in HOOK_NAMES if kubernetes_bindings(name)}
+    assert with_bindings - SCENARIO_HOOKS == set(), "add a scenario that runs the hook on jq output"
+
+
+# ----- each filter over each sample ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "binding_name", "index"),
+    [
+        (name, binding, index)
+        for (name, binding), samples in FILTER_SAMPLES.items()
+        for index in range(len(samples))
+    ],
+    ids=str,
+)
+def test_the_filter_gives_the_expected_result_for_a_full_object(
+    name: str, binding_name: str, index: int
+) -> None:
+    binding = kubernetes_bindings(name)[binding_name]
+    obj, expected = FILTER_SAMPLES[(name, binding_name)][index]
+    assert selects(binding, obj), "the sample is not an object this binding receives"
+    assert run_jq(binding["jqFilter"], obj) == expected
+
+
+def test_filters_keep_neither_managed_fields_nor_last_applied_configuration() -> None:
+    """Snapshots live in addon-operator's memory for the module's lifetime: no filter may copy the
+    bulky bookkeeping into them (a filter like `.metadata` would)."""
+    for (name, binding_name), samples in FILTER_SAMPLES.items():
+        expression = kubernetes_bindings(name)[binding_name]["jqFilter"]
+        for obj, _ in samples:
+            text = json.dumps(run_jq(expression, obj))
+            assert "managedFields" not in text
+            assert "fieldsV1" not in text
+            assert LAST_APPLIED not in text
+
+
+def test_objects_outside_a_bindings_selectors_are_not_delivered() -> None:
+    sources = kubernetes_bindings("artifacts_credentials")["source_secrets"]
+    assert not selects(sources, HELM_RELEASE)  # Helm's release Secrets carry owner=helm
+    assert not selects(sources, SAME_NAME_ELSEWHERE)
+    assert not selects(kubernetes_bindings("artifacts_credentials")["copies"], API_TLS_UNRELATED)
+    for name in ("storage_prerequisites", "stale_claims"):
+        assert not selects(kubernetes_bindings(name)["shared_claims"], CLAIM_NOT_SHARED)
+
+
+# ----- hooks run on jq output --------------------------------------------------------------------------
+
+
+def copy_operation(name: str, data: Mapping[str, str]) -> dict[str, Any]:
+    return {
+        "operation": "CreateOrUpdate",
+        "object": {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {
+                "name": name,
+                "namespace": "d8-ai-models",
+                "labels": {"heritage": "deckhouse", "module": "ai-models"},
+            },
+            "type": "Opaque",
+            "data": dict(data),
+        },
+    }
+
+
+def deletion(kind: str, namespace: str, name: str) -> dict[str, Any]:
+    return {"operation": "Delete", "kind": kind, "namespace": namespace, "name": name, "apiVersion": "v1"}
+
+
+def artifacts_values(credentials: str = "ai-models-s3", ca: str | None = "ai-models-s3-ca") -> dict[str, Any]:
+    artifacts = {**MINIMAL_SETTINGS["artifacts"], "credentialsSecretName": credentials}
+    if ca:
+        artifacts["caSecretName"] = ca
+    return module_values({"artifacts": artifacts})
+
+
+def https_values(secret_name: str) -> dict[str, Any]:
+    https = {"mode": "CustomCertificate", "customCertificate": {"secretName": secret_name}}
+    return module_values({**MINIMAL_SETTINGS, "https": https})
+
+
+def delivery(values: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    return module_values({**MINIMAL_SETTINGS, "delivery": dict(values or {})})
+
+
+def prerequisites_metric(value: float, mode: str, reason: str) -> dict[str, Any]:
+    return {
+        "name": "d8_ai_models_storage_prerequisites_satisfied",
+        "group": "d8_ai_models_storage_prerequisites",
+        "action": "set",
+        "value": value,
+        "labels": {"mode": mode, "reason": reason},
+    }
+
+
+def verdict_is(mode: str, reason: str, satisfied: bool, message: str = "") -> Callable[[Outcome], None]:
+    def check(outcome: Outcome) -> None:
+        verdict = outcome.internal["storagePrerequisites"]
+        assert (verdict["mode"], verdict["reason"], verdict["satisfied"]) == (mode, reason, satisfied)
+        assert message in verdict["message"]
+        assert outcome.metrics == [prerequisites_metric(1.0 if satisfied else 0.0, mode, reason)]
+
+    return check
+
+
+@dataclasses.dataclass(frozen=True)
+class Scenario:
+    hook: str
+    name: str
+    cluster: tuple[Obj, ...]
+    values: Callable[[], dict[str, Any]]
+    check: Callable[[Outcome], None]
+
+    def __str__(self) -> str:
+        return f"{self.hook}:{self.name}"
+
+
+def _kube_is(*expected: dict[str, Any]) -> Callable[[Outcome], None]:
+    def check(outcome: Outcome) -> None:
+        assert outcome.kube == list(expected)
+
+    return check
+
+
+def _certificate_is(expected: dict[str, str] | None) -> Callable[[Outcome], None]:
+    def check(outcome: Outcome) -> None:
+        assert outcome.internal.get("customCertificateData") == expected
+        assert outcome.kube == []
+
+    return check
+
+
+def _delivery_is(expected: dict[str, Any]) -> Callable[[Outcome], None]:
+    def check(outcome: Outcome) -> None:
+        assert outcome.internal["delivery"] == expected
+
+    return check
+
+
+def _deletes(*claims: tuple[str, str]) -> Callable[[Outcome], None]:
+    def check(outcome: Outcome) -> None:
+        got = sorted((op["namespace"], op["name"]) for op in outcome.kube)
+        assert got == sorted(claims)
+        assert all(
+            op == deletion("PersistentVolumeClaim", op["namespace"], op["name"]) for op in outcome.kube
+        )
+
+    return check
+
+
+SECRETS_IN_D8_SYSTEM = (
+    S3_CREDENTIALS,
+    S3_CA,
+    S3_PENDING,
+    HELM_RELEASE,
+    SAME_NAME_ELSEWHERE,
+    API_TLS_UNRELATED,
+)
+CREDENTIALS_DATA = {"accessKey": b64("AKIAEXAMPLE"), "secretKey": b64("wJalrXUtnFEMI/K7MDENG")}
+CA_DATA = {"ca.crt": b64("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n")}
+CLAIMS_WORKLOADS = (
+    DEPLOYMENT,
+    DEPLOYMENT_WITHOUT_VOLUMES,
+    STATEFULSET,
+    DAEMONSET,
+    JOB,
+    CRONJOB,
+    POD,
+    POD_WITHOUT_VOLUMES,
+)
+
+SCENARIOS = [
+    Scenario(
+        "artifacts_credentials",
+        "the named Secrets are copied with only the keys the module uses",
+        SECRETS_IN_D8_SYSTEM,
+        artifacts_values,
+        _kube_is(
+            copy_operation("ai-models-artifacts-credentials", CREDENTIALS_DATA),
+            copy_operation("ai-models-artifacts-ca", CA_DATA),
+        ),
+    ),
+    Scenario(
+        "artifacts_credentials",
+        "copies equal to their sources are left alone",
+        (*SECRETS_IN_D8_SYSTEM, COPY_CREDENTIALS, COPY_CA),
+        artifacts_values,
+        _kube_is(),
+    ),
+    Scenario(
+        "artifacts_credentials",
+        "a source without data leaves its copy, a copy without a setting is deleted",
+        (*SECRETS_IN_D8_SYSTEM, COPY_CREDENTIALS, COPY_CA_WITHOUT_DATA),
+        lambda: artifacts_values(credentials="s3-pending", ca=None),
+        _kube_is(deletion("Secret", "d8-ai-models", "ai-models-artifacts-ca")),
+    ),
+    Scenario(
+        "copy_custom_certificate",
+        "the named certificate's TLS keys and CA reach the values",
+        (*SECRETS_IN_D8_SYSTEM, CUSTOM_TLS, CUSTOM_TLS_WITHOUT_CA),
+        lambda: https_values("ai-models-tls"),
+        _certificate_is({"tls.crt": b64(CERT), "tls.key": b64(KEY), "ca.crt": b64(ISSUER)}),
+    ),
+    Scenario(
+        "copy_custom_certificate",
+        "a certificate without a CA",
+        (*SECRETS_IN_D8_SYSTEM, CUSTOM_TLS, CUSTOM_TLS_WITHOUT_CA),
+        lambda: https_values("wildcard-tls"),
+        _certificate_is({"tls.crt": b64(CERT), "tls.key": b64(KEY)}),
+    ),
+    Scenario(
+        "copy_custom_certificate",
+        "a Secret without data gives no certificate",
+        (*SECRETS_IN_D8_SYSTEM, CUSTOM_TLS),
+        lambda: https_values("s3-pending"),
+        _certificate_is(None),
+    ),
+    Scenario(
+        "delivery_values",
+        "the class annotated as the default",
+        (SC_DEFAULT, SC_PLAIN, SC_NOT_DEFAULT, SC_WITHOUT_BINDING_MODE),
+        delivery,
+        _delivery_is({"sharedPVCStorageClassName": "nfs-rwx", "storageClassSource": "DefaultStorageClass"}),
+    ),
+    Scenario(
+        "delivery_values",
+        "the beta default annotation counts too",
+        (SC_BETA_DEFAULT, SC_PLAIN),
+        delivery,
+        _delivery_is(
+            {"sharedPVCStorageClassName": "legacy-default", "storageClassSource": "DefaultStorageClass"}
+        ),
+    ),
+    Scenario(
+        "delivery_values",
+        "classes without the annotation or with 'false' are no default",
+        (SC_PLAIN, SC_NOT_DEFAULT, SC_WITHOUT_BINDING_MODE),
+        delivery,
+        _delivery_is({"storageClassSource": "NotFound"}),
+    ),
+    Scenario(
+        "delivery_values",
+        "a class named by the setting",
+        (SC_DEFAULT, SC_NOT_DEFAULT),
+        lambda: delivery({"sharedPVCStorageClassName": "ceph-rbd"}),
+        _delivery_is({"sharedPVCStorageClassName": "ceph-rbd", "storageClassSource": "ModuleSetting"}),
+    ),
+    Scenario(
+        "storage_prerequisites",
+        "a bound shared claim of the default class confirms ReadWriteMany",
+        (
+            SC_DEFAULT,
+            SC_PLAIN,
+            CLAIM_BOUND,
+            CLAIM_PENDING,
+            CLAIM_WITHOUT_CLASS,
+            CLAIM_WITHOUT_STATUS,
+            NODE_PLAIN,
+        ),
+        delivery,
+        verdict_is("SharedPVC", "Satisfied", True, "nfs-rwx"),
+    ),
+    Scenario(
+        "storage_prerequisites",
+        "a lost claim without the shared label is not the module's",
+        (SC_DEFAULT, CLAIM_PENDING, CLAIM_WITHOUT_STATUS, CLAIM_NOT_SHARED),
+        delivery,
+        verdict_is("SharedPVC", "ReadWriteManyUnconfirmed", True),
+    ),
+    Scenario(
+        "storage_prerequisites",
+        "a lost shared claim refutes ReadWriteMany",
+        (SC_DEFAULT, CLAIM_PENDING, CLAIM_LOST),
+        delivery,
+        verdict_is("SharedPVC", "ReadWriteManyFailed", False, "team-a/model-l"),
+    ),
+    Scenario(
+        "storage_prerequisites",
+        "the binding mode comes through",
+        (SC_BETA_DEFAULT, SC_PLAIN),
+        delivery,
+        verdict_is("SharedPVC", "StorageClassWaitForFirstConsumer", False, "legacy-default"),
+    ),
+    Scenario(
+        "storage_prerequisites",
+        "a class without volumeBindingMode binds at once",
+        (SC_WITHOUT_BINDING_MODE, SC_DEFAULT),
+        lambda: delivery({"sharedPVCStorageClassName": "old-nfs"}),
+        verdict_is("SharedPVC", "ReadWriteManyUnconfirmed", True, "old-nfs"),
+    ),
+    Scenario(
+        "storage_prerequisites",
+        "node labels select the cache nodes",
+        (NODE_CACHE, NODE_PLAIN, NODE_WITHOUT_LABELS, SC_PLAIN, CLAIM_LOST),
+        lambda: delivery({"mode": "NodeCache", "nodeCache": {"size": "100Gi"}}),
+        verdict_is("NodeCache", "Satisfied", True, "1 node(s)"),
+    ),
+    Scenario(
+        "storage_prerequisites",
+        "nodes without the cache label",
+        (NODE_PLAIN, NODE_WITHOUT_LABELS),
+        lambda: delivery({"mode": "NodeCache", "nodeCache": {"size": "100Gi"}}),
+        verdict_is("NodeCache", "NodeCacheSelectsNoNode", False, "ai.deckhouse.io/model-cache=true"),
+    ),
+    Scenario(
+        "stale_claims",
+        "claims no workload of their namespace mounts are deleted",
+        (
+            *CLAIMS_WORKLOADS,
+            *(claim(name) for name in ("model-a", "model-s", "model-j", "model-c", "model-o")),
+            claim("orphan"),
+            claim("orphan-pending", phase="Pending"),
+            claim("orphan-new", phase=None, storage_class_name=None),
+            claim("model-a", "team-b"),  # mounted in team-a only
+            claim("young", created=YOUNG),
+            CLAIM_DELETING,
+            claim("not-shared", shared=False),
+        ),
+        module_values,
+        _deletes(
+            ("team-a", "orphan"),
+            ("team-a", "orphan-pending"),
+            ("team-a", "orphan-new"),
+            ("team-b", "model-a"),
+        ),
+    ),
+]
+SCENARIO_HOOKS = {scenario.hook for scenario in SCENARIOS} | {"internal_tls"}  # see the test below
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=str)
+def test_hook_on_jq_output(kit: Any, scenario: Scenario) -> None:
+    assert scenario.hook in HOOK_NAMES
+    for outcome in run_hook(kit, scenario.hook, scenario.cluster, scenario.values()):
+        scenario.check(outcome)
+
+
+def test_internal_tls_reads_back_the_secrets_the_chart_rendered(kit: Any) -> None:
+    """The Secrets rendered from the hook's values, as the API server serves them after Helm
+    applied them, give the hook back the same CA and certificate after a Deckhouse restart."""
+    internal = run_hook(kit, "internal_tls", [], module_values())[0].internal  # a fresh install
+    chart = render_chart(module_values(internal=internal))
+    cluster = []
+    for name in ("ai-models-root-ca", "ai-models-api-tls"):
+        rendered = chart.get("Secret", name, "d8-ai-models")
+        meta = rendered["metadata"]
+        cluster.append(
+            served(
+                "v1",
+                "Secret",
+                name,
+                namespace=meta["namespace"],
+                labels=meta.get("labels"),
+                annotations={**(meta.get("annotations") or {}), **HELM["annotations"]},
+                manager="helm",
+                **{
+                    key: value
+                    for key, value in rendered.items()
+                    if key not in {"apiVersion", "kind", "metadata"}
+                },
+            )
+        )
+    for outcome in run_hook(kit, "internal_tls", cluster, module_values()):
+        assert outcome.internal == internal

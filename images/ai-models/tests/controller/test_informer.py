@@ -3,8 +3,10 @@ resumed and expired watches, and stopping."""
 
 from __future__ import annotations
 
+import copy
 import functools
 import itertools
+import json
 import logging
 import threading
 from collections.abc import Callable, Iterator, Mapping
@@ -13,9 +15,9 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
-from ai_models.controller.informer import Informer, Lister
+from ai_models.controller.informer import LAST_APPLIED_ANNOTATION, Informer, Lister
 from ai_models.names import COMPONENT_LABEL, PUBLICATION_COMPONENT
-from kubeemu.pytest_fixtures import EmulatorFactory
+from kubeemu.pytest_fixtures import EmulatorFactory, RunningEmulator
 
 NAMESPACE = "d8-ai-models"
 WAIT = 10.0  # bound for "promptly"; every wait ends as soon as the awaited thing happens
@@ -287,6 +289,77 @@ def test_a_failing_change_handler_is_logged_and_loses_nothing(
     failures = [record for record in caplog.records if record.exc_info]
     assert sorted(str(getattr(record, "object", None)) for record in failures) == ["a-poison", "c-poison"]
     assert informer.get("c-poison") is not None
+
+
+# ----- what the store keeps ------------------------------------------------------------------------------
+
+
+def track_field_managers(emulator: RunningEmulator, name: str) -> None:
+    """Give a stored Secret the managedFields a real API server keeps on every object (the emulator
+    does not track field managers): written into the emulator's store, which serves it to lists
+    and sends watchers a MODIFIED event, as after any write."""
+    store = emulator.cluster.store
+    with store.lock:
+        stored = copy.deepcopy(store.get("/secrets", NAMESPACE, name))
+        assert stored is not None
+        stored["metadata"]["managedFields"] = [
+            {
+                "manager": "kubectl-client-side-apply",
+                "operation": "Update",
+                "apiVersion": "v1",
+                "time": "2026-01-01T00:00:00Z",
+                "fieldsType": "FieldsV1",
+                "fieldsV1": {"f:data": {".": {}, "f:k": {}}, "f:metadata": {"f:annotations": {".": {}}}},
+            }
+        ]
+        store.put("/secrets", stored)
+
+
+def applied(name: str, **annotations: str) -> dict[str, Any]:
+    """A Secret as `kubectl apply` creates it: with its last-applied-configuration annotation."""
+    body = secret(name)
+    last = {"apiVersion": "v1", "kind": "Secret", **body}
+    body["metadata"]["annotations"] = {LAST_APPLIED_ANNOTATION: json.dumps(last), **annotations}
+    return body
+
+
+def assert_slim(obj: Mapping[str, Any] | None, annotations: Mapping[str, str] | None) -> None:
+    assert obj is not None
+    assert "managedFields" not in obj["metadata"]
+    assert obj["metadata"].get("annotations") == annotations
+    assert obj["data"] == {"k": "dg=="}  # the rest is kept
+
+
+def test_stored_objects_keep_neither_managed_fields_nor_the_last_applied_configuration(
+    kube_emulator: RunningEmulator, core: k8s.CoreV1Api, start_informer: InformerFactory
+) -> None:
+    core.create_namespaced_secret(NAMESPACE, applied("listed", team="a"))
+    core.create_namespaced_secret(NAMESPACE, applied("listed-only-applied"))
+    for name in ("listed", "listed-only-applied"):
+        track_field_managers(kube_emulator, name)
+    served = core.read_namespaced_secret("listed", NAMESPACE)
+    assert served.metadata.managed_fields  # what the informer gets served
+    assert LAST_APPLIED_ANNOTATION in served.metadata.annotations
+
+    informer, recorder, _ = start_informer()
+    assert informer.wait_synced(WAIT)
+    assert_slim(informer.get("listed"), {"team": "a"})
+    assert_slim(informer.get("listed-only-applied"), None)
+
+    core.create_namespaced_secret(NAMESPACE, applied("watched", team="b"))
+    track_field_managers(kube_emulator, "watched")
+    recorder.wait_for(("watched", "added"), ("watched", "modified"))
+    assert_slim(informer.get("watched"), {"team": "b"})
+    reported = [obj for _, old, new in recorder.changes for obj in (old, new) if obj is not None]
+    assert len(reported) == 5  # two listed, one added, the old and new of one modification
+    for obj in reported:
+        assert "managedFields" not in obj["metadata"]
+        assert LAST_APPLIED_ANNOTATION not in (obj["metadata"].get("annotations") or {})
+    core.delete_namespaced_secret("watched", NAMESPACE)
+    recorder.wait_for(("watched", "deleted"))
+    _, last, gone = recorder.changes[-1]
+    assert gone is None
+    assert_slim(last, {"team": "b"})
 
 
 # ----- resumed and expired watches ---------------------------------------------------------------------

@@ -3,6 +3,10 @@
 Used for what the controller must follow without kopf's cluster-wide watches: its publication
 Jobs and the ledger Secret in the module namespace, so RBAC stays a namespaced Role. A watch that
 ends is resumed from the last resourceVersion; a 410 (too old) relists.
+
+The store is the controller's in-memory state, so it keeps less than the API serves: every object
+loses `metadata.managedFields` and kubectl's last-applied-configuration annotation (see `slim`),
+which no consumer reads and which are often larger than the rest of the object.
 """
 
 from __future__ import annotations
@@ -19,6 +23,24 @@ log = logging.getLogger(__name__)
 
 Lister = Callable[..., Any]  # a `list_namespaced_*` method of a typed API
 ChangeHandler = Callable[[str, Mapping[str, Any] | None, Mapping[str, Any] | None], None]
+LAST_APPLIED_ANNOTATION = "kubectl.kubernetes.io/last-applied-configuration"
+
+
+def slim(obj: dict[str, Any]) -> dict[str, Any]:
+    """`obj` (changed in place) without what only writers need: the field managers' bookkeeping
+    (`managedFields`, one entry per writer with a map of every field it set) and kubectl's copy
+    of the whole object as last applied. An annotation map left empty is dropped, as the API
+    server omits it."""
+    metadata = obj.get("metadata")
+    if not isinstance(metadata, dict):
+        return obj
+    metadata.pop("managedFields", None)
+    annotations = metadata.get("annotations")
+    if isinstance(annotations, dict) and LAST_APPLIED_ANNOTATION in annotations:
+        del annotations[LAST_APPLIED_ANNOTATION]
+        if not annotations:
+            del metadata["annotations"]
+    return obj
 
 
 class Informer:
@@ -84,7 +106,8 @@ class Informer:
     def _relist(self) -> str:
         listed = self._list(self._namespace, _request_timeout=(3, 30), **self._selectors)
         fresh = {
-            item["metadata"]["name"]: item for item in self._client.sanitize_for_serialization(listed.items)
+            item["metadata"]["name"]: slim(item)
+            for item in self._client.sanitize_for_serialization(listed.items)
         }
         with self._lock:
             previous, self._objects = self._objects, fresh
@@ -122,6 +145,7 @@ class Informer:
                     if kind == "BOOKMARK":
                         continue
                     name = obj["metadata"]["name"]
+                    slim(obj)
                     with self._lock:
                         old = self._objects.get(name)
                         if kind == "DELETED":

@@ -6,14 +6,15 @@ import logging
 import signal
 import threading
 import time
+from collections.abc import Callable
 from types import FrameType
 
 import kopf
 from kubernetes import client as k8s
-from kubernetes import config as k8s_config
 from prometheus_client import REGISTRY, start_http_server
 
 from ai_models.adapters.hub import HubClient
+from ai_models.adapters.kube import KubeConfigError, load_configuration
 from ai_models.adapters.kube.ledger_store import SecretLedgerStore
 from ai_models.adapters.objectstore import open_store
 from ai_models.controller import catalog_sources
@@ -28,35 +29,71 @@ from ai_models.controller.settings import ControllerSettings
 from ai_models.controller.storage.metrics import LedgerCollector, StorageMetrics
 
 log = logging.getLogger(__name__)
+# The first API call is retried START_ATTEMPTS times, 2 s apart doubling to at most 30 s: about
+# three minutes of waiting (plus the calls' timeouts) before the process gives up with exit code 1.
 START_ATTEMPTS = 10
+START_BACKOFF_SECONDS = 2.0
+START_BACKOFF_CAP_SECONDS = 30.0
+START_REQUEST_TIMEOUT = (5.0, 10.0)  # (connect, read): a stalled API server is retried, not awaited
 
 
 class _Terminated(Exception):
     """SIGTERM/SIGINT: unwind the leader election loop and stop."""
 
 
+class KubernetesUnreachable(RuntimeError):
+    """The API server did not answer within the start-up attempts."""
+
+
 def _raise_terminated(signum: int, _frame: FrameType | None) -> None:
     raise _Terminated(signal.Signals(signum).name)
 
 
-def _load_kube_configuration() -> k8s.ApiClient:
-    """In-cluster config in a pod, KUBECONFIG elsewhere; retried with backoff on a slow start."""
+def _load_kube_configuration(*, sleep: Callable[[float], None] = time.sleep) -> k8s.ApiClient:
+    """The pod's ServiceAccount in a pod, KUBECONFIG elsewhere (`KubeConfigError` when neither
+    works), and one call (the server's version) to see the API answer. A slow, restarting or
+    absent API server delays the start with bounded retries and exponential backoff, one log line
+    per attempt, instead of crash-looping the pod; `KubernetesUnreachable` once the attempts are
+    used up."""
+    # A configuration that cannot be loaded is not retried: waiting would not fix it.
+    configuration = load_configuration()
+    # The leader election's Lease calls go through the client's default configuration.
+    k8s.Configuration.set_default(configuration)
+    probe_configuration = k8s.Configuration.get_default_copy()
+    probe_configuration.retries = 0  # this loop retries, with backoff; urllib3 would retry at once
+    started = time.monotonic()
     for attempt in range(1, START_ATTEMPTS + 1):
+        probe = k8s.ApiClient(probe_configuration)
         try:
-            k8s_config.load_config()
-            configuration = k8s.Configuration.get_default_copy()
-            api = k8s.ApiClient(configuration)
-            k8s.VersionApi(api).get_code()
-            return api
+            k8s.VersionApi(probe).get_code(_request_timeout=START_REQUEST_TIMEOUT)
         except Exception as error:
+            waited = round(time.monotonic() - started, 1)
             if attempt == START_ATTEMPTS:
-                raise
-            delay = min(2**attempt, 30)
+                raise KubernetesUnreachable(
+                    f"the Kubernetes API did not answer in {attempt} attempts over {waited} s: {error}; "
+                    "check the API server and the network path to it (KUBERNETES_SERVICE_HOST in a pod, "
+                    "KUBECONFIG elsewhere)"
+                ) from error
+            delay = min(START_BACKOFF_SECONDS * 2 ** (attempt - 1), START_BACKOFF_CAP_SECONDS)
             log.warning(
                 "Kubernetes API not reachable yet, retrying",
-                extra={"attempt": attempt, "retry_in_seconds": delay, "error": str(error)},
+                extra={
+                    "attempt": attempt,
+                    "attempts": START_ATTEMPTS,
+                    "retry_in_seconds": delay,
+                    "error": str(error),
+                },
             )
-            time.sleep(delay)
+            sleep(delay)
+            continue
+        finally:
+            probe.close()
+        if attempt > 1:
+            log.info(
+                "Kubernetes API reachable",
+                extra={"attempt": attempt, "waited_seconds": round(time.monotonic() - started, 1)},
+            )
+        return k8s.ApiClient(k8s.Configuration.get_default_copy())
     raise AssertionError("unreachable")
 
 
@@ -123,6 +160,12 @@ def run(settings: ControllerSettings) -> int:
         )
     except _Terminated as terminated:
         log.info("stopping", extra={"signal": str(terminated)})
+    except KubernetesUnreachable as error:
+        log.error("giving up: the Kubernetes API is not reachable", extra={"error": str(error)})
+        return 1
+    except KubeConfigError as error:
+        log.error("cannot configure the Kubernetes client", extra={"error": str(error)})
+        return 2
     finally:
         probes.mark_stopping()
         probe_server.stop()

@@ -29,10 +29,13 @@ DEFAULT_CLASS_ANNOTATIONS = (
     "storageclass.beta.kubernetes.io/is-default-class",
 )
 METRIC = "d8_ai_models_storage_prerequisites_satisfied"
+# (connect, read) of each read: a stalled API server fails the check (logged at start, no sample on
+# a scrape) instead of blocking the start or the scrape forever.
+REQUEST_TIMEOUT = (5.0, 30.0)
 
 
 def _storage_classes(api: Any) -> tuple[StorageClassFacts, ...]:
-    listed = k8s.StorageV1Api(api).list_storage_class()
+    listed = k8s.StorageV1Api(api).list_storage_class(_request_timeout=REQUEST_TIMEOUT)
     return tuple(
         StorageClassFacts(
             name=item.metadata.name,
@@ -52,13 +55,16 @@ def _provisioning_failed(core: Any, claim: Any) -> bool:
         claim.metadata.namespace,
         field_selector=f"involvedObject.uid={claim.metadata.uid},reason=ProvisioningFailed",
         limit=1,
+        _request_timeout=REQUEST_TIMEOUT,
     )
     return any(event.involved_object.uid == claim.metadata.uid for event in events.items)
 
 
 def _shared_claims(api: Any) -> tuple[SharedClaimFacts, ...]:
     core = k8s.CoreV1Api(api)
-    claims = core.list_persistent_volume_claim_for_all_namespaces(label_selector=SHARED_PVC_LABEL).items
+    claims = core.list_persistent_volume_claim_for_all_namespaces(
+        label_selector=SHARED_PVC_LABEL, _request_timeout=REQUEST_TIMEOUT
+    ).items
     facts = []
     for claim in claims:
         phase_text = (claim.status.phase if claim.status else None) or ClaimPhase.PENDING.value
@@ -91,7 +97,10 @@ def read_inputs(api: Any, settings: ControllerSettings) -> StorageInputs:
         node_cache_selector=settings.delivery_node_cache_selector,
         node_labels=()
         if shared
-        else tuple(dict(node.metadata.labels or {}) for node in k8s.CoreV1Api(api).list_node().items),
+        else tuple(
+            dict(node.metadata.labels or {})
+            for node in k8s.CoreV1Api(api).list_node(_request_timeout=REQUEST_TIMEOUT).items
+        ),
     )
 
 

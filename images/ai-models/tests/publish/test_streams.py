@@ -45,6 +45,20 @@ def test_hashing_reader_hashes_and_counts_what_passes(size: int) -> None:
     assert reader.count == size == sum(seen)
 
 
+@pytest.mark.parametrize("size", [0, 1, 3 * 1024 * 1024 + 7])
+def test_hashing_reader_hashes_what_it_reads_into_a_buffer(size: int) -> None:
+    data = random.Random(size).randbytes(size)
+    seen: list[int] = []
+    reader = HashingReader(Pieces(data), on_bytes=seen.append)
+    buffer = memoryview(bytearray(1 << 20))
+    out = bytearray()
+    while count := reader.readinto(buffer):
+        out += buffer[:count]
+    assert out == data
+    assert reader.hexdigest() == hashlib.sha256(data).hexdigest()
+    assert reader.count == size == sum(seen)
+
+
 def test_counting_reader_drains_to_the_end() -> None:
     reader = CountingReader(io.BytesIO(b"x" * 5000))
     reader.read(10)

@@ -99,8 +99,9 @@ class RemoteFile:
     """An open download: `read(n)` gives the body in pieces; errors are ProviderErrors."""
 
     def __init__(self, response: httpx2.Response, *, describe: Callable[[Exception], ProviderError]) -> None:
-        # Large pieces: every piece costs a trip through the hashing and storing readers above.
-        self._chunks = response.iter_bytes(chunk_size=1024 * 1024)
+        # Pieces as they come off the connection: re-chunking them would copy every byte twice
+        # more, and the store's reader gathers them into its own buffer (see `readinto`).
+        self._chunks = response.iter_bytes()
         self._pending = b""
         self._describe = describe
         length = response.headers.get("Content-Length")
@@ -122,6 +123,12 @@ class RemoteFile:
             self._pending = chunk[size:]
             return chunk[:size]
         return chunk
+
+    def readinto(self, buffer: memoryview, /) -> int:
+        """The next piece (or as much of it as fits) copied into `buffer`; 0 at the end."""
+        data = self.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
 
 
 class HubRepository:

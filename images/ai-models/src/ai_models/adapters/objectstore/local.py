@@ -35,7 +35,11 @@ from ai_models.adapters.objectstore.keys import (
 from ai_models.adapters.objectstore.ranges import check_range
 from ai_models.adapters.objectstore.streams import CountingSource, reader
 
-COPY_CHUNK_BYTES = 1024 * 1024
+COPY_CHUNK_BYTES = 1024 * 1024  # read (and hashed, by the publisher) a megabyte at a time
+# ...but written in smaller pieces, the I/O size of coreutils' cp: on kernels with large page-cache
+# folios (6.x), writes of 512 KiB and more cost two to three times the CPU of 128 KiB ones once
+# the file is fsync'd (measured here: 2 GiB took 0.6 s of CPU in 128 KiB writes, 1.7-3.5 s in 1 MiB).
+WRITE_BYTES = 128 * 1024
 
 _NOT_AN_OBJECT = (FileNotFoundError, NotADirectoryError, IsADirectoryError)
 
@@ -57,7 +61,7 @@ class DirectoryStore:
         source = CountingSource(
             stream, expected=size, chunk_bytes=COPY_CHUNK_BYTES, store=self.description, key=key
         )
-        return self._write(key, iter(lambda: source.read(COPY_CHUNK_BYTES), b""))
+        return self._write(key, _pieces(source))
 
     def get_bytes(self, key: str) -> bytes:
         path = self._path(key)
@@ -165,7 +169,7 @@ class DirectoryStore:
 
     # Writing.
 
-    def _write(self, key: str, chunks: Iterable[bytes]) -> ObjectInfo:
+    def _write(self, key: str, chunks: Iterable[bytes | memoryview]) -> ObjectInfo:
         path = self._path(key)
         with self._translating("write", key):
             descriptor, temp = self._create_temp(path.parent)
@@ -173,8 +177,10 @@ class DirectoryStore:
             with os.fdopen(descriptor, "wb") as out:
                 # Errors of the caller's stream surface from the iteration itself and pass unchanged.
                 for chunk in chunks:
+                    view = memoryview(chunk)
                     with self._translating("write", key):
-                        out.write(chunk)
+                        for start in range(0, len(view), WRITE_BYTES):
+                            out.write(view[start : start + WRITE_BYTES])
                 with self._translating("write", key):
                     out.flush()
                     os.fsync(out.fileno())
@@ -293,6 +299,13 @@ class DirectoryStore:
 
     def _failure(self, action: str, key: str | None, exc: OSError | Exception) -> ObjectStoreError:
         return store_error(store=self.description, action=action, key=key, cause=str(exc), hint=_hint(exc))
+
+
+def _pieces(source: CountingSource) -> Iterator[memoryview]:
+    """The source in pieces of one reused buffer: each piece is written before the next read."""
+    buffer = memoryview(bytearray(COPY_CHUNK_BYTES))
+    while count := source.readinto(buffer):
+        yield buffer[:count]
 
 
 def _info(key: str, status: os.stat_result) -> ObjectInfo:

@@ -84,6 +84,19 @@ def reader(
     return io.BufferedReader(raw, buffer_size=READ_BUFFER_BYTES)
 
 
+def read_into(stream: ByteSource, view: memoryview) -> int:
+    """One read of `stream` into `view`; 0 at the end. Straight into the buffer when the stream has
+    `readinto`, else a `read` copied in: either way the caller's buffer is reused from read to
+    read, where a fresh `bytes` per megabyte would cost the allocator fresh pages each time."""
+    readinto = getattr(type(stream), "readinto", None)
+    # io.RawIOBase declares readinto for subclasses to implement: one with only read() has none.
+    if readinto is not None and readinto is not io.RawIOBase.readinto:
+        return int(readinto(stream, view) or 0)
+    data = stream.read(len(view))
+    view[: len(data)] = data
+    return len(data)
+
+
 class SizeMismatch(ObjectStoreError):
     """A stream yielded a different number of bytes than promised (or more than a store can take)."""
 
@@ -131,10 +144,16 @@ class CountingSource(io.RawIOBase):
         return b"".join(parts)
 
     def readinto(self, buffer: WriteableBuffer) -> int:
-        view = memoryview(buffer).cast("B")
-        data = self._take(min(len(view), self._chunk_bytes))
-        view[: len(data)] = data
-        return len(data)
+        """Fills `buffer` (up to `chunk_bytes`) unless the stream ends, with no allocation."""
+        view = memoryview(buffer).cast("B")[: self._chunk_bytes]
+        got = 0
+        while got < len(view):
+            count = read_into(self._stream, view[got:])
+            if not count:
+                break
+            got += count
+        self._check(got, ended=got < len(view))
+        return got
 
     def _take(self, size: int) -> bytes:
         # Fill the request even when the stream answers in short reads (sockets, chunked HTTP):
@@ -148,9 +167,11 @@ class CountingSource(io.RawIOBase):
                 break
             pieces.append(piece)
             got += len(piece)
-        data = b"".join(pieces)
+        self._check(got, ended=got < size)
+        return b"".join(pieces)
+
+    def _check(self, got: int, *, ended: bool) -> None:
         self.count += got
-        ended = got < size
         if self._expected is not None:
             if self.count > self._expected:
                 raise self._mismatch(f"the stream yielded more than the promised {self._expected} bytes")
@@ -163,7 +184,6 @@ class CountingSource(io.RawIOBase):
                 f"the stream is longer than {self._limit} bytes, the most this store takes from a stream "
                 "of unknown size; pass size= to put_stream"
             )
-        return data
 
     def _mismatch(self, cause: str) -> SizeMismatch:
         # Raised before the write is committed, so nothing the caller can see has changed.

@@ -494,6 +494,8 @@ KEY_OPERATIONS: dict[str, Callable[[ObjectStore, str], object]] = {
     "open_range": lambda store, key: store.open_range(key),
     "head": lambda store, key: store.head(key),
     "delete": lambda store, key: store.delete(key),
+    "copy_range (target)": lambda store, key: store.copy_range(key, "a/b", start=0, length=1),
+    "copy_range (source)": lambda store, key: store.copy_range("a/b", key, start=0, length=1),
 }
 
 
@@ -517,6 +519,41 @@ def test_hostile_prefixes_are_refused(store: ObjectStore, prefix: str) -> None:
     with pytest.raises(InvalidKey):
         store.delete_prefix(prefix)
     assert store.get_bytes("a/b") == b"x"
+
+
+# Copies inside the store.
+
+
+def test_copy_range_copies_exactly_the_range_across_several_parts(store: ObjectStore) -> None:
+    source = data(12 * MIB + 5, seed=3)
+    store.put_bytes("uploads/payload", source)
+    start, length = MIB + 7, 11 * MIB - 3  # three parts of S3's smallest size
+    info = store.copy_range("artifacts/m/weights", "uploads/payload", start=start, length=length)
+    assert store.get_bytes("artifacts/m/weights") == source[start : start + length]
+    assert info == store.head("artifacts/m/weights")
+    assert store.get_bytes("uploads/payload") == source
+
+
+def test_copy_range_of_nothing_is_an_empty_object_and_replaces_an_old_one(store: ObjectStore) -> None:
+    store.put_bytes("src", b"0123456789")
+    store.put_bytes("dst", b"old")
+    assert store.copy_range("dst", "src", start=3, length=0).size == 0
+    assert store.get_bytes("dst") == b""
+    assert store.copy_range("dst", "src", start=9, length=1).size == 1
+    assert store.get_bytes("dst") == b"9"
+
+
+def test_copy_range_from_a_missing_or_short_source_keeps_the_old_object(store: ObjectStore) -> None:
+    store.put_bytes("dst", b"old")
+    with pytest.raises(ObjectNotFound):
+        store.copy_range("dst", "missing", start=0, length=1)
+    store.put_bytes("src", b"0123456789")
+    with pytest.raises(SizeMismatch, match="before byte 11"):
+        store.copy_range("dst", "src", start=5, length=6)
+    with pytest.raises(SizeMismatch):
+        store.copy_range("new", "src", start=20, length=1)
+    assert store.get_bytes("dst") == b"old"
+    assert [info.key for info in store.list("")] == ["dst", "src"]
 
 
 # Reachability.

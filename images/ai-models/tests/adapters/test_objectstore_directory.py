@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import concurrent.futures
+import errno
 import io
 import os
 from pathlib import Path
@@ -186,3 +187,41 @@ def test_check_reports_a_root_below_a_file(tmp_path: Path) -> None:
 def test_a_relative_root_is_refused() -> None:
     with pytest.raises(ValueError, match="absolute"):
         DirectoryStore("relative/dir")
+
+
+def test_copy_range_copies_by_hand_where_the_kernel_cannot(
+    root: Path, store: DirectoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """copy_file_range refuses copies across file systems (EXDEV) and is missing on some (ENOSYS)."""
+    calls = []
+
+    def refuse(*args: object) -> int:
+        calls.append(args)
+        raise OSError(errno.EXDEV, "Invalid cross-device link")
+
+    monkeypatch.setattr(os, "copy_file_range", refuse)
+    payload = bytes(range(256)) * 2048  # 512 KiB: several pieces of the copy by hand
+    store.put_bytes("uploads/payload", payload)
+    info = store.copy_range("artifacts/weights", "uploads/payload", start=100, length=len(payload) - 200)
+    assert store.get_bytes("artifacts/weights") == payload[100:-100]
+    assert info.size == len(payload) - 200
+    assert len(calls) == 1  # tried once, then by hand for the rest
+    assert every_path(root) == {
+        "uploads",
+        "uploads/payload",
+        "artifacts",
+        "artifacts/weights",
+    }
+
+
+def test_copy_range_fails_on_other_kernel_errors(
+    store: DirectoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(*args: object) -> int:
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(os, "copy_file_range", broken)
+    store.put_bytes("src", b"data")
+    with pytest.raises(ObjectStoreError, match="Input/output error"):
+        store.copy_range("dst", "src", start=0, length=4)
+    assert store.head("dst") is None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import io
 import tarfile
 import zipfile
@@ -93,6 +94,12 @@ def test_an_uploaded_tar_and_zip_are_unpacked_from_s3(
 
     published = kit.manifest(digest, store=bucket_store)
     assert [item.path for item in published.files] == ["config.json", "model.safetensors"]
+    # Members are copied inside the bucket (part copies), then read back for their sha256.
+    assert [item.sha256 for item in published.files] == [
+        hashlib.sha256(b"{}").hexdigest(),
+        hashlib.sha256(weights).hexdigest(),
+    ]
+    assert [item.size for item in published.files] == [2, len(weights)]
     assert published.resolved["parameterCount"] == 3 * MIB
 
     zipped = io.BytesIO()

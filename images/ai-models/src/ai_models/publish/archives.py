@@ -1,8 +1,9 @@
 """Unpacking an uploaded archive from the store into the artifact, member by member.
 
 A plain tar and a zip are read with random access through ranged reads of the stored payload:
-their member list first, then each chosen member's bytes. A tar.gz can only be read front to
-back, in `tarfile`'s streaming mode. None of them ever lands on local disk or in memory.
+their member list first, then each chosen member's bytes (a plain tar's members are copied inside
+the store, see `ArtifactWriter.copy`). A tar.gz can only be read front to back, in `tarfile`'s
+streaming mode. None of them ever lands on local disk or in memory.
 
 Only regular files are taken (links, devices and FIFOs are skipped and logged), names go through
 `members` (unsafe ones are skipped and logged), and the archive may expand to at most
@@ -12,7 +13,6 @@ Only regular files are taken (links, devices and FIFOs are skipped and logged), 
 from __future__ import annotations
 
 import dataclasses
-import io
 import logging
 import stat
 import tarfile
@@ -90,8 +90,8 @@ def extract_tar(
     """Store a plain tar's selected regular files through ranged reads.
 
     The member headers are read first (seeking over the data), so the selection and the wrapper
-    are decided before anything is written; each member's bytes are then streamed from the store
-    straight into the artifact, without passing through tarfile.
+    are decided before anything is written; each member's bytes are then copied inside the store
+    (a plain tar keeps them whole and in place) and read back for their sha256.
     """
     budget = Budget.for_payload(size)
     entries: dict[str, tarfile.TarInfo] = {}
@@ -115,16 +115,11 @@ def extract_tar(
     budget.spend(progress.total, archive="tar archive")
 
     def task(path: str, member: tarfile.TarInfo) -> Callable[[], ArtifactFile]:
-        def store_member() -> ArtifactFile:
-            if member.size == 0:
-                return writer.put(path, io.BytesIO(b""), size=0)
-            end = member.offset_data + member.size - 1
-            with store.open_range(key, start=member.offset_data, end=end) as stream:
-                return writer.put(path, stream, size=member.size, on_bytes=progress.add)
+        return lambda: writer.copy(
+            path, key, start=member.offset_data, size=member.size, on_bytes=progress.add
+        )
 
-        return store_member
-
-    # Each member is its own ranged read, so several can be stored at once; largest first.
+    # Each member is its own copy inside the store, so several can be stored at once; largest first.
     ordered = sorted(chosen.items(), key=lambda item: -item[1].size)
     run_parallel(
         [task(path, member) for path, member in ordered],

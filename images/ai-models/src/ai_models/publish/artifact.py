@@ -8,13 +8,20 @@ streaming, and writes the manifest only after the last file is stored and verifi
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from ai_models.adapters.objectstore import ByteSource, ObjectNotFound, ObjectStore, ObjectStoreError
+from ai_models.adapters.objectstore import (
+    ByteSource,
+    ObjectNotFound,
+    ObjectStore,
+    ObjectStoreError,
+    SizeMismatch,
+)
 from ai_models.domain.artifacts.layout import artifact_prefix, file_key, manifest_key
 from ai_models.domain.artifacts.manifest import (
     ArtifactFile,
@@ -28,6 +35,8 @@ from ai_models.domain.storage.ledger import Owner
 from ai_models.publish.streams import HashingReader
 
 logger = logging.getLogger(__name__)
+
+READ_BACK_BYTES = 1024 * 1024
 
 
 class ArtifactWriter:
@@ -86,7 +95,41 @@ class ArtifactWriter:
         logger.info("storing file", extra={"file": path, "expected_bytes": size})
         hashing = HashingReader(stream, on_bytes=on_bytes)
         info = self.store.put_stream(self.key(path), hashing, size=size)
-        stored = ArtifactFile(path=path, size=info.size, sha256=hashing.hexdigest(), etag=info.etag)
+        return self._stored(
+            ArtifactFile(path=path, size=info.size, sha256=hashing.hexdigest(), etag=info.etag), started
+        )
+
+    def copy(
+        self,
+        path: str,
+        source_key: str,
+        *,
+        start: int,
+        size: int,
+        on_bytes: Callable[[int], None] | None = None,
+    ) -> ArtifactFile:
+        """Store `size` bytes of the stored object `source_key` from `start` as `path` (an archive
+        member): copied inside the store, so no byte is downloaded and uploaded again, then read
+        back and hashed, so the manifest lists the sha256 of what is stored."""
+        started = time.monotonic()
+        logger.info("storing file", extra={"file": path, "expected_bytes": size, "copied_from": source_key})
+        info = self.store.copy_range(self.key(path), source_key, start=start, length=size)
+        hashing = HashingReader(self.store.open_range(self.key(path)), on_bytes=on_bytes)
+        with contextlib.closing(hashing):
+            buffer = memoryview(bytearray(READ_BACK_BYTES))
+            while hashing.readinto(buffer):
+                pass
+        if hashing.count != info.size:
+            raise SizeMismatch(
+                f"{self.key(path)!r} ({self.store.description}) read back {hashing.count} bytes of the "
+                f"{info.size} just copied: the store changed it meanwhile"
+            )
+        return self._stored(
+            ArtifactFile(path=path, size=info.size, sha256=hashing.hexdigest(), etag=info.etag), started
+        )
+
+    def _stored(self, stored: ArtifactFile, started: float) -> ArtifactFile:
+        path = stored.path
         with self._lock:
             self._files[path] = stored
         seconds = time.monotonic() - started

@@ -79,6 +79,12 @@ class HashingReader:
             if self._on_bytes is not None:
                 self._on_bytes(len(data))
 
+    def close(self) -> None:
+        """Closes the source, when it can be closed."""
+        close = getattr(self._source, "close", None)
+        if close is not None:
+            close()
+
     def hexdigest(self) -> str:
         return self._hash.hexdigest()
 

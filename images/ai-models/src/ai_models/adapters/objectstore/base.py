@@ -82,6 +82,15 @@ class ObjectStore(Protocol):
         """
         ...
 
+    def copy_range(self, key: str, source_key: str, *, start: int, length: int) -> ObjectInfo:
+        """Store `length` bytes of `source_key` from `start` as `key`, copied inside the store (a
+        kernel copy, S3's server-side part copy): no byte passes through the caller.
+
+        Raises ObjectNotFound for a missing source and SizeMismatch when it ends before
+        `start + length`; on failure the previous object under `key`, if any, is kept.
+        """
+        ...
+
     def get_bytes(self, key: str) -> bytes:
         """The whole object; raises ObjectNotFound."""
         ...

@@ -15,7 +15,7 @@ import errno
 import os
 import secrets
 import stat
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -33,7 +33,7 @@ from ai_models.adapters.objectstore.keys import (
     validate_prefix,
 )
 from ai_models.adapters.objectstore.ranges import check_range
-from ai_models.adapters.objectstore.streams import CountingSource, reader
+from ai_models.adapters.objectstore.streams import CountingSource, SizeMismatch, reader
 
 COPY_CHUNK_BYTES = 1024 * 1024  # read (and hashed, by the publisher) a megabyte at a time
 # ...but written in smaller pieces, the I/O size of coreutils' cp: on kernels with large page-cache
@@ -42,6 +42,7 @@ COPY_CHUNK_BYTES = 1024 * 1024  # read (and hashed, by the publisher) a megabyte
 WRITE_BYTES = 128 * 1024
 
 _NOT_AN_OBJECT = (FileNotFoundError, NotADirectoryError, IsADirectoryError)
+_NO_KERNEL_COPY = frozenset({errno.EXDEV, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL})
 
 
 class DirectoryStore:
@@ -55,13 +56,32 @@ class DirectoryStore:
         self.description = f"directory {root}"
 
     def put_bytes(self, key: str, data: bytes) -> ObjectInfo:
-        return self._write(key, (data,))
+        return self._write(key, self._writing(key, (data,)))
 
     def put_stream(self, key: str, stream: ByteSource, *, size: int | None = None) -> ObjectInfo:
         source = CountingSource(
             stream, expected=size, chunk_bytes=COPY_CHUNK_BYTES, store=self.description, key=key
         )
-        return self._write(key, _pieces(source))
+        return self._write(key, self._writing(key, _pieces(source)))
+
+    def copy_range(self, key: str, source_key: str, *, start: int, length: int) -> ObjectInfo:
+        check_range(start, None)
+        if length < 0:
+            raise ValueError(f"a copy takes 0 or more bytes, got length={length}")
+        self._path(key)  # a bad target key is refused before the source is touched
+        source = self._path(source_key)
+        try:
+            descriptor = os.open(source, os.O_RDONLY)
+        except _NOT_AN_OBJECT:
+            raise ObjectNotFound(source_key, self.description) from None
+        except OSError as exc:
+            raise self._failure("read", source_key, exc) from exc
+        try:
+            return self._write(
+                key, lambda out: self._copy(descriptor, out, start=start, length=length, key=key)
+            )
+        finally:
+            os.close(descriptor)
 
     def get_bytes(self, key: str) -> bytes:
         path = self._path(key)
@@ -169,18 +189,51 @@ class DirectoryStore:
 
     # Writing.
 
-    def _write(self, key: str, chunks: Iterable[bytes | memoryview]) -> ObjectInfo:
+    def _writing(self, key: str, chunks: Iterable[bytes | memoryview]) -> Callable[[BinaryIO], None]:
+        def fill(out: BinaryIO) -> None:
+            # Errors of the caller's stream surface from the iteration itself and pass unchanged.
+            for chunk in chunks:
+                view = memoryview(chunk)
+                with self._translating("write", key):
+                    for start in range(0, len(view), WRITE_BYTES):
+                        out.write(view[start : start + WRITE_BYTES])
+
+        return fill
+
+    def _copy(self, source: int, out: BinaryIO, *, start: int, length: int, key: str) -> None:
+        """`length` bytes of the open `source` from `start` into `out`, by the kernel when it can."""
+        target = out.fileno()
+        in_kernel = True
+        copied = 0
+        while copied < length:
+            wanted = length - copied
+            with self._translating("write", key):
+                if in_kernel:
+                    try:
+                        count = os.copy_file_range(source, target, wanted, start + copied)
+                    except OSError as exc:
+                        # Another file system under the root, or one without the call: copy by hand.
+                        if exc.errno not in _NO_KERNEL_COPY:
+                            raise
+                        in_kernel = False
+                        continue
+                else:
+                    data = os.pread(source, min(wanted, WRITE_BYTES), start + copied)
+                    count = out.write(data) if data else 0
+            if count == 0:
+                raise SizeMismatch(
+                    f"cannot write {key!r} ({self.description}): the source ends before byte "
+                    f"{start + length}; the previous object, if any, is kept"
+                )
+            copied += count
+
+    def _write(self, key: str, fill: Callable[[BinaryIO], None]) -> ObjectInfo:
         path = self._path(key)
         with self._translating("write", key):
             descriptor, temp = self._create_temp(path.parent)
         try:
             with os.fdopen(descriptor, "wb") as out:
-                # Errors of the caller's stream surface from the iteration itself and pass unchanged.
-                for chunk in chunks:
-                    view = memoryview(chunk)
-                    with self._translating("write", key):
-                        for start in range(0, len(view), WRITE_BYTES):
-                            out.write(view[start : start + WRITE_BYTES])
+                fill(out)
                 with self._translating("write", key):
                     out.flush()
                     os.fsync(out.fileno())

@@ -31,7 +31,7 @@ from ai_models.adapters.objectstore.base import (
 )
 from ai_models.adapters.objectstore.keys import InvalidKey, validate_key, validate_prefix
 from ai_models.adapters.objectstore.ranges import check_range, http_range
-from ai_models.adapters.objectstore.streams import CountingSource, reader
+from ai_models.adapters.objectstore.streams import CountingSource, SizeMismatch, reader
 
 MIB = 1024 * 1024
 MIN_PART_BYTES = 5 * MIB  # S3 refuses smaller parts (except the last)
@@ -122,6 +122,59 @@ class S3Store:
         return ObjectInfo(
             key=key,
             size=source.count,
+            etag=info.etag if info else None,
+            last_modified=info.last_modified if info else None,
+        )
+
+    def copy_range(self, key: str, source_key: str, *, start: int, length: int) -> ObjectInfo:
+        validate_key(key)
+        validate_key(source_key)
+        check_range(start, None)
+        if length < 0:
+            raise ValueError(f"a copy takes 0 or more bytes, got length={length}")
+        source = self.head(source_key)
+        if source is None:
+            raise ObjectNotFound(source_key, self.description)
+        if start + length > source.size:
+            raise SizeMismatch(
+                f"cannot write {key!r} ({self.description}): {source_key!r} is {source.size} bytes long, "
+                f"it ends before byte {start + length}; the previous object, if any, is kept"
+            )
+        if length == 0:
+            return self.put_bytes(key, b"")
+        # A multipart upload whose parts S3 copies from the source: a part may be 5 GiB, one
+        # object 10,000 parts, as for put_stream; nothing is downloaded or uploaded here.
+        part_size = part_size_for(length, minimum=self._part_size)
+        upload_id = self._call("create_multipart_upload", action="write", key=key)["UploadId"]
+        try:
+            parts = []
+            for number, offset in enumerate(range(0, length, part_size), start=1):
+                last = min(offset + part_size, length) - 1
+                answer = self._call(
+                    "upload_part_copy",
+                    action="write",
+                    key=key,
+                    UploadId=upload_id,
+                    PartNumber=number,
+                    CopySource={"Bucket": self.bucket, "Key": source_key},
+                    CopySourceRange=f"bytes={start + offset}-{start + last}",
+                )
+                parts.append({"PartNumber": number, "ETag": answer["CopyPartResult"]["ETag"]})
+            self._call(
+                "complete_multipart_upload",
+                action="write",
+                key=key,
+                UploadId=upload_id,
+                MultipartUpload={"Parts": parts},
+            )
+        except BaseException:
+            with contextlib.suppress(ObjectStoreError):
+                self._call("abort_multipart_upload", action="write", key=key, UploadId=upload_id)
+            raise
+        info = self.head(key)
+        return ObjectInfo(
+            key=key,
+            size=length,
             etag=info.etag if info else None,
             last_modified=info.last_modified if info else None,
         )

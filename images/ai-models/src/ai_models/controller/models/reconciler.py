@@ -309,6 +309,7 @@ class Reconciler:
         self.objects.event(obj, type_="Normal", reason=ModelEvent.PUBLICATION_SUCCEEDED, message=message)
         with self._lock:
             self._attempts.pop(owner.uid, None)
+            self._failed_at.pop(owner.uid, None)
 
     @staticmethod
     def _resolved_type(obj: Mapping[str, Any], manifest: ArtifactManifest) -> str:
@@ -526,7 +527,9 @@ class Reconciler:
             return 5.0
         self.objects.remove_finalizer(obj)
         with self._lock:
+            # Nothing of a deleted object stays behind, however many objects come and go.
             self._attempts.pop(owner.uid, None)
+            self._failed_at.pop(owner.uid, None)
             self._waiting_for_slot.discard(key)
         return None
 

@@ -91,7 +91,7 @@ def extract_tar(
 
     The member headers are read first (seeking over the data), so the selection and the wrapper
     are decided before anything is written; each member's bytes are then copied inside the store
-    (a plain tar keeps them whole and in place) and read back for their sha256.
+    (a plain tar keeps them whole and in place) while they are read for their sha256.
     """
     budget = Budget.for_payload(size)
     entries: dict[str, tarfile.TarInfo] = {}

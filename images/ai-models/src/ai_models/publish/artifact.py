@@ -8,7 +8,9 @@ streaming, and writes the manifest only after the last file is stored and verifi
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
+import hashlib
 import logging
 import threading
 import time
@@ -36,7 +38,7 @@ from ai_models.publish.streams import HashingReader
 
 logger = logging.getLogger(__name__)
 
-READ_BACK_BYTES = 1024 * 1024
+HASH_BUFFER_BYTES = 1024 * 1024
 
 
 class ArtifactWriter:
@@ -109,24 +111,36 @@ class ArtifactWriter:
         on_bytes: Callable[[int], None] | None = None,
     ) -> ArtifactFile:
         """Store `size` bytes of the stored object `source_key` from `start` as `path` (an archive
-        member): copied inside the store, so no byte is downloaded and uploaded again, then read
-        back and hashed, so the manifest lists the sha256 of what is stored."""
+        member): copied inside the store, so no byte is downloaded and uploaded again, while this
+        thread reads the same range and hashes it; the copy's wait for the disk (or for S3) then
+        overlaps the hashing instead of preceding it. The copy is held to the same size."""
         started = time.monotonic()
         logger.info("storing file", extra={"file": path, "expected_bytes": size, "copied_from": source_key})
-        info = self.store.copy_range(self.key(path), source_key, start=start, length=size)
-        hashing = HashingReader(self.store.open_range(self.key(path)), on_bytes=on_bytes)
+        with concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="copy") as pool:
+            copying = pool.submit(self.store.copy_range, self.key(path), source_key, start=start, length=size)
+            try:
+                sha256 = self._hash_range(source_key, start=start, size=size, on_bytes=on_bytes)
+            finally:
+                concurrent.futures.wait([copying])  # a copy cannot be stopped; never leave it behind
+            info = copying.result()
+        return self._stored(ArtifactFile(path=path, size=info.size, sha256=sha256, etag=info.etag), started)
+
+    def _hash_range(self, key: str, *, start: int, size: int, on_bytes: Callable[[int], None] | None) -> str:
+        if size == 0:
+            return hashlib.sha256(b"").hexdigest()
+        hashing = HashingReader(
+            self.store.open_range(key, start=start, end=start + size - 1), on_bytes=on_bytes
+        )
         with contextlib.closing(hashing):
-            buffer = memoryview(bytearray(READ_BACK_BYTES))
+            buffer = memoryview(bytearray(HASH_BUFFER_BYTES))
             while hashing.readinto(buffer):
                 pass
-        if hashing.count != info.size:
+        if hashing.count != size:
             raise SizeMismatch(
-                f"{self.key(path)!r} ({self.store.description}) read back {hashing.count} bytes of the "
-                f"{info.size} just copied: the store changed it meanwhile"
+                f"cannot hash {size} bytes of {key!r} ({self.store.description}) from byte {start}: it ends "
+                f"after {hashing.count}"
             )
-        return self._stored(
-            ArtifactFile(path=path, size=info.size, sha256=hashing.hexdigest(), etag=info.etag), started
-        )
+        return hashing.hexdigest()
 
     def _stored(self, stored: ArtifactFile, started: float) -> ArtifactFile:
         path = stored.path

@@ -18,11 +18,11 @@ from typing import Any
 
 from deckhouse import hook
 
+from lib.secrets import SOURCE_NAMESPACE, source_secrets_binding
 from lib.values import MODULE_NAMESPACE, QUEUE, filter_results, setting
 
 SOURCES = "source_secrets"
 COPIES = "copies"
-SOURCE_NAMESPACE = "d8-system"
 CREDENTIALS = "ai-models-artifacts-credentials"
 CA = "ai-models-artifacts-ca"
 CREDENTIAL_KEYS = ("accessKey", "secretKey")
@@ -33,22 +33,12 @@ config = json.dumps(
         "configVersion": "v1",
         "beforeHelm": 10,
         "kubernetes": [
-            {
-                "name": SOURCES,
-                "apiVersion": "v1",
-                "kind": "Secret",
-                "namespace": {"nameSelector": {"matchNames": [SOURCE_NAMESPACE]}},
-                "labelSelector": {
-                    "matchExpressions": [{"key": "owner", "operator": "NotIn", "values": ["helm"]}]
-                },
-                "keepFullObjectsInMemory": False,
-                "includeSnapshotsFrom": [SOURCES, COPIES],
-                "queue": f"{QUEUE}/artifacts-credentials",
-                "jqFilter": (
-                    '{name: .metadata.name, data: ((.data // {}) | {accessKey, secretKey, "ca.crt"}'
-                    " | with_entries(select(.value != null)))}"
-                ),
-            },
+            source_secrets_binding(
+                SOURCES,
+                keys=(*CREDENTIAL_KEYS, *CA_KEYS),
+                include_snapshots_from=[SOURCES, COPIES],
+                queue=f"{QUEUE}/artifacts-credentials",
+            ),
             {
                 "name": COPIES,
                 "apiVersion": "v1",

@@ -21,10 +21,10 @@ from typing import Any
 
 from deckhouse import hook
 
+from lib.secrets import SOURCE_NAMESPACE, source_secrets_binding
 from lib.values import QUEUE, dig, filter_results, internal, setting
 
 SOURCES = "source_secrets"
-SOURCE_NAMESPACE = "d8-system"
 CUSTOM_CERTIFICATE_MODE = "CustomCertificate"
 VALUE = "customCertificateData"
 REQUIRED_KEYS = ("tls.crt", "tls.key")
@@ -35,22 +35,12 @@ config = json.dumps(
         "configVersion": "v1",
         "beforeHelm": 10,
         "kubernetes": [
-            {
-                "name": SOURCES,
-                "apiVersion": "v1",
-                "kind": "Secret",
-                "namespace": {"nameSelector": {"matchNames": [SOURCE_NAMESPACE]}},
-                "labelSelector": {
-                    "matchExpressions": [{"key": "owner", "operator": "NotIn", "values": ["helm"]}]
-                },
-                "keepFullObjectsInMemory": False,
-                "includeSnapshotsFrom": [SOURCES],
-                "queue": f"{QUEUE}/custom-certificate",
-                "jqFilter": (
-                    '{name: .metadata.name, data: ((.data // {}) | {"tls.crt", "tls.key", "ca.crt"}'
-                    " | with_entries(select(.value != null)))}"
-                ),
-            },
+            source_secrets_binding(
+                SOURCES,
+                keys=(*REQUIRED_KEYS, *OPTIONAL_KEYS),
+                include_snapshots_from=[SOURCES],
+                queue=f"{QUEUE}/custom-certificate",
+            ),
         ],
     },
     indent=2,

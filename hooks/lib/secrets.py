@@ -1,0 +1,31 @@
+"""The binding of hooks that copy Secrets out of d8-system (where administrators keep them)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+SOURCE_NAMESPACE = "d8-system"
+
+
+def source_secrets_binding(
+    name: str, *, keys: Sequence[str], include_snapshots_from: Sequence[str], queue: str
+) -> dict[str, Any]:
+    """A binding on the Secrets of d8-system, Helm's release Secrets left out, whose jqFilter keeps
+    each Secret's name and only `keys` of its data: nothing else of d8-system stays in memory."""
+    picked = ", ".join(json.dumps(key) for key in keys)
+    return {
+        "name": name,
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "namespace": {"nameSelector": {"matchNames": [SOURCE_NAMESPACE]}},
+        "labelSelector": {"matchExpressions": [{"key": "owner", "operator": "NotIn", "values": ["helm"]}]},
+        "keepFullObjectsInMemory": False,
+        "includeSnapshotsFrom": list(include_snapshots_from),
+        "queue": queue,
+        "jqFilter": (
+            f"{{name: .metadata.name, data: ((.data // {{}}) | {{{picked}}}"
+            " | with_entries(select(.value != null)))}"
+        ),
+    }

@@ -9,6 +9,7 @@ import base64
 import dataclasses
 import hashlib
 import json
+import socket
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -98,13 +99,13 @@ class ModelStack:
         return process
 
     def api(self) -> ModuleProcess:
-        self.api_port = self.api_port or free_port()
+        port = self.api_port = self.api_port or free_port()
         process = ModuleProcess(
             "api",
             "--host",
             "127.0.0.1",
             "--port",
-            str(self.api_port),
+            str(port),
             env={
                 **self.common_env(),
                 "KUBECONFIG": str(self.module.kubeconfig("api")),
@@ -115,6 +116,8 @@ class ModelStack:
             log_path=self.workdir / "api.log",
         ).start()
         self.processes.append(process)
+        # Tests talk to the api soon after; on a loaded machine its start-up outlasts the first call.
+        process.wait_until(lambda: _accepts(port), timeout=60, what="the api to listen")
         return process
 
     def metrics(self, replica: str = "controller-0") -> dict[str, float]:
@@ -335,3 +338,11 @@ def model_stack(
         stack.stop_all()
         runner.close()
         proxy.stop()
+
+
+def _accepts(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return True
+    except OSError:
+        return False

@@ -18,8 +18,8 @@ from typing import Any
 
 from deckhouse import hook
 
-from lib.secrets import SOURCE_NAMESPACE, source_secrets_binding
-from lib.values import MODULE_NAMESPACE, QUEUE, filter_results, setting
+from lib.secrets import SOURCE_NAMESPACE, secrets_by_name, source_secrets_binding
+from lib.values import MODULE_NAMESPACE, QUEUE, setting
 
 SOURCES = "source_secrets"
 COPIES = "copies"
@@ -103,8 +103,8 @@ def sync(
 
 def main(ctx: hook.Context) -> None:
     values: dict[str, Any] = ctx.values
-    sources = {str(item["name"]): item.get("data") or {} for item in filter_results(ctx.snapshots, SOURCES)}
-    copies = {str(item["name"]): item.get("data") or {} for item in filter_results(ctx.snapshots, COPIES)}
+    sources = secrets_by_name(ctx.snapshots, SOURCES)
+    copies = secrets_by_name(ctx.snapshots, COPIES)
     credentials_name = setting(values, "artifacts", "credentialsSecretName") or None
     ca_name = setting(values, "artifacts", "caSecretName") or None
     sync(ctx, CREDENTIALS, source_name=credentials_name, keys=CREDENTIAL_KEYS, sources=sources, copies=copies)

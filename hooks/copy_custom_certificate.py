@@ -21,8 +21,8 @@ from typing import Any
 
 from deckhouse import hook
 
-from lib.secrets import SOURCE_NAMESPACE, source_secrets_binding
-from lib.values import QUEUE, dig, filter_results, internal, setting
+from lib.secrets import SOURCE_NAMESPACE, secrets_by_name, source_secrets_binding
+from lib.values import QUEUE, dig, internal, setting
 
 SOURCES = "source_secrets"
 CUSTOM_CERTIFICATE_MODE = "CustomCertificate"
@@ -70,8 +70,7 @@ def main(ctx: hook.Context) -> None:
         module.pop(VALUE, None)
         return
     name, name_setting = wanted
-    sources = {str(item["name"]): item.get("data") or {} for item in filter_results(ctx.snapshots, SOURCES)}
-    source = sources.get(name)
+    source = secrets_by_name(ctx.snapshots, SOURCES).get(name)
     if source is None:
         module.pop(VALUE, None)
         print(

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
+
+from lib.values import filter_results
 
 SOURCE_NAMESPACE = "d8-system"
 
@@ -29,3 +31,8 @@ def source_secrets_binding(
             " | with_entries(select(.value != null)))}"
         ),
     }
+
+
+def secrets_by_name(snapshots: Mapping[str, Any], binding: str) -> dict[str, Mapping[str, str]]:
+    """The Secrets of a binding whose jqFilter gives `{name, data}`: their data by name."""
+    return {str(item["name"]): item.get("data") or {} for item in filter_results(snapshots, binding)}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import hashlib
 import io
 import json
 import stat
@@ -179,6 +180,10 @@ def test_a_tarred_folder_is_unpacked_without_its_folder(kit: Kit, compressed: bo
 
     assert files_of(kit, digest) == {
         name: data for name, data in MODEL_DIRECTORY.items() if name != "train.py"
+    }
+    # A plain tar's members are copied inside the store while hashed: the manifest holds their sha256.
+    assert {item.path: item.sha256 for item in kit.manifest(digest).files} == {
+        name: hashlib.sha256(data).hexdigest() for name, data in MODEL_DIRECTORY.items() if name != "train.py"
     }
     resolved = kit.manifest(digest).resolved
     assert resolved["family"] == "qwen2"

@@ -23,6 +23,7 @@ from ai_models.domain.models.source import (
     UploadSource,
     parse_source,
     parse_url,
+    revision_problem,
     token_from_secret_data,
 )
 from ai_models.names import ModelKind
@@ -95,7 +96,7 @@ def test_the_default_revision_is_main() -> None:
         ("https://huggingface.co/Qwen/Qwen2.5?revision=", "unsupported query"),
         ("https://huggingface.co/Qwen/Qwen2.5?", "unsupported query"),
         ("https://huggingface.co/Qwen/Qwen2.5?revision=main&revision=dev", "unsupported query"),
-        ("https://huggingface.co/Qwen/Qwen2.5?revision=v1%2E0", "unsupported query"),
+        ("https://huggingface.co/Qwen/Qwen2.5?revision=v1%2E0", "percent-encoded"),
         ("https://huggingface.co/Qwen/Qwen2.5?revision=main\n", "unsupported query"),
         ("https://huggingface.co/Qwen/Qwen2.5#model-card", "unsupported query or fragment"),
     ],
@@ -105,6 +106,34 @@ def test_anything_else_is_refused_with_a_reason_that_names_the_url(url: str, why
     assert isinstance(message, str)
     assert why in message
     assert repr(url) in message
+
+
+@pytest.mark.parametrize(
+    ("revision", "problem"),
+    [
+        ("..", "`.` or `..` path segment"),
+        (".", "`.` or `..` path segment"),
+        ("refs/../main", "`.` or `..` path segment"),
+        ("refs/pr/.", "`.` or `..` path segment"),
+        ("%2e%2e", "percent-encoded"),
+        ("refs%2Fpr%2F1", "percent-encoded"),
+        ("main\x07", "control character"),
+        ("main\x7f", "control character"),
+    ],
+)
+def test_revisions_an_http_client_would_rewrite_are_refused_naming_the_problem(
+    revision: str, problem: str
+) -> None:
+    # Today `?revision=..` parses, and the client's path normalization then reads the default branch.
+    message = parse_url(f"https://huggingface.co/Qwen/Qwen2.5?revision={revision}")
+    assert isinstance(message, str)
+    assert problem in message
+    assert revision_problem(revision) is not None
+
+
+@pytest.mark.parametrize("revision", ["main", "v1.0", "v1.0..rc", "refs/pr/42", "..rc", "a.", "fp16"])
+def test_ordinary_revisions_have_no_problem(revision: str) -> None:
+    assert revision_problem(revision) is None
 
 
 # ----- cross-check with the CRD ----------------------------------------------------------------------
@@ -122,19 +151,29 @@ def validation_rules(node: Any) -> Iterator[str]:
 
 
 @functools.cache
-def crd_url_pattern(path: Path) -> str:
-    """The regular expression of the CRD's only `self.matches(...)` rule (a CEL string literal)."""
+def crd_url_patterns(path: Path) -> tuple[tuple[bool, str], ...]:
+    """The CRD's `self.matches(...)` and `!self.matches(...)` rules on the URL, as (negated, RE2 pattern)."""
     rules = [rule for rule in validation_rules(yaml.safe_load(path.read_text())) if "self.matches(" in rule]
-    assert len(rules) == 1, rules
-    literal = re.fullmatch(r"self\.matches\(('(?:[^'\\]|\\.)*')\)", rules[0].strip())
-    assert literal is not None, rules[0]
-    pattern: str = ast.literal_eval(literal.group(1))
+    assert len(rules) == 2, rules
+    patterns = []
+    for rule in rules:
+        literal = re.fullmatch(r"(!?)self\.matches\(('(?:[^'\\]|\\.)*')\)", rule.strip())
+        assert literal is not None, rule
+        patterns.append((literal.group(1) == "!", str(ast.literal_eval(literal.group(2)))))
+    return tuple(patterns)
+
+
+def crd_url_pattern(path: Path) -> str:
+    """The shape rule: the one pattern that must match."""
+    [pattern] = [pattern for negated, pattern in crd_url_patterns(path) if not negated]
     return pattern
 
 
 def crd_accepts(url: str) -> bool:
-    # CEL's matches() is RE2 and unanchored; the CRD's pattern anchors itself.
-    return re2.search(crd_url_pattern(MODEL_CRD), url) is not None
+    # CEL's matches() is RE2 and unanchored; the shape pattern anchors itself.
+    return all(
+        (re2.search(pattern, url) is None) == negated for negated, pattern in crd_url_patterns(MODEL_CRD)
+    )
 
 
 def controller_accepts(url: str) -> bool:
@@ -167,13 +206,18 @@ SAMPLES = [
     "https://huggingface.co/Qwen/Qwen2.5-0.5B-Instruct?download=true",
     "https://huggingface.co/Qwen/Qwen2.5-0.5B-Instruct#model-card",
     " https://huggingface.co/Qwen/Qwen2.5-0.5B-Instruct",
+    "https://huggingface.co/Qwen/Qwen2.5-0.5B-Instruct?revision=..",
+    "https://huggingface.co/Qwen/Qwen2.5-0.5B-Instruct?revision=.",
+    "https://huggingface.co/Qwen/Qwen2.5-0.5B-Instruct?revision=refs/../main",
+    "https://huggingface.co/Qwen/Qwen2.5-0.5B-Instruct?revision=v1.0..rc",
+    "https://huggingface.co/Qwen/Qwen2.5-0.5B-Instruct?revision=%2e%2e",
 ]
 # Two-segment Hub paths that are not model repositories: the CRD's pattern cannot tell them apart.
 CONTROLLER_STRICTER = {"https://huggingface.co/datasets/squad", "https://huggingface.co/spaces/gradio"}
 
 
-def test_both_crds_carry_the_same_url_rule() -> None:
-    assert {crd_url_pattern(path) for path in CRDS.values()} == {crd_url_pattern(MODEL_CRD)}
+def test_both_crds_carry_the_same_url_rules() -> None:
+    assert {crd_url_patterns(path) for path in CRDS.values()} == {crd_url_patterns(MODEL_CRD)}
 
 
 def test_the_samples_cover_both_verdicts_of_the_crd() -> None:
@@ -208,7 +252,23 @@ def hub_like_urls(draw: st.DrawFn) -> tuple[str, list[str]]:
     segments = draw(st.lists(_SEGMENT, min_size=0, max_size=3))
     slash = draw(st.sampled_from(["", "/", "//"]))
     query = draw(
-        st.sampled_from(["", "?", "?revision=", "?revision=v1.0", "?revision=refs/pr/1", "?revision=a%20b"])
+        st.sampled_from(
+            [
+                "",
+                "?",
+                "?revision=",
+                "?revision=v1.0",
+                "?revision=refs/pr/1",
+                "?revision=a%20b",
+                "?revision=..",
+                "?revision=.",
+                "?revision=a/../b",
+                "?revision=a/.",
+                "?revision=..a",
+                "?revision=%2e%2e",
+                "?revision=a\x07",
+            ]
+        )
     )
     tail = draw(st.sampled_from(["", "&x=1", "#top", "\n", " "]))
     return f"{scheme}{host}/{'/'.join(segments)}{slash}{query}{tail}", segments

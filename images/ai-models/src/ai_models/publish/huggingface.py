@@ -16,6 +16,7 @@ from ai_models.adapters.hub.errors import ProviderError
 from ai_models.adapters.hub.repository import HubRepository, RepositorySnapshot
 from ai_models.adapters.objectstore import ObjectStoreError, SizeMismatch
 from ai_models.domain.artifacts.manifest import ArtifactFile
+from ai_models.domain.models.source import revision_problem
 from ai_models.names import ModelReason
 from ai_models.publish.artifact import ArtifactWriter
 from ai_models.publish.failures import PublicationFailure, source_failure, store_failure
@@ -30,6 +31,15 @@ logger = logging.getLogger(__name__)
 def read_snapshot(
     hub: HubRepository, repository: str, revision: str, retry: RetryPolicy
 ) -> RepositorySnapshot:
+    problem = revision_problem(revision)
+    if problem is not None:
+        # Sent as it is, `..` would be normalized away by the HTTP client and the default branch
+        # published in its place.
+        raise PublicationFailure(
+            ModelReason.UNSUPPORTED_SOURCE,
+            f"the revision {revision!r} of {repository} {problem}: only a branch, tag or commit name "
+            "can be published (check ?revision= in spec.source.url)",
+        )
     attempt = 1
     while True:
         try:

@@ -57,6 +57,7 @@ from ai_models.adapters.hub.listing import parse_model
 from ai_models.adapters.hub.text import one_line, origin
 from ai_models.domain.artifacts.digest import SourceFile
 from ai_models.domain.catalog.record import Gated
+from ai_models.domain.models.source import revision_problem
 
 logger = logging.getLogger(__name__)
 
@@ -387,5 +388,10 @@ def _quote_repo(repository: str) -> str:
 
 
 def _quote_revision(revision: str) -> str:
-    # Branch names may contain `/` (refs/pr/1); the Hub wants them as one encoded segment.
+    """The revision as one path segment. Branch names may contain `/` (refs/pr/1); the Hub wants
+    them as one encoded segment. A `.` or `..` would be removed by the client's path normalization
+    (and the Hub would answer for the default branch), so it is refused, not sent."""
+    problem = revision_problem(revision)
+    if problem is not None:
+        raise ValueError(f"revision {revision!r} {problem}")
     return urllib.parse.quote(revision, safe="")

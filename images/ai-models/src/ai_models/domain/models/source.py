@@ -70,12 +70,31 @@ def parse_url(url: str) -> tuple[str, str] | str:
     # `urlsplit` forgives what the CRD does not (a bare "?" or "#", tabs and newlines it drops): the
     # URL must be exactly what its parts say. The revision is taken as written, never decoded.
     exact = urllib.parse.urlunsplit(parsed) == url and not parsed.fragment
+    if name == "revision" and (problem := revision_problem(revision)) is not None:
+        return f"{url!r} has a revision that {problem}: name a branch, tag or commit in ?revision="
     if not exact or (parsed.query and (name != "revision" or not _REVISION.fullmatch(revision))):
         return (
             f"{url!r} has an unsupported query or fragment; "
             "only ?revision=<branch, tag or commit> is accepted"
         )
     return f"{parts[0]}/{parts[1]}", revision if parsed.query else DEFAULT_REVISION
+
+
+def revision_problem(revision: str) -> str | None:
+    """Why `revision` cannot be put into a Hub URL as one path segment, or None.
+
+    An HTTP client removes `.` and `..` segments from a path before sending it (RFC 3986), so
+    `/revision/..` would ask for the repository's default branch instead of a revision;
+    percent-encoding would be decoded by the Hub into the same traversal. A branch, tag or commit
+    name never needs any of these (git refuses them in ref names too).
+    """
+    if any(ord(char) < 0x20 or ord(char) == 0x7F for char in revision):
+        return "contains a control character"
+    if "%" in revision:
+        return "is percent-encoded (such as %2e or %2F)"
+    if any(segment in (".", "..") for segment in revision.split("/")):
+        return "is or contains a `.` or `..` path segment"
+    return None
 
 
 def parse_source(kind: str, namespace: str, source: Mapping[str, Any] | None) -> ParsedSource:

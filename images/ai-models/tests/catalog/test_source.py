@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import itertools
+import tracemalloc
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from ai_models.adapters.hub import HubQuery
-from ai_models.catalog.source import SourceSpec
+from ai_models.catalog.source import MAX_LISTING_QUERIES, SourceSpec
 from ai_models.names import CatalogSort
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
@@ -109,7 +112,7 @@ def test_single_valued_filters_make_one_listing() -> None:
         }
     )
 
-    assert spec.queries() == (
+    assert tuple(spec.queries()) == (
         HubQuery(
             author="google",
             search="gemma",
@@ -136,15 +139,60 @@ def test_several_authors_tags_and_libraries_make_one_listing_per_combination() -
     ]
 
 
+def values(prefix: str, count: int) -> list[str]:
+    return [f"{prefix}{index:02d}" for index in range(count)]
+
+
+def test_a_source_of_more_listings_than_allowed_is_refused_naming_the_limit_and_the_fix() -> None:
+    # 64 authors x 64 pipeline tags x 64 libraries: 262,144 Hub listings per pass.
+    with pytest.raises(ValueError, match="262144 Hub listings") as refused:
+        spec_of({"authors": values("a", 64), "pipelineTags": values("p", 64), "libraries": values("l", 64)})
+    assert str(MAX_LISTING_QUERIES) in str(refused.value)
+    assert "split it into several ModelCatalogSources" in str(refused.value)
+
+
+def test_listings_are_computed_one_at_a_time_never_built_as_a_list() -> None:
+    spec = spec_of({"authors": values("a", 64), "pipelineTags": values("p", 2), "libraries": values("l", 2)})
+
+    listings = spec.queries()
+
+    assert isinstance(listings, Iterator)
+    assert spec.query_count == MAX_LISTING_QUERIES
+    expected = list(itertools.product(values("a", 64), values("p", 2), values("l", 2)))
+    walked = [(query.author, query.pipeline_tag, query.filters[0]) for query in listings]
+    assert walked == expected
+    assert [spec.query(index) for index in (0, 77, 255)] == [
+        spec_of({"authors": [author], "pipelineTags": [tag], "libraries": [library]}).query(0)
+        for author, tag, library in (expected[0], expected[77], expected[255])
+    ]
+    with pytest.raises(IndexError):
+        spec.query(MAX_LISTING_QUERIES)
+
+
+def test_counting_the_listings_of_the_largest_source_allocates_nothing_per_listing() -> None:
+    spec = spec_of({"authors": values("a", 64), "pipelineTags": values("p", 2), "libraries": values("l", 2)})
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for _ in range(1000):  # what a pass does once per page
+            assert spec.query_count == MAX_LISTING_QUERIES
+            spec.query(200)
+        grown = tracemalloc.get_traced_memory()[1] - before
+    finally:
+        tracemalloc.stop()
+    # One HubQuery at a time (a few hundred bytes), not 256 of them per call.
+    assert grown < 16 * 1024
+
+
 def test_page_size_is_the_chunk_size_but_never_above_max_models() -> None:
     assert spec_of({"maxModels": 30}, chunkSize=100).page_size == 30
     assert spec_of({"maxModels": 0}, chunkSize=100).page_size == 100
-    assert spec_of({"maxModels": 500}, chunkSize=40).queries()[0].limit == 40
+    assert spec_of({"maxModels": 500}, chunkSize=40).query(0).limit == 40
 
 
 def test_gated_models_are_excluded_unless_included() -> None:
-    assert spec_of().queries()[0].include_gated is False
-    assert spec_of({"includeGated": True}).queries()[0].include_gated is True
+    assert spec_of().query(0).include_gated is False
+    assert spec_of({"includeGated": True}).query(0).include_gated is True
 
 
 @pytest.mark.parametrize(

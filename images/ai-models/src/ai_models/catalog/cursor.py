@@ -2,10 +2,10 @@
 
     "<query>:<start>:<hub cursor>"
 
-`query` indexes `SourceSpec.queries()`; `start` is how many models were written before that
-query began (it fixes the query's share of `maxModels`); the Hub cursor is the `Link` URL of
-the query's next page, empty for its first page. `query == len(queries)` means every listing is
-done and only the manifest flip remains.
+`query` is the index of a listing (`SourceSpec.query(index)`); `start` is how many models were
+written before that query began (it fixes the query's share of `maxModels`); the Hub cursor is
+the `Link` URL of the query's next page, empty for its first page. `query == query_count` means
+every listing is done and only the manifest flip remains.
 """
 
 from __future__ import annotations

@@ -90,10 +90,10 @@ def run_pass(
     previous generation served. Provider and store errors propagate the same way: whatever was
     checkpointed stays usable for `resume`.
     """
-    queries = spec.queries()
+    queries = spec.query_count
     state = _begin(spec=spec, store=store, resume=resume, clock=clock)
-    with PageLister(hub, queries) as lister:
-        while state.position.query < len(queries):
+    with PageLister(hub, spec) as lister:
+        while state.position.query < queries:
             if should_stop():
                 logger.info(
                     "catalog pass stopped before its next page",
@@ -101,7 +101,7 @@ def run_pass(
                 )
                 return None
             page = lister.page(state.position)
-            quota = _quota(spec, position=state.position, written=state.written, queries=len(queries))
+            quota = _quota(spec, position=state.position, written=state.written, queries=queries)
             if page.next_cursor is not None and (quota is None or quota > len(page.models)):
                 # Even if every model of this page is kept, the query goes on to the next page.
                 lister.ask_ahead(state.position.next_page(page.next_cursor))
@@ -140,7 +140,7 @@ def _resumed(*, spec: SourceSpec, store: ObjectStore, resume: Checkpoint) -> _Pa
     except ValueError:
         logger.warning("checkpoint cursor unreadable, starting a fresh pass", extra=facts)
         return None
-    if position.query > len(spec.queries()) or position.start > resume.processed_models:
+    if position.query > spec.query_count or position.start > resume.processed_models:
         logger.warning("checkpoint does not fit this source's spec, starting a fresh pass", extra=facts)
         return None
     served = _served_generation(store, spec.name)
@@ -183,7 +183,7 @@ def _index_page(
 ) -> _PassState:
     """Index one listed page into one chunk; the returned state is the checkpoint to report."""
     position = state.position
-    queries = len(spec.queries())
+    queries = spec.query_count
     candidates = _new_models(page.models, seen=state.seen, include_gated=spec.include_gated)
     if quota is not None and not spec.filters_parameters:
         # Without a parameter filter every candidate is kept, so configs past the quota are waste.

@@ -28,10 +28,16 @@ class ListingClient(Protocol):
     def fetch_configs(self, models: Sequence[HubModel]) -> Mapping[str, Mapping[str, Any] | None]: ...
 
 
+class Listings(Protocol):
+    """The listings of a pass by position; `SourceSpec` computes each one from its index."""
+
+    def query(self, index: int) -> HubQuery: ...
+
+
 class PageLister:
-    def __init__(self, hub: ListingClient, queries: Sequence[HubQuery]) -> None:
+    def __init__(self, hub: ListingClient, listings: Listings) -> None:
         self._hub = hub
-        self._queries = queries
+        self._listings = listings
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="catalog-listing")
         self._ahead: tuple[PassPosition, Future[HubPage]] | None = None
 
@@ -43,10 +49,10 @@ class PageLister:
             return ahead[1].result()
         if ahead is not None:
             ahead[1].cancel()
-        return self._hub.list_page(self._queries[position.query], position.hub_cursor)
+        return self._hub.list_page(self._listings.query(position.query), position.hub_cursor)
 
     def ask_ahead(self, position: PassPosition) -> None:
-        query = self._queries[position.query]
+        query = self._listings.query(position.query)
         self._ahead = (position, self._pool.submit(self._hub.list_page, query, position.hub_cursor))
 
     def close(self) -> None:

@@ -2,17 +2,21 @@
 
 The Hub takes one author, one pipeline tag and a list of tags that must all be present, while the
 source's `authors`, `pipelineTags` and `libraries` each mean "any of these". A source with
-several values is therefore indexed as one Hub listing per combination (`queries()`), walked one
-after another in a stable order; `tags` stay a single AND filter.
+several values is therefore indexed as one Hub listing per combination, walked one after another
+in a stable order; `tags` stay a single AND filter.
+
+The number of combinations is bounded (`MAX_LISTING_QUERIES`, also a CEL rule on the CRD), and
+they are never built as a list: `query(index)` computes the one a pass is at, and `queries()`
+yields them one at a time, so a pass holds one query whatever the source says.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
-import itertools
 import json
-from collections.abc import Iterable, Mapping
+import math
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Final
 
 from ai_models.adapters.hub import HubQuery
@@ -21,6 +25,9 @@ from ai_models.names import CatalogProvider, CatalogSort
 DEFAULT_MAX_MODELS: Final = 500
 DEFAULT_CHUNK_SIZE: Final = 100
 MAX_CHUNK_SIZE: Final = 1000
+# Hub listings one pass may walk: authors x pipelineTags x libraries (an empty list counts as one).
+# Each is at least one request per pass, so this also bounds the requests a source costs the Hub.
+MAX_LISTING_QUERIES: Final = 256
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -49,6 +56,13 @@ class SourceSpec:
         low, high = self.min_parameters, self.max_parameters
         if low is not None and high is not None and low > high:
             raise ValueError(f"minParameters ({low}) must not be greater than maxParameters ({high})")
+        if self.query_count > MAX_LISTING_QUERIES:
+            raise ValueError(
+                f"spec.huggingFace asks for {self.query_count} Hub listings "
+                f"({len(self.authors) or 1} authors x {len(self.pipeline_tags) or 1} pipelineTags x "
+                f"{len(self.libraries) or 1} libraries), more than the {MAX_LISTING_QUERIES} one source "
+                "may walk: split it into several ModelCatalogSources or list fewer values"
+            )
 
     @classmethod
     def from_resource(cls, obj: Mapping[str, Any], *, default_endpoint: str, token: str | None) -> SourceSpec:
@@ -84,23 +98,42 @@ class SourceSpec:
     def filters_parameters(self) -> bool:
         return self.min_parameters is not None or self.max_parameters is not None
 
-    def queries(self) -> tuple[HubQuery, ...]:
-        """The Hub listings whose union is this source, in the order a pass walks them."""
-        combinations = itertools.product(
-            self.authors or (None,), self.pipeline_tags or (None,), self.libraries or (None,)
+    @property
+    def query_count(self) -> int:
+        """How many Hub listings `queries()` yields, counted, not built."""
+        return math.prod(len(values) or 1 for values in self._dimensions())
+
+    def query(self, index: int) -> HubQuery:
+        """The `index`-th listing of `queries()`, computed from the index alone (libraries vary
+        fastest, then pipeline tags, then authors)."""
+        if not 0 <= index < self.query_count:
+            raise IndexError(f"listing {index} of a source with {self.query_count}")
+        authors, pipeline_tags, libraries = self._dimensions()
+        index, library = divmod(index, len(libraries) or 1)
+        author, pipeline_tag = divmod(index, len(pipeline_tags) or 1)
+        return self._listing(
+            author=authors[author] if authors else None,
+            pipeline_tag=pipeline_tags[pipeline_tag] if pipeline_tags else None,
+            library=libraries[library] if libraries else None,
         )
-        return tuple(
-            HubQuery(
-                author=author,
-                search=self.search,
-                pipeline_tag=pipeline_tag,
-                # The Hub tags each model with its library, so a library is one more required tag.
-                filters=tuple(dict.fromkeys((*((library,) if library else ()), *self.tags))),
-                include_gated=self.include_gated,
-                sort=self.sort,
-                limit=self.page_size,
-            )
-            for author, pipeline_tag, library in combinations
+
+    def queries(self) -> Iterator[HubQuery]:
+        """The Hub listings whose union is this source, in the order a pass walks them, one at a time."""
+        return (self.query(index) for index in range(self.query_count))
+
+    def _dimensions(self) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+        return self.authors, self.pipeline_tags, self.libraries
+
+    def _listing(self, *, author: str | None, pipeline_tag: str | None, library: str | None) -> HubQuery:
+        return HubQuery(
+            author=author,
+            search=self.search,
+            pipeline_tag=pipeline_tag,
+            # The Hub tags each model with its library, so a library is one more required tag.
+            filters=tuple(dict.fromkeys((*((library,) if library else ()), *self.tags))),
+            include_gated=self.include_gated,
+            sort=self.sort,
+            limit=self.page_size,
         )
 
     def admits_parameters(self, count: int | None) -> bool:

@@ -260,9 +260,13 @@ class SourceLoop:
     ) -> PassResult | None:
         runtime = self.runtime
         token = await asyncio.to_thread(source_token, self.runtime.api, self.runtime.settings.namespace, body)
-        spec = SourceSpec.from_resource(
-            dict(body), default_endpoint=runtime.settings.hf_endpoint, token=token
-        )
+        try:
+            spec = SourceSpec.from_resource(
+                dict(body), default_endpoint=runtime.settings.hf_endpoint, token=token
+            )
+        except ValueError as error:
+            # An object older than a CRD rule (or written past it) gets the rule's answer here.
+            raise InvalidSourceSpec(str(error)) from error
 
         def should_stop() -> bool:
             # A spec change or losing the lease ends the pass at its last checkpoint.

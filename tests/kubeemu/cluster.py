@@ -302,6 +302,7 @@ class Cluster:
             return WriteResult(self.served(rtype, stored), created=True, warnings=warnings)
 
     def _generate_name(self, rtype: ResourceType, namespace: str, prefix: str) -> str:
+        prefix = prefix[:58]  # the apiserver's SimpleNameGenerator keeps 63 - 5 characters
         for _ in range(16):
             name = prefix + "".join(secrets.choice(_NAME_ALPHABET) for _ in range(5))
             if self.store.get(rtype.storage_key, namespace if rtype.namespaced else "", name) is None:

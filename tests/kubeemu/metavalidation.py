@@ -88,6 +88,57 @@ def _qualified_key_errors(path: str, key: str) -> list[str]:
     return problems
 
 
+def _label_errors(path: str, labels: Mapping[str, Any]) -> list[FieldError]:
+    errors: list[FieldError] = []
+    for key, value in labels.items():
+        for problem in _qualified_key_errors(path, key):
+            errors.append(FieldError(path, "Invalid", problem, value=key))
+        if not isinstance(value, str) or len(value) > 63:
+            errors.append(FieldError(path, "Invalid", "must be no more than 63 characters", value=value))
+        elif not _LABEL_VALUE.match(value):
+            errors.append(
+                FieldError(
+                    path,
+                    "Invalid",
+                    "a valid label must be an empty string or consist of alphanumeric characters, "
+                    "'-', '_' or '.', "
+                    "and must start and end with an alphanumeric character (e.g. 'MyValue',  or "
+                    "'my_value',  or "
+                    "'12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')",
+                    value=value,
+                )
+            )
+    return errors
+
+
+# Where the pod template sits in the kinds that have one (the apiserver validates its labels too).
+_POD_TEMPLATE_PATHS = {
+    "batch/jobs": ("spec", "template"),
+    "batch/cronjobs": ("spec", "jobTemplate", "spec", "template"),
+    "apps/deployments": ("spec", "template"),
+    "apps/statefulsets": ("spec", "template"),
+    "apps/daemonsets": ("spec", "template"),
+    "apps/replicasets": ("spec", "template"),
+}
+
+
+def _pod_template_errors(rtype: ResourceType, obj: Mapping[str, Any]) -> list[FieldError]:
+    path = _POD_TEMPLATE_PATHS.get(rtype.storage_key)
+    if path is None:
+        return []
+    template: Any = obj
+    for step in path:
+        template = template.get(step) if isinstance(template, Mapping) else None
+    labels = dict(((template or {}).get("metadata") or {}).get("labels") or {})
+    field = ".".join(path) + ".labels"
+    if rtype.storage_key == "batch/jobs" and not (obj.get("spec") or {}).get("manualSelector"):
+        # The Job strategy adds `job-name` (and its batch.kubernetes.io/ form) to the template
+        # before validation: a Job name longer than a label value is refused there.
+        name = str((obj.get("metadata") or {}).get("name") or "")
+        labels["job-name"] = name
+    return _label_errors(field, labels)
+
+
 def validate_metadata(rtype: ResourceType, obj: Mapping[str, Any]) -> list[FieldError]:
     meta = obj.get("metadata") or {}
     errors: list[FieldError] = []
@@ -100,22 +151,8 @@ def validate_metadata(rtype: ResourceType, obj: Mapping[str, Any]) -> list[Field
     if not isinstance(labels, Mapping):
         errors.append(FieldError("metadata.labels", "Invalid", "must be a map of strings", value=labels))
         labels = {}
-    for key, value in labels.items():
-        for problem in _qualified_key_errors("metadata.labels", key):
-            errors.append(FieldError("metadata.labels", "Invalid", problem, value=key))
-        if not isinstance(value, str) or len(value) > 63 or not _LABEL_VALUE.match(value):
-            errors.append(
-                FieldError(
-                    "metadata.labels",
-                    "Invalid",
-                    "a valid label must be an empty string or consist of alphanumeric characters, "
-                    "'-', '_' or '.', "
-                    "and must start and end with an alphanumeric character (e.g. 'MyValue',  or "
-                    "'my_value',  or "
-                    "'12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')",
-                    value=value,
-                )
-            )
+    errors.extend(_label_errors("metadata.labels", labels))
+    errors.extend(_pod_template_errors(rtype, obj))
     annotations = meta.get("annotations") or {}
     if isinstance(annotations, Mapping):
         for key, value in annotations.items():

@@ -76,6 +76,10 @@ OWNER_KIND_LABEL: Final = "ai.deckhouse.io/owner-kind"
 OWNER_NAMESPACE_LABEL: Final = "ai.deckhouse.io/owner-namespace"
 OWNER_NAME_LABEL: Final = "ai.deckhouse.io/owner-name"
 OWNER_UID_LABEL: Final = "ai.deckhouse.io/owner-uid"
+# An object name may have 253 characters, a label value 63: the owner-name label holds the name
+# when it fits and a derived value (its first characters and a hash) when not; this annotation,
+# on the same Jobs and Secrets, always holds the whole name.
+OWNER_NAME_ANNOTATION: Final = "ai.deckhouse.io/owner-name"
 COMPONENT_LABEL: Final = "app.kubernetes.io/component"
 UPLOAD_SIGNING_SECRET: Final = "ai-models-upload-signing"
 UPLOAD_SIGNING_KEY: Final = "key"

@@ -14,20 +14,26 @@ from ai_models.controller.models.jobs import (
     DIGEST_ANNOTATION,
     PUBLISHER_CONTAINER,
     TERMINATION_MESSAGE_PATH,
+    JobApi,
     JobLimits,
     JobState,
+    ObjectRefused,
     PodTemplateError,
     is_running,
     job_name,
     job_state,
+    label_value,
     load_pod_template,
+    owner_key,
     owner_labels,
     publication_env,
     publication_job,
     token_env,
+    token_secret,
 )
+from ai_models.controller.models.kube import ModelKey
 from ai_models.domain.storage.ledger import Owner
-from ai_models.names import MODULE_NAMESPACE
+from ai_models.names import MODULE_NAMESPACE, ModelKind
 from support.render import render_chart
 from support.values import module_values
 
@@ -149,7 +155,7 @@ def test_the_job_identifies_its_owner_and_digest(template: dict[str, Any]) -> No
     metadata = job["metadata"]
     assert metadata["name"] == job_name(OWNER) == f"publish-{OWNER.uid}"
     assert metadata["namespace"] == MODULE_NAMESPACE
-    assert metadata["annotations"] == {DIGEST_ANNOTATION: DIGEST}
+    assert metadata["annotations"] == {DIGEST_ANNOTATION: DIGEST, "ai.deckhouse.io/owner-name": "qwen"}
     labels = owner_labels(OWNER)
     assert labels == {
         "app.kubernetes.io/component": "publication",
@@ -239,6 +245,73 @@ def test_the_api_accepts_the_job(template: dict[str, Any], kube_api_client: Any)
         == container(job["spec"]["template"]["spec"], PUBLISHER_CONTAINER)["env"]
     )
     assert is_running(stored)
+
+
+LONG_NAMES = ["m" * 63, "m" * 64, "long-name." * 25 + "abc"]  # 63, 64 and 253 characters
+
+
+@pytest.mark.parametrize("name", LONG_NAMES, ids=lambda name: f"{len(name)}-characters")
+@pytest.mark.parametrize("kind", [ModelKind.MODEL, ModelKind.CLUSTER_MODEL])
+def test_the_api_accepts_the_job_and_secret_of_an_owner_whose_name_is_longer_than_a_label_value(
+    template: dict[str, Any], kube_api_client: Any, name: str, kind: ModelKind
+) -> None:
+    assert len(name) in (63, 64, 253)
+    owner = Owner(
+        kind=kind.value, namespace="team-a" if kind is ModelKind.MODEL else "", name=name, uid=OWNER.uid
+    )
+    k8s.CoreV1Api(kube_api_client).create_namespace({"metadata": {"name": MODULE_NAMESPACE}})
+    env = [*publication_env(owner, digest=DIGEST, source=SOURCE_ENV), token_env(owner)]
+    job = publication_job(
+        template, owner=owner, namespace=MODULE_NAMESPACE, digest=DIGEST, env=env, limits=LIMITS
+    )
+    secret = token_secret(owner, namespace=MODULE_NAMESPACE, token="hf_x")
+
+    JobApi(kube_api_client, namespace=MODULE_NAMESPACE).create(job, secret)
+
+    stored = kube_api_client.sanitize_for_serialization(
+        k8s.BatchV1Api(kube_api_client).read_namespaced_job(job_name(owner), MODULE_NAMESPACE)
+    )
+    assert owner_key(stored) == ModelKey(kind, owner.namespace, name)
+    label = stored["metadata"]["labels"]["ai.deckhouse.io/owner-name"]
+    assert label == (name if len(name) <= 63 else label_value(name))
+    assert len(label) <= 63
+
+
+def test_a_derived_label_value_is_valid_and_differs_for_names_sharing_their_start() -> None:
+    first, second = "x" * 100 + "-one", "x" * 100 + "-two"
+    assert label_value("qwen") == "qwen"
+    assert label_value("m" * 63) == "m" * 63
+    for name in (first, second, "a.-" * 84, "m" * 64):
+        value = label_value(name)
+        assert len(value) <= 63
+        assert value[0].isalnum()
+        assert value[-1].isalnum()
+    assert label_value(first) != label_value(second)
+
+
+def test_a_job_of_an_earlier_version_maps_back_by_its_name_label() -> None:
+    job = {"metadata": {"labels": owner_labels(OWNER)}}
+    assert owner_key(job) == ModelKey(ModelKind.MODEL, "team-a", "qwen")
+    assert owner_key({"metadata": {"labels": {"ai.deckhouse.io/owner-kind": "Deployment"}}}) is None
+
+
+def test_a_refused_job_names_the_object_and_the_status_never_the_servers_text(
+    template: dict[str, Any], kube_api_client: Any
+) -> None:
+    k8s.CoreV1Api(kube_api_client).create_namespace({"metadata": {"name": MODULE_NAMESPACE}})
+    job = build(template)
+    job["spec"]["template"]["metadata"]["labels"]["bad"] = "secret-looking-value-"
+
+    with pytest.raises(ObjectRefused) as refused:
+        JobApi(kube_api_client, namespace=MODULE_NAMESPACE).create(job, None)
+
+    assert (refused.value.kind, refused.value.status, refused.value.reason) == ("Job", 422, "Invalid")
+    assert refused.value.fields == ("spec.template.labels",)
+    assert not refused.value.temporary
+    assert str(refused.value) == (
+        f"cannot create the Job {MODULE_NAMESPACE}/{job_name(OWNER)}: the API server answered "
+        "HTTP 422 Invalid in spec.template.labels"
+    )
 
 
 def test_the_template_survives_a_yaml_round_trip(template: dict[str, Any], tmp_path: Path) -> None:

@@ -11,6 +11,9 @@ from __future__ import annotations
 import copy
 import dataclasses
 import enum
+import hashlib
+import json
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
@@ -19,14 +22,17 @@ import yaml
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
+from ai_models.controller.models.kube import ModelKey
 from ai_models.domain.storage.ledger import Owner
 from ai_models.names import (
     COMPONENT_LABEL,
     OWNER_KIND_LABEL,
+    OWNER_NAME_ANNOTATION,
     OWNER_NAME_LABEL,
     OWNER_NAMESPACE_LABEL,
     OWNER_UID_LABEL,
     PUBLICATION_COMPONENT,
+    ModelKind,
 )
 
 DIGEST_ANNOTATION: Final = "ai.deckhouse.io/artifact-digest"
@@ -37,6 +43,11 @@ TOKEN_KEY: Final = "token"
 # fail the same way, so the Job must not spend its retries on it (1: failure with an outcome,
 # 2: bad settings). Anything else (a killed or evicted Pod) is retried by the Job.
 FINAL_EXIT_CODES: Final = (1, 2)
+# What the API server accepts as a label value (and a Job name must be one: its Pods carry it in
+# the `job-name` label).
+LABEL_VALUE_MAX: Final = 63
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+_NAME_HASH_CHARACTERS: Final = 12
 
 
 class PodTemplateError(RuntimeError):
@@ -62,6 +73,7 @@ def load_pod_template(path: Path) -> dict[str, Any]:
 
 
 def job_name(owner: Owner) -> str:
+    # From the UID (36 characters), never the name: a Job name is a label value of its Pods.
     return f"publish-{owner.uid}"
 
 
@@ -69,14 +81,49 @@ def token_secret_name(owner: Owner) -> str:
     return f"publish-{owner.uid}-token"
 
 
+def label_value(text: str) -> str:
+    """`text` when it is a valid label value, else its first characters, `-` and a hash of all of it.
+
+    Object names go to 253 characters, label values to 63; the derived value stays readable in
+    `kubectl get -L` and differs for names that share their first 50 characters.
+    """
+    if len(text) <= LABEL_VALUE_MAX and _LABEL_VALUE.match(text):
+        return text
+    digest = hashlib.sha256(text.encode()).hexdigest()[:_NAME_HASH_CHARACTERS]
+    head = re.sub(r"[^A-Za-z0-9]+$", "", re.sub(r"[^-A-Za-z0-9_.]", "", text)[: LABEL_VALUE_MAX - 13])
+    head = re.sub(r"^[^A-Za-z0-9]+", "", head)
+    return f"{head}-{digest}" if head else digest
+
+
 def owner_labels(owner: Owner) -> dict[str, str]:
     return {
         COMPONENT_LABEL: PUBLICATION_COMPONENT,
         OWNER_KIND_LABEL: owner.kind,
-        OWNER_NAMESPACE_LABEL: owner.namespace,
-        OWNER_NAME_LABEL: owner.name,
+        OWNER_NAMESPACE_LABEL: owner.namespace,  # a namespace name is a DNS label: it always fits
+        OWNER_NAME_LABEL: label_value(owner.name),
         OWNER_UID_LABEL: owner.uid,
     }
+
+
+def owner_annotations(owner: Owner) -> dict[str, str]:
+    return {OWNER_NAME_ANNOTATION: owner.name}
+
+
+def owner_key(obj: Mapping[str, Any]) -> ModelKey | None:
+    """Which Model or ClusterModel a publication Job (or its Secret) is for; None if not ours.
+
+    The whole name is in the annotation; a Job an earlier version created has only the label,
+    which then held the whole name (longer names could not be published at all)."""
+    meta = obj.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    try:
+        kind = ModelKind(labels.get(OWNER_KIND_LABEL, ""))
+    except ValueError:
+        return None
+    name = (meta.get("annotations") or {}).get(OWNER_NAME_ANNOTATION) or labels.get(OWNER_NAME_LABEL)
+    if not name:
+        return None
+    return ModelKey(kind, labels.get(OWNER_NAMESPACE_LABEL, ""), name)
 
 
 def publication_env(owner: Owner, *, digest: str, source: Mapping[str, str]) -> list[dict[str, Any]]:
@@ -132,7 +179,7 @@ def publication_job(
             "name": job_name(owner),
             "namespace": namespace,
             "labels": {**(metadata.get("labels") or {}), **labels},
-            "annotations": {DIGEST_ANNOTATION: digest},
+            "annotations": {DIGEST_ANNOTATION: digest, **owner_annotations(owner)},
         },
         "spec": {
             "backoffLimit": limits.backoff_limit,
@@ -158,7 +205,12 @@ def token_secret(owner: Owner, *, namespace: str, token: str) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Secret",
-        "metadata": {"name": token_secret_name(owner), "namespace": namespace, "labels": owner_labels(owner)},
+        "metadata": {
+            "name": token_secret_name(owner),
+            "namespace": namespace,
+            "labels": owner_labels(owner),
+            "annotations": owner_annotations(owner),
+        },
         "type": "Opaque",
         "stringData": {TOKEN_KEY: token},
     }
@@ -185,6 +237,57 @@ def is_running(job: Mapping[str, Any]) -> bool:
     return job_state(job) is JobState.RUNNING and not job.get("metadata", {}).get("deletionTimestamp")
 
 
+@dataclasses.dataclass(eq=False)  # not frozen: raising sets __traceback__ and __cause__
+class ObjectRefused(Exception):
+    """The API server answered a write of a publication object with an error.
+
+    Only the status code, the Status reason and the names of the invalid fields are kept: the
+    rest of the answer is the server's text, never shown to users."""
+
+    verb: str
+    kind: str
+    name: str
+    namespace: str
+    status: int
+    reason: str
+    fields: tuple[str, ...]
+
+    @classmethod
+    def of(cls, verb: str, kind: str, name: str, namespace: str, error: ApiException) -> ObjectRefused:
+        reason, fields = "", []
+        try:
+            document = json.loads(error.body or "")
+        except (TypeError, ValueError):
+            document = None
+        if isinstance(document, dict):
+            reason = str(document.get("reason") or "")
+            causes = (document.get("details") or {}).get("causes") or []
+            fields = sorted(
+                {str(item.get("field")) for item in causes if isinstance(item, dict) and item.get("field")}
+            )
+        return cls(
+            verb=verb,
+            kind=kind,
+            name=name,
+            namespace=namespace,
+            status=int(error.status or 0),
+            reason=re.sub(r"[^A-Za-z]", "", reason)[:40],
+            fields=tuple(re.sub(r"[^-A-Za-z0-9_.\[\]/]", "", item)[:80] for item in fields[:5]),
+        )
+
+    @property
+    def temporary(self) -> bool:
+        """Worth retrying soon as it is: the server was unavailable, busy or timed out."""
+        return self.status in {0, 429} or self.status >= 500
+
+    def __str__(self) -> str:
+        answer = f"HTTP {self.status}" + (f" {self.reason}" if self.reason else "")
+        if self.fields:
+            answer += " in " + ", ".join(self.fields)
+        where = f"{self.kind} {self.namespace}/{self.name}"
+        return f"cannot {self.verb} the {where}: the API server answered {answer}"
+
+
 class JobApi:
     def __init__(self, api_client: Any, *, namespace: str, timeout: tuple[float, float] = (3, 30)) -> None:
         self._batch = k8s.BatchV1Api(api_client)
@@ -193,20 +296,29 @@ class JobApi:
         self._timeout = timeout
 
     def create(self, job: Mapping[str, Any], secret: Mapping[str, Any] | None) -> None:
+        """Create the token Secret (or update it) and the Job; `ObjectRefused` says which one failed."""
         if secret is not None:
+            name = secret["metadata"]["name"]
             try:
                 self._core.create_namespaced_secret(self._namespace, secret, _request_timeout=self._timeout)
             except ApiException as error:
                 if error.status != 409:
-                    raise
-                self._core.replace_namespaced_secret(
-                    secret["metadata"]["name"], self._namespace, secret, _request_timeout=self._timeout
-                )
+                    raise ObjectRefused.of("create", "Secret", name, self._namespace, error) from error
+                try:
+                    self._core.replace_namespaced_secret(
+                        name, self._namespace, secret, _request_timeout=self._timeout
+                    )
+                except ApiException as replace_error:
+                    raise ObjectRefused.of(
+                        "update", "Secret", name, self._namespace, replace_error
+                    ) from error
         try:
             self._batch.create_namespaced_job(self._namespace, job, _request_timeout=self._timeout)
         except ApiException as error:
             if error.status != 409:  # already created by an earlier attempt
-                raise
+                raise ObjectRefused.of(
+                    "create", "Job", job["metadata"]["name"], self._namespace, error
+                ) from error
 
     def delete(self, owner: Owner) -> None:
         for delete, name in (

@@ -143,7 +143,8 @@ class ModelObjects:
         body = {
             "apiVersion": "v1",
             "kind": "Event",
-            "metadata": {"generateName": f"{meta['name']}.", "namespace": namespace},
+            # The API server keeps 58 characters of a generateName (the name may have 253).
+            "metadata": {"generateName": f"{meta['name'][:57]}.", "namespace": namespace},
             "involvedObject": {
                 "apiVersion": f"{API_GROUP}/{API_VERSION}",
                 "kind": obj["kind"],

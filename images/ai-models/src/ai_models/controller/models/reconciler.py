@@ -27,6 +27,7 @@ from ai_models.controller.models.jobs import (
     JobApi,
     JobLimits,
     JobState,
+    ObjectRefused,
     is_running,
     job_name,
     job_state,
@@ -210,7 +211,10 @@ class Reconciler:
         secret = (
             token_secret(owner, namespace=self.settings.namespace, token=plan.token) if plan.token else None
         )
-        self.jobs.create(job, secret)
+        try:
+            self.jobs.create(job, secret)
+        except ObjectRefused as error:
+            return self._not_started(key, obj, owner, error)
         what = f"{plan.resolved_type} source" + (f" at {plan.revision}" if plan.revision else "")
         message = f"publishing {plan.size_bytes} bytes from the {what} as {plan.digest}"
         if damaged:
@@ -228,6 +232,39 @@ class Reconciler:
         )
         self.objects.event(obj, type_="Normal", reason=ModelEvent.PUBLICATION_STARTED, message=message)
         return None
+
+    def _not_started(self, key: ModelKey, obj: dict[str, Any], owner: Owner, error: ObjectRefused) -> float:
+        """The Job or its Secret could not be written: nothing runs, so nothing stays reserved."""
+        try:
+            self.jobs.delete(owner)  # a Secret created before the Job was refused
+        except ApiException as cleanup_error:
+            log.warning(
+                "cannot remove the publication objects; the next attempt replaces them",
+                extra={"object": str(key), "error": str(cleanup_error)},
+            )
+        log.warning("publication not started", extra={"object": str(key), "error": str(error)})
+        if error.temporary:
+            try:
+                self.accounting.release_reservation(owner)
+            except LedgerStoreError as ledger_error:
+                log.warning(
+                    "cannot release the reservation now; the inventory pass will",
+                    extra={"error": str(ledger_error)},
+                )
+            self._show(key, obj, situations.pending(f"{error}; retrying"))
+            return 10.0
+        if error.status == 403:
+            fix = (
+                "the controller's ServiceAccount may not do it or an admission policy denies it; check "
+                f"the module's RBAC and the cluster's policies for namespace {error.namespace}"
+            )
+        else:
+            fix = (
+                "the API server or an admission webhook refuses the object; check the cluster's "
+                "admission policies, or report it with the controller's log"
+            )
+        self._fail(key, obj, owner, ModelReason.PUBLICATION_FAILED, f"{error}: {fix}", digest=None)
+        return self._retry_wait(owner, obj.get("status") or {}) or self.settings.retry_failed_seconds
 
     def _follow(
         self, key: ModelKey, obj: dict[str, Any], owner: Owner, job: Mapping[str, Any]

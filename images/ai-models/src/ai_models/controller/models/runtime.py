@@ -21,7 +21,7 @@ from kubernetes import client as k8s
 from ai_models.adapters.kube.ledger_store import SecretLedgerStore
 from ai_models.adapters.objectstore import ObjectStore
 from ai_models.controller.informer import Informer
-from ai_models.controller.models.jobs import JobApi, JobLimits, load_pod_template
+from ai_models.controller.models.jobs import JobApi, JobLimits, load_pod_template, owner_key
 from ai_models.controller.models.kube import ModelKey, ModelObjects, key_of
 from ai_models.controller.models.planning import Planner, SnapshotReader
 from ai_models.controller.models.reconciler import Reconciler, ReconcilerSettings
@@ -40,9 +40,6 @@ from ai_models.names import (
     API_GROUP,
     API_VERSION,
     COMPONENT_LABEL,
-    OWNER_KIND_LABEL,
-    OWNER_NAME_LABEL,
-    OWNER_NAMESPACE_LABEL,
     PUBLICATION_COMPONENT,
     ModelKind,
 )
@@ -190,14 +187,9 @@ class ModelRuntime:
     # ----- triggers -----------------------------------------------------------------------------
 
     def _job_changed(self, _name: str, old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> None:
-        labels = ((new or old or {}).get("metadata") or {}).get("labels") or {}
-        try:
-            kind = ModelKind(labels.get(OWNER_KIND_LABEL, ""))
-        except ValueError:
-            return
-        self.queue.add(
-            ModelKey(kind, labels.get(OWNER_NAMESPACE_LABEL, ""), labels.get(OWNER_NAME_LABEL, ""))
-        )
+        key = owner_key(new or old or {})
+        if key is not None:
+            self.queue.add(key)
 
     def _ledger_changed(
         self, _name: str, _old: Mapping[str, Any] | None, new: Mapping[str, Any] | None

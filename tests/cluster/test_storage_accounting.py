@@ -3,7 +3,9 @@ ledger, interrupted and damaged publications, and cleanup while the object store
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -222,3 +224,127 @@ def test_publications_wait_for_a_slot_and_the_metrics_follow_the_ledger(roomy: M
     assert metrics["d8_ai_models_storage_inventory_pass_success"] == 1
     assert metrics["d8_ai_models_storage_inventory_last_success_timestamp_seconds"] > 0
     assert metrics['d8_ai_models_publications_total{result="succeeded"}'] == 2
+
+
+# ----- a restart that lost the API objects: the store is intact, its objects are not ----------
+
+RESTART_ENV = {
+    "AI_MODELS_INVENTORY_INTERVAL_SECONDS": "0.5",
+    "AI_MODELS_INVENTORY_ORPHAN_GRACE_SECONDS": "3600",
+}
+
+
+def publish_and_lose_the_api_objects(stack: ModelStack, **env: str) -> dict[str, int]:
+    """Publish two Models and a ClusterModel, then take the objects and the ledger away as a
+    restarted local stack does (no finalizer runs); returns the stored keys."""
+    controller = stack.controller(**RESTART_ENV, **env)
+    stack.create_model("first", {"url": "https://huggingface.co/acme/small"})
+    stack.create_model("second", {"url": "https://huggingface.co/acme/small"})
+    stack.create_cluster_model("shared", {"url": "https://huggingface.co/acme/small"})
+    for name, namespace in (("first", USER_NAMESPACE), ("second", USER_NAMESPACE), ("shared", None)):
+        stack.wait_phase(name, "Ready", namespace=namespace)
+    controller.kill()
+    for name in ("first", "second"):
+        stack.objects.patch_namespaced_custom_object(
+            "ai.deckhouse.io", "v1alpha1", USER_NAMESPACE, "models", name, {"metadata": {"finalizers": []}}
+        )
+        stack.objects.delete_namespaced_custom_object(
+            "ai.deckhouse.io", "v1alpha1", USER_NAMESPACE, "models", name
+        )
+    stack.objects.patch_cluster_custom_object(
+        "ai.deckhouse.io", "v1alpha1", "clustermodels", "shared", {"metadata": {"finalizers": []}}
+    )
+    stack.objects.delete_cluster_custom_object("ai.deckhouse.io", "v1alpha1", "clustermodels", "shared")
+    stack.core.delete_namespaced_secret("ai-models-storage-accounting", "d8-ai-models")
+    stored = stack.keys("artifacts/")
+    assert len({key.rsplit("/files/", 1)[0] for key in stored if "/files/" in key}) == 3
+    return stored
+
+
+def metric(stack: ModelStack, replica: str, name: str) -> float | None:
+    """A sample of the replica's metrics; None while it does not serve them yet."""
+    try:
+        return stack.metrics(replica).get(name)
+    except OSError:
+        return None
+
+
+def passes(stack: ModelStack, replica: str) -> float:
+    return metric(stack, replica, 'd8_ai_models_storage_inventory_passes_total{result="success"}') or 0
+
+
+def wait_for_passes(stack: ModelStack, replica: str, count: int) -> None:
+    stack.eventually(lambda: passes(stack, replica) >= count, what=f"{count} inventory passes of {replica}")
+
+
+def absences(stack: ModelStack) -> list[dict[str, str]]:
+    return list((stack.ledger() or {}).get("absences") or [])
+
+
+def backdate_absences(stack: ModelStack) -> None:
+    """What the grace period passing looks like to the next controller: the first-seen times in the
+    ledger are older than it (only while no controller runs, so no pass writes over it)."""
+    secret = stack.core.read_namespaced_secret("ai-models-storage-accounting", "d8-ai-models")
+    ledger = json.loads(base64.b64decode(secret.data["ledger.json"]))
+    for item in ledger["absences"]:
+        item["since"] = "2026-01-01T00:00:00Z"
+    secret.data["ledger.json"] = base64.b64encode(json.dumps(ledger).encode()).decode()
+    stack.core.replace_namespaced_secret("ai-models-storage-accounting", "d8-ai-models", secret)
+
+
+def test_a_restart_that_lost_the_objects_removes_no_artifact_before_the_grace_period_across_restarts(
+    roomy: ModelStack,
+) -> None:
+    stack = roomy
+    stored = publish_and_lose_the_api_objects(stack, AI_MODELS_INVENTORY_MAX_REMOVAL_FRACTION="1")
+
+    restarted = stack.controller("controller-1", **RESTART_ENV, AI_MODELS_INVENTORY_MAX_REMOVAL_FRACTION="1")
+    wait_for_passes(stack, "controller-1", 3)
+    assert stack.keys("artifacts/") == stored  # neither the first pass nor the next ones removed anything
+    recorded = absences(stack)
+    assert len(recorded) == 3
+    assert stack.metrics("controller-1")["d8_ai_models_storage_inventory_orphaned_artifacts"] == 3
+    assert published_bytes(stack) == stack.stored_artifact_bytes()  # still counted while it waits
+
+    restarted.kill()
+    again = stack.controller("controller-2", **RESTART_ENV, AI_MODELS_INVENTORY_MAX_REMOVAL_FRACTION="1")
+    wait_for_passes(stack, "controller-2", 2)
+    assert stack.keys("artifacts/") == stored
+    assert absences(stack) == recorded  # the first-seen times survived the restart
+
+    again.kill()
+    backdate_absences(stack)
+    stack.controller("controller-3", **RESTART_ENV, AI_MODELS_INVENTORY_MAX_REMOVAL_FRACTION="1")
+    stack.eventually(
+        lambda: stack.keys("artifacts/") == {}, what="the artifacts removed after the grace period"
+    )
+    metrics = stack.metrics("controller-3")
+    assert metrics["d8_ai_models_storage_inventory_removed_artifacts_total"] == 3
+    assert metrics["d8_ai_models_storage_inventory_removed_bytes_total"] == sum(stored.values())
+    log = stack.processes[-1].log()
+    assert log.count("inventory pass removed what no object owns") == 3
+    stack.eventually(lambda: absences(stack) == [], what="the absences forgotten")
+
+
+def test_a_restart_that_lost_the_objects_never_removes_most_of_the_store_at_once(roomy: ModelStack) -> None:
+    stack = roomy
+    stored = publish_and_lose_the_api_objects(stack)
+    first = stack.controller("controller-1", **RESTART_ENV)
+    wait_for_passes(stack, "controller-1", 2)
+    first.kill()
+    backdate_absences(stack)
+
+    stack.controller("controller-2", **RESTART_ENV)
+
+    stack.eventually(
+        lambda: metric(stack, "controller-2", "d8_ai_models_storage_inventory_removal_blocked") == 1,
+        what="the removal held back",
+    )
+    wait_for_passes(stack, "controller-2", 3)
+    assert stack.keys("artifacts/") == stored
+    assert stack.metrics("controller-2")["d8_ai_models_storage_inventory_removed_artifacts_total"] == 0
+    assert (
+        "inventory pass held back removals that would take most of the store at once"
+        in stack.processes[-1].log()
+    )
+    assert (stack.ledger() or {}).get("confirmed") is True

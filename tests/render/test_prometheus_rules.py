@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from ai_models.names import INVENTORY_REMOVAL_BLOCKED_ALERT, INVENTORY_REMOVAL_BLOCKED_METRIC
 from support.metrics_contract import PLATFORM_METRICS, exported_metrics, metric_names
 from support.render import render_chart
 from support.values import module_values
@@ -20,6 +21,7 @@ REQUIRED_ALERTS = {
     "D8AIModelsStorageInventoryFailing",
     "D8AIModelsStorageLedgerMissing",
     "D8AIModelsStorageLedgerUnconfirmed",
+    INVENTORY_REMOVAL_BLOCKED_ALERT,
 }
 
 
@@ -64,3 +66,11 @@ def test_expressions_use_only_metrics_that_exist(rule: dict[str, Any]) -> None:
 def test_rules_are_not_rendered_without_the_prometheus_operator() -> None:
     chart = render_chart(module_values(global_overrides={"enabledModules": ["ai-models", "cert-manager"]}))
     assert chart.of_kind("PrometheusRule") == []
+
+
+def test_the_mass_removal_alert_fires_on_the_leaders_blocked_inventory_pass() -> None:
+    rule = next(rule for rule in rules() if rule["alert"] == INVENTORY_REMOVAL_BLOCKED_ALERT)
+    assert metric_names(rule["expr"]) == {INVENTORY_REMOVAL_BLOCKED_METRIC, "d8_ai_models_controller_leader"}
+    assert f"{INVENTORY_REMOVAL_BLOCKED_METRIC} == 1" in rule["expr"]
+    assert "held back removals" in rule["annotations"]["description"]
+    assert rule["labels"]["d8_component"] == "controller"

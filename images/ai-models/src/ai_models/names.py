@@ -151,3 +151,15 @@ class SourceType(enum.StrEnum):
     HUGGING_FACE = "HuggingFace"
     UPLOAD = "Upload"
     CATALOG = "Catalog"
+
+
+# ----- Storage inventory: removal of what no object owns (monitoring contract) -------------------
+
+# Counters (exported with `_total`): what inventory passes removed, each removal also logged.
+INVENTORY_REMOVED_ARTIFACTS_METRIC: Final = "d8_ai_models_storage_inventory_removed_artifacts"
+INVENTORY_REMOVED_BYTES_METRIC: Final = "d8_ai_models_storage_inventory_removed_bytes"
+# Gauges of the last pass: what waits for its grace period or is held back, and whether it was.
+INVENTORY_ORPHANED_ARTIFACTS_METRIC: Final = "d8_ai_models_storage_inventory_orphaned_artifacts"
+INVENTORY_ORPHANED_BYTES_METRIC: Final = "d8_ai_models_storage_inventory_orphaned_bytes"
+INVENTORY_REMOVAL_BLOCKED_METRIC: Final = "d8_ai_models_storage_inventory_removal_blocked"
+INVENTORY_REMOVAL_BLOCKED_ALERT: Final = "D8AIModelsStorageMassRemovalBlocked"

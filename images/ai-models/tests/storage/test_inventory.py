@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import datetime
 import hashlib
+import logging
 from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes import client as k8s
+from prometheus_client import CollectorRegistry
 
 from ai_models.adapters.kube.ledger_store import Change, SecretLedgerStore
 from ai_models.adapters.objectstore import DirectoryStore, ObjectStoreError
 from ai_models.controller.models.kube import ModelKey, ModelObjects
 from ai_models.controller.storage.accounting import Accounting
 from ai_models.controller.storage.inventory import InventoryPass
+from ai_models.controller.storage.metrics import StorageMetrics
 from ai_models.domain.artifacts.layout import artifact_prefix, file_key, manifest_key, upload_payload_key
 from ai_models.domain.artifacts.manifest import (
     ArtifactFile,
@@ -59,17 +63,36 @@ class World:
         self.ledger = SecretLedgerStore(api, namespace=NAMESPACE)
         self.accounting = Accounting(self.ledger, capacity_bytes=None)
         self.jobs: list[dict[str, Any]] = []
+        self.now = datetime.datetime(2026, 12, 1, 12, 0, tzinfo=datetime.UTC)
+        self.registry = CollectorRegistry()
+        self.metrics = StorageMetrics(self.registry)
         core = k8s.CoreV1Api(api)
         for name in (NAMESPACE, "team-a"):
             core.create_namespace({"metadata": {"name": name}})
 
-    def inventory(self) -> InventoryPass:
+    def inventory(
+        self, *, grace: datetime.timedelta = datetime.timedelta(0), max_removal_fraction: float = 0.5
+    ) -> InventoryPass:
         return InventoryPass(
             store=self.store,
             objects=ModelObjects(self.api),
             accounting=self.accounting,
             job_cache=lambda: self.jobs,
+            grace=grace,
+            max_removal_fraction=max_removal_fraction,
+            metrics=self.metrics,
+            clock=lambda: self.now,
         )
+
+    def delete_model(self, name: str, *, kind: ModelKind = ModelKind.MODEL) -> None:
+        """Gone without the finalizer's cleanup, as after a restart that lost the API objects."""
+        if kind is ModelKind.MODEL:
+            self.objects.delete_namespaced_custom_object(GROUP, VERSION, "team-a", "models", name)
+        else:
+            self.objects.delete_cluster_custom_object(GROUP, VERSION, "clustermodels", name)
+
+    def sample(self, name: str) -> float:
+        return self.registry.get_sample_value(name) or 0.0
 
     def model(
         self, name: str, *, phase: str, digest: str | None = None, kind: ModelKind = ModelKind.MODEL
@@ -137,6 +160,13 @@ def test_clean_pass_confirms_a_ledger_that_matches_the_stored_bytes_exactly(worl
     gone = Owner(kind="Model", namespace="team-a", name="deleted", uid="0000")
     world.artifact(gone, digest_of("gone"), {"model.gguf": b"x" * 50})
     world.artifact(llama, digest_of("dead-job"), {"model.gguf": b"y" * 10}, with_manifest=False)
+
+    first = world.inventory().run()
+    assert first.clean, first.errors
+    assert first.removed == []  # one observation is never enough
+    waiting = world.ledger.read().ledger
+    assert waiting is not None
+    assert waiting.bytes_in(EntryState.PUBLISHED) == world.stored_artifact_bytes()
 
     result = world.inventory().run()
 
@@ -230,6 +260,8 @@ def test_reservations_survive_only_for_objects_still_being_published(world: Worl
     world.accounting.store.update(lambda _current: Change(ledger))
     world.store.put_bytes(upload_payload_key(gone), b"u" * 5)
 
+    world.inventory().run()
+    assert world.store.head(upload_payload_key(gone)) is not None  # one pass only records it
     result = world.inventory().run()
 
     assert result.clean, result.errors
@@ -241,3 +273,168 @@ def test_reservations_survive_only_for_objects_still_being_published(world: Worl
     assert reserved == {"publishing": 500}
     assert world.store.head(file_key(publishing, partial_digest, "model.gguf")) is not None  # being written
     assert list(world.store.list("uploads/")) == []  # nobody will publish the upload of a deleted Model
+
+
+HOUR = datetime.timedelta(hours=1)
+
+
+def test_objects_gone_with_the_store_intact_lose_nothing_on_the_first_pass_nor_within_the_grace_period(
+    world: World, caplog: pytest.LogCaptureFixture
+) -> None:
+    kept_digest, model_digest, cluster_digest = digest_of("kept"), digest_of("model"), digest_of("cluster")
+    kept = world.model("kept", phase="Ready", digest=kept_digest)
+    model = world.model("restarted", phase="Ready", digest=model_digest)
+    cluster = world.model("shared", phase="Ready", digest=cluster_digest, kind=ModelKind.CLUSTER_MODEL)
+    world.artifact(kept, kept_digest, {"model.gguf": b"K" * 3000})
+    model_bytes = world.artifact(model, model_digest, {"model.gguf": b"M" * 400})
+    cluster_bytes = world.artifact(cluster, cluster_digest, {"model.gguf": b"C" * 500})
+    world.delete_model("restarted")
+    world.delete_model("shared", kind=ModelKind.CLUSTER_MODEL)
+    stored_before = world.stored_artifact_bytes()
+
+    grace = 24 * HOUR
+    first = world.inventory(grace=grace).run()
+    world.now += 23 * HOUR
+    within = world.inventory(grace=grace).run()
+
+    assert first.removed == within.removed == []
+    assert world.stored_artifact_bytes() == stored_before
+    assert {item.owner.name for item in within.orphaned} == {"restarted", "shared"}
+    assert world.sample("d8_ai_models_storage_inventory_orphaned_artifacts") == 2
+    assert world.sample("d8_ai_models_storage_inventory_orphaned_bytes") == model_bytes + cluster_bytes
+    ledger = world.ledger.read().ledger
+    assert ledger is not None
+    assert ledger.confirmed
+    assert ledger.bytes_in(EntryState.PUBLISHED) == stored_before  # what waits is still counted
+    assert {(item.uid, item.since) for item in ledger.absences} == {
+        (model.uid, world.now - 23 * HOUR),
+        (cluster.uid, world.now - 23 * HOUR),
+    }
+
+    world.now += HOUR
+    caplog.set_level(logging.INFO, logger="ai_models.controller.storage.inventory")
+    after = world.inventory(grace=grace).run()  # a new pass object: a controller restart meanwhile
+
+    assert sorted(after.removed) == sorted(
+        [artifact_prefix(model, model_digest), artifact_prefix(cluster, cluster_digest)]
+    )
+    assert world.store.head(manifest_key(kept, kept_digest)) is not None
+    assert world.sample("d8_ai_models_storage_inventory_removed_artifacts_total") == 2
+    assert world.sample("d8_ai_models_storage_inventory_removed_bytes_total") == model_bytes + cluster_bytes
+    assert world.sample("d8_ai_models_storage_inventory_orphaned_artifacts") == 0
+    removals = [r for r in caplog.records if r.getMessage() == "inventory pass removed what no object owns"]
+    assert {(r.object, r.uid, r.digest, r.bytes) for r in removals} == {  # type: ignore[attr-defined]
+        ("Model team-a/restarted", model.uid, model_digest, model_bytes),
+        ("ClusterModel shared", cluster.uid, cluster_digest, cluster_bytes),
+    }
+    ledger = world.ledger.read().ledger
+    assert ledger is not None
+    assert ledger.absences == ()
+    assert ledger.bytes_in(EntryState.PUBLISHED) == world.stored_artifact_bytes()
+
+
+def test_a_lost_ledger_starts_the_wait_anew(world: World) -> None:
+    kept_digest, gone_digest = digest_of("kept"), digest_of("gone")
+    kept = world.model("kept", phase="Ready", digest=kept_digest)
+    gone = world.model("gone", phase="Ready", digest=gone_digest)
+    world.artifact(kept, kept_digest, {"model.gguf": b"K" * 3000})
+    world.artifact(gone, gone_digest, {"model.gguf": b"G" * 300})
+    world.delete_model("gone")
+
+    world.inventory(grace=HOUR).run()
+    k8s.CoreV1Api(world.api).delete_namespaced_secret("ai-models-storage-accounting", NAMESPACE)
+    world.now += 2 * HOUR
+    assert world.inventory(grace=HOUR).run().removed == []  # first seen again now
+    world.now += HOUR
+    assert world.inventory(grace=HOUR).run().removed == [artifact_prefix(gone, gone_digest)]
+
+
+def test_a_recreated_object_with_the_same_name_and_a_new_uid_does_not_own_the_old_artifact(
+    world: World,
+) -> None:
+    old_digest = digest_of("old")
+    old = world.model("llama", phase="Ready", digest=old_digest)
+    world.artifact(old, old_digest, {"model.gguf": b"O" * 100})
+    world.artifact(
+        world.model("big", phase="Ready", digest=digest_of("big")), digest_of("big"), {"w": b"B" * 900}
+    )
+    world.delete_model("llama")
+    new = world.model("llama", phase="WaitForUpload")
+    assert new.uid != old.uid
+
+    first = world.inventory(grace=HOUR).run()
+
+    assert first.removed == []
+    assert [(item.owner.name, item.uid) for item in first.orphaned] == [("llama", old.uid)]
+    ledger = world.ledger.read().ledger
+    assert ledger is not None
+    published = {entry.owner.uid for entry in ledger.entries if entry.state is EntryState.PUBLISHED}
+    assert old.uid in published
+    assert new.uid not in published
+
+    world.now += HOUR
+    assert world.inventory(grace=HOUR).run().removed == [artifact_prefix(old, old_digest)]
+
+
+def test_an_artifact_written_again_for_a_live_object_is_no_longer_waited_on(world: World) -> None:
+    digest = digest_of("same")
+    old = world.model("llama", phase="Ready", digest=digest)
+    world.artifact(old, digest, {"model.gguf": b"O" * 100})
+    world.artifact(
+        world.model("big", phase="Ready", digest=digest_of("big")), digest_of("big"), {"w": b"B" * 900}
+    )
+    world.delete_model("llama")
+    world.inventory(grace=HOUR).run()
+    new = world.model("llama", phase="Ready", digest=digest)
+    world.artifact(new, digest, {"model.gguf": b"N" * 100})  # the same digest published for it
+
+    world.now += 2 * HOUR
+    result = world.inventory(grace=HOUR).run()
+
+    assert result.removed == []
+    assert result.orphaned == []
+    ledger = world.ledger.read().ledger
+    assert ledger is not None
+    assert ledger.absences == ()
+
+
+def test_a_pass_that_would_remove_most_of_the_store_at_once_removes_nothing_and_reports_it(
+    world: World, caplog: pytest.LogCaptureFixture
+) -> None:
+    owners = []
+    for name in ("a", "b", "c"):
+        digest = digest_of(name)
+        owner = world.model(name, phase="Ready", digest=digest)
+        world.artifact(owner, digest, {"model.gguf": name.encode() * 200})
+        owners.append((owner, digest))
+    world.artifact(
+        world.model("small", phase="Ready", digest=digest_of("s")), digest_of("s"), {"w": b"s" * 10}
+    )
+    for owner, _digest in owners:
+        world.delete_model(owner.name)
+    stored_before = world.stored_artifact_bytes()
+
+    world.inventory(grace=HOUR).run()
+    world.now += 2 * HOUR
+    caplog.set_level(logging.ERROR, logger="ai_models.controller.storage.inventory")
+    result = world.inventory(grace=HOUR).run()
+
+    assert result.removed == []
+    assert result.blocked
+    assert result.clean  # usage is known: the ledger still counts every byte
+    assert world.stored_artifact_bytes() == stored_before
+    assert world.sample("d8_ai_models_storage_inventory_removal_blocked") == 1
+    assert world.sample("d8_ai_models_storage_inventory_orphaned_artifacts") == 3
+    assert world.sample("d8_ai_models_storage_inventory_removed_artifacts_total") == 0
+    held = [r for r in caplog.records if "held back removals" in r.getMessage()]
+    assert len(held) == 1
+    assert held[0].held_count == 3  # type: ignore[attr-defined]
+    ledger = world.ledger.read().ledger
+    assert ledger is not None
+    assert ledger.confirmed
+    assert len(ledger.absences) == 3
+
+    # Below the threshold (here: raised by the administrator) the held removals go at once.
+    result = world.inventory(grace=HOUR, max_removal_fraction=1.0).run()
+    assert sorted(result.removed) == sorted(artifact_prefix(owner, digest) for owner, digest in owners)
+    assert world.sample("d8_ai_models_storage_inventory_removal_blocked") == 0

@@ -32,6 +32,7 @@ from ai_models.adapters.objectstore import ObjectStore, open_store
 from ai_models.api.app import create_app, create_internal_app
 from ai_models.api.auth import Gatekeeper
 from ai_models.api.catalog import Catalog
+from ai_models.api.connections import ConnectionLimits, guarded_protocol
 from ai_models.api.index import CatalogIndex
 from ai_models.api.index_builder import BuilderTiming, IndexBuilder
 from ai_models.api.kube_calls import KubeCalls
@@ -39,7 +40,7 @@ from ai_models.api.ledger_view import LedgerState, LedgerView, secret_ledger_rea
 from ai_models.api.lookup import Lookup
 from ai_models.api.metrics import ApiMetrics, MetricsServer
 from ai_models.api.model_objects import ModelReader
-from ai_models.api.serving import ArtifactServer
+from ai_models.api.serving import ArtifactServer, DownloadLimits, DownloadSlots
 from ai_models.api.settings import ApiSettings, api_settings
 from ai_models.api.signing_keys import SigningKeys
 from ai_models.api.state import ApiState
@@ -141,7 +142,16 @@ def build_runtime(settings: ApiSettings, *, store: ObjectStore, api_client: Any)
             cache_ttl_seconds=settings.api_auth_cache_seconds,
         ),
         uploads=uploads,
-        serving=ArtifactServer(store=store, models=models, metrics=metrics),
+        serving=ArtifactServer(
+            store=store,
+            models=models,
+            metrics=metrics,
+            downloads=DownloadSlots(
+                DownloadLimits(
+                    per_replica=settings.api_max_concurrent_downloads,
+                    per_subject=settings.api_max_concurrent_downloads_per_subject,
+                )
+            ),
         lookup=Lookup(models=models, module_namespace=settings.namespace),
         metrics=metrics,
         first_index_pass_complete=builder.first_pass_complete,
@@ -174,15 +184,31 @@ class _Server(uvicorn.Server):
         super().handle_exit(sig, frame)
 
 
+def connection_limits(settings: ApiSettings) -> ConnectionLimits:
+    return ConnectionLimits(
+        header_timeout_seconds=settings.api_header_timeout_seconds,
+        write_stall_timeout_seconds=settings.api_write_stall_timeout_seconds,
+        max_connections=settings.api_max_connections,
+    )
+
+
 def _uvicorn_config(
-    app: FastAPI, *, host: str, port: int, grace_seconds: float, tls: tuple[Path, Path] | None = None
+    app: FastAPI,
+    *,
+    host: str,
+    port: int,
+    grace_seconds: float,
+    limits: ConnectionLimits,
+    tls: tuple[Path, Path] | None = None,
 ) -> uvicorn.Config:
-    # No body-size limit and no read timeout exist in uvicorn, and none is added: uploads take as
-    # long as they take (the upload API cuts off only a client that stays silent).
+    # No body-size limit exists in uvicorn and none is added: uploads take as long as they take
+    # (the upload API paces them). The request head has a deadline, the number of connections a
+    # cap, and a response that its reader stops taking a stall timeout (`connections`).
     config = uvicorn.Config(
         app,
         host=host,
         port=port,
+        http=guarded_protocol(limits),
         lifespan="off",
         # Our logging configuration stays in charge; per-request lines come from RequestMetrics.
         log_config=None,
@@ -274,6 +300,7 @@ def _internal_listener(runtime: ApiRuntime, config: ApiSettings, *, host: str) -
         host=host,
         port=config.api_internal_port,
         grace_seconds=config.api_shutdown_grace_seconds,
+        limits=connection_limits(config),
         tls=tls,
     )
     # Loaded here so an unreadable certificate stops the process with its file names.
@@ -315,7 +342,11 @@ def serve(settings: Settings, *, host: str, port: int) -> int:
                     name="public",
                     server=_Server(
                         _uvicorn_config(
-                            runtime.app, host=host, port=port, grace_seconds=config.api_shutdown_grace_seconds
+                            runtime.app,
+                            host=host,
+                            port=port,
+                            grace_seconds=config.api_shutdown_grace_seconds,
+                            limits=connection_limits(config),
                         ),
                         shutting_down=runtime.state.shutting_down,
                     ),
@@ -374,7 +405,8 @@ def serve(settings: Settings, *, host: str, port: int) -> int:
 
 class BackgroundServer:
     """An app under uvicorn in a thread on `host` and a free port (tests, the local stack);
-    `tls` (certificate and key files) serves HTTPS, as the internal listener does."""
+    `tls` (certificate and key files) serves HTTPS, as the internal listener does; `limits` are
+    the connection limits of the default settings unless given."""
 
     def __init__(
         self,
@@ -383,13 +415,21 @@ class BackgroundServer:
         shutting_down: threading.Event,
         host: str = "127.0.0.1",
         tls: tuple[Path, Path] | None = None,
+        limits: ConnectionLimits | None = None,
     ) -> None:
         self._socket = _listen(host, 0)
         self.host = host
         self.port: int = self._socket.getsockname()[1]
         self.scheme = "https" if tls else "http"
         self._server = _Server(
-            _uvicorn_config(app, host=host, port=self.port, grace_seconds=5, tls=tls),
+            _uvicorn_config(
+                app,
+                host=host,
+                port=self.port,
+                grace_seconds=5,
+                limits=limits or connection_limits(ApiSettings()),
+                tls=tls,
+            ),
             shutting_down=shutting_down,
         )
         self._thread = threading.Thread(

@@ -74,6 +74,42 @@ class ApiSettings(Settings):
         default=64, ge=1, le=1024, description="Uploads one replica streams at once; more wait for a slot."
     )
 
+    api_max_concurrent_downloads: int = Field(
+        default=256,
+        ge=1,
+        le=65536,
+        description="File downloads one replica streams at once; more are answered 503 with Retry-After.",
+    )
+    api_max_concurrent_downloads_per_subject: int = Field(
+        default=16,
+        ge=1,
+        le=65536,
+        description=(
+            "File downloads one subject (a user, or the pod a ServiceAccount token is bound to) has in "
+            "flight on one replica; more are answered 429 with Retry-After."
+        ),
+    )
+    api_write_stall_timeout_seconds: float = Field(
+        default=60.0,
+        gt=0,
+        description=(
+            "How long a connection may take none of the response bytes waiting for it before it is reset."
+        ),
+    )
+    api_header_timeout_seconds: float = Field(
+        default=10.0,
+        gt=0,
+        description=(
+            "How long a connection may take to send a complete request head before it is closed (408)."
+        ),
+    )
+    api_max_connections: int = Field(
+        default=1024,
+        ge=1,
+        le=65536,
+        description="Open connections per listener; a connection past them is answered 503 and closed.",
+    )
+
     def internal_tls(self) -> tuple[Path, Path] | None:
         """The internal listener's certificate and key files, or None when it is not configured."""
         if self.api_tls_cert_file is None or self.api_tls_key_file is None:

@@ -62,3 +62,14 @@ class ControllerSettings(Settings):
     inventory_interval_seconds: float = Field(
         default=3600.0, gt=0, description="Period of the inventory pass."
     )
+    inventory_orphan_grace_seconds: float = Field(
+        default=86400.0,
+        ge=0,
+        description="How long what no object owns stays in the store, across passes, before removal.",
+    )
+    inventory_max_removal_fraction: float = Field(
+        default=0.5,
+        gt=0,
+        le=1,
+        description="Share of the stored bytes above which a pass removes nothing and reports it instead.",
+    )

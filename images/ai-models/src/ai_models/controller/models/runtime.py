@@ -120,6 +120,9 @@ class ModelRuntime:
             objects=self.objects,
             accounting=self.accounting,
             job_cache=self.jobs_informer.objects,
+            grace=datetime.timedelta(seconds=settings.inventory_orphan_grace_seconds),
+            max_removal_fraction=settings.inventory_max_removal_fraction,
+            metrics=metrics,
         )
         self._inventory_now = threading.Event()
         self._stop = threading.Event()

@@ -16,6 +16,13 @@ from prometheus_client.registry import Collector
 
 from ai_models.adapters.kube.ledger_store import LedgerStoreError, SecretLedgerStore
 from ai_models.domain.storage.ledger import usage_by_scope
+from ai_models.names import (
+    INVENTORY_ORPHANED_ARTIFACTS_METRIC,
+    INVENTORY_ORPHANED_BYTES_METRIC,
+    INVENTORY_REMOVAL_BLOCKED_METRIC,
+    INVENTORY_REMOVED_ARTIFACTS_METRIC,
+    INVENTORY_REMOVED_BYTES_METRIC,
+)
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +100,31 @@ class StorageMetrics:
             "d8_ai_models_storage_inventory_passes",
             "Inventory passes by result.",
             ["result"],
+            registry=registry,
+        )
+        self.removed_artifacts = Counter(
+            INVENTORY_REMOVED_ARTIFACTS_METRIC,
+            "Artifacts, partial artifacts and staged uploads inventory passes removed as unowned.",
+            registry=registry,
+        )
+        self.removed_bytes = Counter(
+            INVENTORY_REMOVED_BYTES_METRIC,
+            "Bytes inventory passes removed as unowned.",
+            registry=registry,
+        )
+        self.orphaned_artifacts = Gauge(
+            INVENTORY_ORPHANED_ARTIFACTS_METRIC,
+            "What the last inventory pass found unowned and kept (within the grace period or held back).",
+            registry=registry,
+        )
+        self.orphaned_bytes = Gauge(
+            INVENTORY_ORPHANED_BYTES_METRIC,
+            "Bytes the last inventory pass found unowned and kept.",
+            registry=registry,
+        )
+        self.removal_blocked = Gauge(
+            INVENTORY_REMOVAL_BLOCKED_METRIC,
+            "1 when the last inventory pass held back removals that would take most of the store at once.",
             registry=registry,
         )
         self.publications = Counter(

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 from typing import Any
 
-from ai_models.domain.storage.ledger import EntryState, Ledger, LedgerEntry, Owner, Scope
+from ai_models.domain.conditions import timestamp
+from ai_models.domain.storage.ledger import Absence, EntryState, Ledger, LedgerEntry, Owner, Scope
 
 LEDGER_SECRET_NAME = "ai-models-storage-accounting"
 LEDGER_SECRET_KEY = "ledger.json"
@@ -16,7 +18,7 @@ class LedgerFormatError(ValueError):
 
 
 def ledger_to_json(ledger: Ledger) -> bytes:
-    document = {
+    document: dict[str, Any] = {
         "confirmed": ledger.confirmed,
         "entries": [
             {
@@ -33,6 +35,11 @@ def ledger_to_json(ledger: Ledger) -> bytes:
             for entry in ledger.entries
         ],
     }
+    if ledger.absences:
+        document["absences"] = [
+            {"prefix": item.prefix, "uid": item.uid, "since": timestamp(item.since)}
+            for item in ledger.absences
+        ]
     return json.dumps(document, sort_keys=True).encode()
 
 
@@ -51,8 +58,17 @@ def ledger_from_json(data: bytes) -> Ledger | None:
             )
             for item in document["entries"]
         )
-        return Ledger(entries=entries, confirmed=bool(document["confirmed"]))
-    except (ValueError, KeyError, TypeError) as error:
+        absences = tuple(
+            Absence(prefix=str(item["prefix"]), uid=str(item["uid"]), since=_parse_time(str(item["since"])))
+            for item in document.get("absences") or ()
+        )
+        return Ledger(entries=entries, confirmed=bool(document["confirmed"]), absences=absences)
+    except (ValueError, KeyError, TypeError, AttributeError) as error:
         raise LedgerFormatError(
             f"ledger.json of Secret {LEDGER_SECRET_NAME} is unreadable: {error}"
         ) from error
+
+
+def _parse_time(value: str) -> datetime.datetime:
+    parsed = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=datetime.UTC)

@@ -9,6 +9,7 @@ verdict and the real download always agree.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import enum
 
 
@@ -39,9 +40,20 @@ class LedgerEntry:
 
 
 @dataclasses.dataclass(frozen=True)
+class Absence:
+    """What the inventory pass found unowned under `prefix`, first seen so at `since` (see
+    `domain.storage.orphans`); kept here so a controller restart does not start the wait anew."""
+
+    prefix: str
+    uid: str
+    since: datetime.datetime
+
+
+@dataclasses.dataclass(frozen=True)
 class Ledger:
     entries: tuple[LedgerEntry, ...] = ()
     confirmed: bool = False
+    absences: tuple[Absence, ...] = ()
 
     def bytes_in(self, state: EntryState) -> int:
         return sum(entry.size_bytes for entry in self.entries if entry.state is state)

@@ -121,3 +121,20 @@ def test_a_job_the_api_server_refuses_fails_the_model_with_the_reason_and_releas
     rbac.patch_namespaced_role("controller", "d8-ai-models", {"rules": original})
     stack.wait_phase("refused", "Ready", timeout=120)
     assert reserved(stack) == []
+
+
+def test_a_job_that_cannot_be_built_fails_the_model_and_reserves_nothing(stack: ModelStack) -> None:
+    stack.controller(AI_MODELS_PUBLISH_POD_TEMPLATE_FILE=str(stack.workdir / "missing-template.yaml"))
+    stack.eventually(
+        lambda: (stack.ledger() or {}).get("confirmed") is True, what="the start-up inventory pass"
+    )
+    stack.create_model("unbuilt", {"url": "https://huggingface.co/acme/small"})
+
+    status = stack.wait_phase("unbuilt", "Failed", timeout=90)
+
+    condition = next(item for item in status["conditions"] if item["type"] == "ArtifactResolved")
+    assert condition["reason"] == "PublicationFailed"
+    assert "ai-models-publisher-template" in condition["message"]
+    assert str(stack.workdir) not in condition["message"]  # no controller-local path shown
+    assert reserved(stack) == []
+    assert stack.jobs() == []

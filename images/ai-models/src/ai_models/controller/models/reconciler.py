@@ -28,6 +28,7 @@ from ai_models.controller.models.jobs import (
     JobLimits,
     JobState,
     ObjectRefused,
+    PodTemplateError,
     is_running,
     job_name,
     job_state,
@@ -187,6 +188,32 @@ class Reconciler:
             return None
         with self._lock:
             self._waiting_for_slot.discard(key)
+        env = publication_env(owner, digest=plan.digest, source=plan.env)
+        if plan.token is not None:
+            env.append(token_env(owner))
+        try:
+            # Built before reserving: a Job that cannot be built must not leave a reservation.
+            template = self.pod_template()
+        except (PodTemplateError, RuntimeError) as error:
+            log.error("cannot build the publication Job", extra={"object": str(key), "error": str(error)})
+            message = (
+                "the controller cannot read its publisher pod template (ConfigMap "
+                "ai-models-publisher-template in the module namespace); an administrator finds the cause "
+                "in the controller's log"
+            )
+            self._fail(key, obj, owner, ModelReason.PUBLICATION_FAILED, message, digest=None)
+            return self.settings.retry_failed_seconds
+        job = publication_job(
+            template,
+            owner=owner,
+            namespace=self.settings.namespace,
+            digest=plan.digest,
+            env=env,
+            limits=self.settings.limits,
+        )
+        secret = (
+            token_secret(owner, namespace=self.settings.namespace, token=plan.token) if plan.token else None
+        )
         try:
             refusal = self.accounting.reserve(owner, scope_of(owner.kind), plan.size_bytes)
         except LedgerStoreError as error:
@@ -197,20 +224,6 @@ class Reconciler:
                 key, obj, owner, ModelReason(refusal.value), self._refusal_message(refusal, plan), digest=None
             )
             return self.settings.retry_failed_seconds
-        env = publication_env(owner, digest=plan.digest, source=plan.env)
-        if plan.token is not None:
-            env.append(token_env(owner))
-        job = publication_job(
-            self.pod_template(),
-            owner=owner,
-            namespace=self.settings.namespace,
-            digest=plan.digest,
-            env=env,
-            limits=self.settings.limits,
-        )
-        secret = (
-            token_secret(owner, namespace=self.settings.namespace, token=plan.token) if plan.token else None
-        )
         try:
             self.jobs.create(job, secret)
         except ObjectRefused as error:

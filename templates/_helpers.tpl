@@ -748,7 +748,8 @@ Secret ai-models-artifacts-credentials (keys accessKey, secretKey) that a hook c
 module namespace. AI_MODELS_S3_CA_FILE only with aiModels.artifacts.caSecretName (mount
 ai_models.artifacts_ca_volume with it); AI_MODELS_CAPACITY_LIMIT_BYTES only with
 aiModels.artifacts.capacityLimit, passed as written (a Kubernetes quantity). Reads aiModels.logLevel,
-aiModels.artifacts.*, aiModels.sources.huggingFace.endpoint. Renders list items, no `env:` key.
+aiModels.artifacts.*, aiModels.sources.huggingFace.endpoint, aiModels.sources.allowLinkLocalEndpoints.
+Renders list items, no `env:` key.
 Usage: env:
        {{- include "ai_models.process_env" . | nindent 8 }} */ -}}
 {{- define "ai_models.process_env" -}}
@@ -774,6 +775,8 @@ Usage: env:
 {{- end }}
 - name: AI_MODELS_HF_ENDPOINT
   value: {{ dig "sources" "huggingFace" "endpoint" "https://huggingface.co" $moduleValues | quote }}
+- name: AI_MODELS_SOURCES_ALLOW_LINK_LOCAL_ENDPOINTS
+  value: {{ dig "sources" "allowLinkLocalEndpoints" false $moduleValues | toString | quote }}
 {{- if $artifacts.capacityLimit }}
 - name: AI_MODELS_CAPACITY_LIMIT_BYTES
   value: {{ $artifacts.capacityLimit | toString | quote }}

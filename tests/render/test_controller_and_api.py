@@ -141,6 +141,9 @@ def expected_common_env(values: Mapping[str, Any]) -> dict[str, Any]:
         "AI_MODELS_S3_USE_PATH_STYLE": str(artifacts["usePathStyle"]).lower(),
         "AI_MODELS_S3_INSECURE": str(artifacts["insecure"]).lower(),
         "AI_MODELS_HF_ENDPOINT": settings["sources"]["huggingFace"]["endpoint"],
+        "AI_MODELS_SOURCES_ALLOW_LINK_LOCAL_ENDPOINTS": str(
+            settings["sources"]["allowLinkLocalEndpoints"]
+        ).lower(),
         "AI_MODELS_NAMESPACE": {"fieldRef": {"fieldPath": "metadata.namespace"}},
         "AI_MODELS_POD_NAME": {"fieldRef": {"fieldPath": "metadata.name"}},
         "AWS_ACCESS_KEY_ID": {"secretKeyRef": {"name": CREDENTIALS_SECRET, "key": "accessKey"}},

@@ -74,6 +74,13 @@ class Settings(BaseSettings):
         default="https://huggingface.co",
         description="Hugging Face endpoint (module setting sources.huggingFace.endpoint).",
     )
+    sources_allow_link_local_endpoints: bool = Field(
+        default=False,
+        description=(
+            "Setting sources.allowLinkLocalEndpoints: Hub endpoints (and their redirects) may be "
+            "link-local addresses (169.254.0.0/16, fe80::/10); cloud metadata addresses never are."
+        ),
+    )
     capacity_limit_bytes: int | None = Field(
         default=None,
         ge=1,

@@ -13,7 +13,7 @@ import kopf
 from kubernetes import client as k8s
 from prometheus_client import REGISTRY, start_http_server
 
-from ai_models.adapters.hub import HubClient
+from ai_models.adapters.hub import EndpointPolicy, HubClient, set_default_policy
 from ai_models.adapters.kube import KubeConfigError, load_configuration
 from ai_models.adapters.kube.ledger_store import SecretLedgerStore
 from ai_models.adapters.objectstore import open_store
@@ -125,11 +125,20 @@ def run(settings: ControllerSettings) -> int:
         )
         storage_metrics = StorageMetrics(REGISTRY)
         store = open_store(settings)
+        # Every Hub request of this process (catalog passes and publication planning) obeys it.
+        hub_policy = EndpointPolicy(allow_link_local=settings.sources_allow_link_local_endpoints)
+        set_default_policy(hub_policy)
         runtime = catalog_sources.CatalogRuntime(
             settings=settings,
             store=store,
             api=api,
-            hub_for=lambda spec: HubClient(endpoint=spec.endpoint, token=spec.token),
+            hub_for=lambda spec: HubClient(
+                endpoint=spec.endpoint,
+                token=spec.token,
+                policy=hub_policy,
+                timeout=settings.catalog_hub_timeout_seconds,
+                listing_deadline=settings.catalog_listing_deadline_seconds,
+            ),
             metrics=metrics,
         )
         registry = kopf.OperatorRegistry()

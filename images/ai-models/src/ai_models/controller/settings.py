@@ -23,6 +23,12 @@ class ControllerSettings(Settings):
         default=10.0, gt=0, description="First backoff after a failure."
     )
     catalog_retry_cap_seconds: float = Field(default=600.0, gt=0, description="Longest backoff.")
+    catalog_hub_timeout_seconds: float = Field(
+        default=30.0, gt=0, description="Connect and read timeout of a catalog request to a Hub endpoint."
+    )
+    catalog_listing_deadline_seconds: float = Field(
+        default=120.0, gt=0, description="Longest a Hub endpoint may take to send one listing page."
+    )
     delivery_mode: DeliveryMode = Field(default=DeliveryMode.SHARED_PVC, description="Setting delivery.mode.")
     delivery_shared_pvc_storage_class: str | None = Field(
         default=None, description="Setting delivery.sharedPVCStorageClassName."

@@ -130,7 +130,8 @@ def _publish_file(
             progress.add(size)
 
         try:
-            with hub.open_file(repository, revision, spec.path) as remote:
+            # A body longer than the listed size is cut off: it cannot be the file that was planned.
+            with hub.open_file(repository, revision, spec.path, size=spec.size) as remote:
                 stored = writer.put(spec.path, remote, size=spec.size, on_bytes=count)
             break
         except (ProviderError, ObjectStoreError) as error:

@@ -20,6 +20,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from ai_models.adapters.hub.http import EndpointPolicy
 from ai_models.adapters.hub.repository import HubRepository
 from ai_models.adapters.objectstore import ObjectStore, ObjectStoreError, open_store
 from ai_models.domain.artifacts.manifest import ArtifactManifest, ArtifactSource
@@ -194,7 +195,11 @@ def _from_hugging_face(
             f"the files to publish from {repository} at revision {revision} hold no weights: "
             f"{selection.refusal}",
         )
-    hub = HubRepository(endpoint=settings.endpoint, token=settings.token)
+    hub = HubRepository(
+        endpoint=settings.endpoint,
+        token=settings.token,
+        policy=EndpointPolicy(allow_link_local=settings.sources_allow_link_local_endpoints),
+    )
     snapshot = huggingface.read_snapshot(hub, repository, revision, retry)
     if snapshot.sha != revision:
         # The controller passes a commit; should it pass a branch, the files still come from one

@@ -5,6 +5,7 @@ import logging
 
 from ai_models.adapters.hub.client import DEFAULT_CONFIG_CONCURRENCY, HubClient
 from ai_models.adapters.hub.errors import (
+    ProviderEndpointRefused,
     ProviderError,
     ProviderErrorReason,
     ProviderForbidden,
@@ -15,6 +16,7 @@ from ai_models.adapters.hub.errors import (
     ProviderUnauthorized,
     ProviderUnavailable,
 )
+from ai_models.adapters.hub.http import EndpointPolicy, default_policy, set_default_policy
 from ai_models.adapters.hub.listing import HubModel, HubPage, HubQuery
 from ai_models.adapters.hub.repository import (
     HubRepository,
@@ -29,11 +31,13 @@ logging.getLogger("huggingface_hub").handlers.clear()
 
 __all__ = [
     "DEFAULT_CONFIG_CONCURRENCY",
+    "EndpointPolicy",
     "HubClient",
     "HubModel",
     "HubPage",
     "HubQuery",
     "HubRepository",
+    "ProviderEndpointRefused",
     "ProviderError",
     "ProviderErrorReason",
     "ProviderForbidden",
@@ -45,5 +49,7 @@ __all__ = [
     "ProviderUnavailable",
     "RemoteFile",
     "RepositorySnapshot",
+    "default_policy",
     "repository_snapshot",
+    "set_default_policy",
 ]

@@ -1,9 +1,11 @@
 """Hugging Face Hub client for catalog indexing: listing pages and config.json, nothing else.
 
-Transport, headers, retries of transient failures and error classification come from
-`huggingface_hub` (its shared HTTP session, `http_backoff`, `build_hf_headers`,
-`hf_raise_for_status`). Pages are requested by hand rather than through `HfApi.list_models`,
-because the pass must checkpoint the Hub's `Link` cursor, which `list_models` keeps to itself.
+Headers and next-link handling come from `huggingface_hub` (`build_hf_headers`,
+`fix_hf_endpoint_in_url`); requests go through `http.Sender`, which keeps them on the endpoint's
+origin, refuses metadata and (unless allowed) link-local addresses, caps and times every body,
+and retries momentary failures. Pages are requested by hand rather than through
+`HfApi.list_models`, because the pass must checkpoint the Hub's `Link` cursor, which
+`list_models` keeps to itself.
 
 Rate limits are not slept through here: a 429 becomes `ProviderRateLimited` with the wait the Hub
 asked for, and the controller resumes the pass from its checkpoint after that wait. Server errors
@@ -23,19 +25,17 @@ from types import TracebackType
 from typing import Any, Final
 
 import httpx2
-from huggingface_hub.errors import HfHubHTTPError
 
 # The public `huggingface_hub.utils` facade is lazy and lists these only under TYPE_CHECKING
 # without `as`, which strict mypy does not count as a re-export; the names and types are public.
 from huggingface_hub.utils import (  # type: ignore[attr-defined]
     build_hf_headers,
     fix_hf_endpoint_in_url,
-    hf_raise_for_status,
-    http_backoff,
 )
 
 from ai_models import __version__
 from ai_models.adapters.hub.errors import (
+    ProviderEndpointRefused,
     ProviderError,
     ProviderForbidden,
     ProviderInvalidResponse,
@@ -46,15 +46,31 @@ from ai_models.adapters.hub.errors import (
     ProviderUnavailable,
     retry_after_seconds,
 )
+from ai_models.adapters.hub.http import (
+    AddressRefused,
+    Answer,
+    BodyTooLarge,
+    BodyTooSlow,
+    EndpointPolicy,
+    EndpointProblem,
+    Request,
+    Sender,
+    error_code,
+)
 from ai_models.adapters.hub.listing import HubModel, HubPage, HubQuery, parse_model
-from ai_models.adapters.hub.text import one_line, origin
+from ai_models.adapters.hub.text import origin
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_CONFIG_CONCURRENCY: Final = 16
 # A config.json is a few kilobytes; anything this large is not a model config.
 MAX_CONFIG_BYTES: Final = 4 * 1024 * 1024
-_RETRY_STATUSES: Final = (500, 502, 503, 504)
+# A Hub page of 1,000 expanded models (the largest chunkSize) is a few megabytes; a body past this
+# is not a listing, and reading it would cost the controller its memory limit.
+MAX_LISTING_PAGE_BYTES: Final = 16 * 1024 * 1024
+# However slowly an endpoint answers, one page (or config) is given up after this long.
+LISTING_DEADLINE_SECONDS: Final = 120.0
+CONFIG_DEADLINE_SECONDS: Final = 60.0
 _TOKEN_HINT: Final = "check the Secret in spec.huggingFace.tokenSecretRef (key `token`)"
 
 
@@ -71,6 +87,8 @@ class HubClient:
         max_retries: int = 2,
         retry_wait: float = 0.5,
         clock: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.UTC),
+        policy: EndpointPolicy | None = None,
+        listing_deadline: float = LISTING_DEADLINE_SECONDS,
     ) -> None:
         if config_concurrency < 1:
             raise ValueError("config_concurrency must be at least 1")
@@ -86,6 +104,8 @@ class HubClient:
         self._max_retries = max_retries
         self._retry_wait = retry_wait
         self._clock = clock
+        self._sender = Sender(policy)
+        self._listing_deadline = listing_deadline
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
 
@@ -99,20 +119,23 @@ class HubClient:
             url, params = f"{self._endpoint}/api/models", query.params()
         else:
             url, params = self._own_url(cursor), None
-        try:
-            response = self._get(url, params=params)
-        except HfHubHTTPError as error:
-            raise self._http_error(error.response, error) from error
-        except httpx2.HTTPError as error:
-            raise self._unreachable(error) from error
-        items = _json(response)
+        answer = self._get(
+            url,
+            params=params,
+            max_bytes=MAX_LISTING_PAGE_BYTES,
+            deadline=self._listing_deadline,
+            what="listing",
+        )
+        if answer.status >= 400:
+            raise self._http_error(answer)
+        items = _json(answer.body)
         if not isinstance(items, list):
             raise ProviderInvalidResponse(
                 f"{self._endpoint}/api/models did not answer with a JSON list of models: "
                 "check that spec.huggingFace.endpoint is a Hugging Face Hub (or a mirror of its API), "
                 "not a web page or a proxy's login page",
                 endpoint=self._endpoint,
-                status=response.status_code,
+                status=answer.status,
             )
         models = [model for model in map(parse_model, items) if model is not None]
         if len(models) != len(items):
@@ -120,8 +143,8 @@ class HubClient:
                 "Hub listing had entries without a model id; they are skipped",
                 extra={"endpoint": self._endpoint, "skipped": len(items) - len(models)},
             )
-        next_url = response.links.get("next", {}).get("url")
-        next_cursor = self._own_url(urllib.parse.urljoin(str(response.url), next_url)) if next_url else None
+        next_url = answer.next_link
+        next_cursor = self._own_url(urllib.parse.urljoin(answer.url, next_url)) if next_url else None
         logger.debug(
             "Hub listing page fetched",
             extra={"endpoint": self._endpoint, "models": len(models), "last_page": next_cursor is None},
@@ -134,25 +157,31 @@ class HubClient:
         A gated or private file the token cannot read is also None: the record keeps the facts
         the listing gives. Rate limits and outages still raise, because they are not about the model.
         """
+        if not _plain_segments(model_id, sha):
+            return None  # a listed id or sha an HTTP client would rewrite names no config we can ask for
         path = urllib.parse.quote(f"{model_id}/resolve/{sha}/config.json", safe="/")
         try:
-            response = self._get(f"{self._endpoint}/{path}", params=None)
-        except HfHubHTTPError as error:
-            status = error.response.status_code
-            if status == 429 or status >= 500:
-                raise self._http_error(error.response, error) from error
+            answer = self._get(
+                f"{self._endpoint}/{path}",
+                params=None,
+                max_bytes=MAX_CONFIG_BYTES,
+                deadline=CONFIG_DEADLINE_SECONDS,
+                what=f"config.json of {model_id}",
+                raise_too_large=False,
+            )
+        except _NotAConfig:
+            return None
+        if answer.status >= 400:
+            if answer.status == 429 or answer.status >= 500:
+                raise self._http_error(answer)
             # 401/403 (gated or private), 404 (no such file) and other refusals are about this
             # model only.
             logger.debug(
                 "config.json not readable",
-                extra={"endpoint": self._endpoint, "model": model_id, "status": status},
+                extra={"endpoint": self._endpoint, "model": model_id, "status": answer.status},
             )
             return None
-        except httpx2.HTTPError as error:
-            raise self._unreachable(error) from error
-        if len(response.content) > MAX_CONFIG_BYTES:
-            return None
-        config = _json(response)
+        config = _json(answer.body)
         return config if isinstance(config, Mapping) else None
 
     def fetch_configs(self, models: Sequence[HubModel]) -> dict[str, Mapping[str, Any] | None]:
@@ -197,36 +226,77 @@ class HubClient:
                 )
             return self._pool
 
-    def _get(self, url: str, *, params: list[tuple[str, str]] | None) -> httpx2.Response:
-        response = http_backoff(
-            "GET",
-            url,
+    def _get(
+        self,
+        url: str,
+        *,
+        params: list[tuple[str, str]] | None,
+        max_bytes: int,
+        deadline: float,
+        what: str,
+        raise_too_large: bool = True,
+    ) -> Answer:
+        request = Request(
+            url=url,
             params=params,
             headers=self._headers,
             timeout=self._timeout,
             max_retries=self._max_retries,
-            base_wait_time=self._retry_wait,
-            max_wait_time=max(self._retry_wait, 4 * self._retry_wait),
-            retry_on_status_codes=_RETRY_STATUSES,
+            retry_wait=self._retry_wait,
         )
-        hf_raise_for_status(response)
-        return response
+        try:
+            return self._sender.get(request, max_bytes=max_bytes, deadline=deadline)
+        except AddressRefused as problem:
+            raise ProviderEndpointRefused(
+                f"{self._endpoint} was not contacted for the {what}: {problem}; point "
+                "spec.huggingFace.endpoint (or the module setting sources.huggingFace.endpoint) at the "
+                "Hub or a mirror on an ordinary address",
+                endpoint=self._endpoint,
+            ) from problem
+        except BodyTooSlow as problem:
+            raise ProviderUnavailable(
+                f"{self._endpoint} was too slow with the {what}: {problem}; the pass resumes from its "
+                "checkpoint; if it persists, check the endpoint and the network path to it",
+                endpoint=self._endpoint,
+            ) from problem
+        except BodyTooLarge as problem:
+            if not raise_too_large:
+                raise _NotAConfig from problem
+            raise ProviderInvalidResponse(
+                f"{self._endpoint} sent a {what} that is too large: {problem}; a Hub page of "
+                "spec.chunkSize models is far smaller: check that spec.huggingFace.endpoint is a Hub API, "
+                "or lower spec.chunkSize",
+                endpoint=self._endpoint,
+            ) from problem
+        except EndpointProblem as problem:
+            if not raise_too_large:
+                raise _NotAConfig from problem
+            raise ProviderInvalidResponse(
+                f"{self._endpoint} was not followed for the {what}: {problem}; point "
+                "spec.huggingFace.endpoint at the host that serves the Hub API",
+                endpoint=self._endpoint,
+            ) from problem
+        except httpx2.TransportError as error:
+            raise self._unreachable(error) from error
 
     def _own_url(self, url: str) -> str:
         """A next-page URL on this endpoint. A Link to another host is refused: the token stays here."""
         fixed = fix_hf_endpoint_in_url(url, self._endpoint)
         if origin(fixed) != self._origin:
             raise ProviderInvalidResponse(
-                f"{self._endpoint} sent a next-page link to another host ({_origin_text(fixed)}); "
+                f"{self._endpoint} sent a next-page link to another host, port or scheme; "
                 "the catalog only follows links on spec.huggingFace.endpoint: point it at the host "
                 "the Hub API links to",
                 endpoint=self._endpoint,
             )
         return fixed
 
-    def _http_error(self, response: httpx2.Response, error: HfHubHTTPError) -> ProviderError:
-        status = response.status_code
-        detail = f" ({one_line(error.server_message)})" if error.server_message else ""
+    def _http_error(self, answer: Answer) -> ProviderError:
+        status = answer.status
+        code = error_code(answer.headers)
+        # The status and a plain provider code only: the body and X-Error-Message are the remote's
+        # words, and status is read by every User.
+        detail = f" (provider code {code})" if code else ""
         where = self._endpoint
         if status == 401:
             return ProviderUnauthorized(
@@ -250,7 +320,7 @@ class HubClient:
                 status=status,
             )
         if status == 429:
-            wait = retry_after_seconds(response.headers, now=self._clock())
+            wait = retry_after_seconds(answer.headers, now=self._clock())
             return ProviderRateLimited(
                 f"{where} rate-limited the catalog (HTTP 429), retry in {wait}s: the pass resumes from "
                 "its checkpoint; to stay under the quota lower maxModels, sync less often "
@@ -265,6 +335,13 @@ class HubClient:
                 endpoint=where,
                 status=status,
             )
+        if 300 <= status < 400:
+            return ProviderInvalidResponse(
+                f"{where} answered the listing with a redirect (HTTP {status}) that was not followed: "
+                "point spec.huggingFace.endpoint at the host that serves the Hub API",
+                endpoint=where,
+                status=status,
+            )
         return ProviderRequestRejected(
             f"{where} rejected the listing query (HTTP {status}){detail}: check the filters in "
             "spec.huggingFace (authors, search, pipelineTags, libraries, tags)",
@@ -273,24 +350,28 @@ class HubClient:
         )
 
     def _unreachable(self, error: httpx2.HTTPError) -> ProviderUnavailable:
+        # The error's type only: its text may quote what the remote sent (a malformed status line).
         return ProviderUnavailable(
-            f"{self._endpoint} is unreachable ({type(error).__name__}: {error}): the pass resumes from "
-            "its checkpoint; check spec.huggingFace.endpoint and the network path from the module "
-            "(DNS, egress, proxy)",
+            f"{self._endpoint} is unreachable or broke off its answer ({type(error).__name__}): the pass "
+            "resumes from its checkpoint; check spec.huggingFace.endpoint and the network path from the "
+            "module (DNS, egress, proxy)",
             endpoint=self._endpoint,
         )
 
 
-def _json(response: httpx2.Response) -> object:
+class _NotAConfig(Exception):
+    """A config answer that is no model config (too large, redirected away)."""
+
+
+def _json(body: bytes) -> object:
     try:
-        return json.loads(response.content)
+        return json.loads(body)
     except ValueError:  # covers JSONDecodeError and undecodable bytes
         return None
 
 
-def _origin_text(url: str) -> str:
-    parsed = urllib.parse.urlsplit(url)
-    return f"{parsed.scheme}://{parsed.netloc}"
+def _plain_segments(*values: str) -> bool:
+    return all(segment not in ("", ".", "..") for value in values for segment in value.split("/"))
 
 
 def _cancel(futures: Iterable[Future[Any]]) -> None:

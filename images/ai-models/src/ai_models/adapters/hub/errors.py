@@ -1,7 +1,10 @@
 """Provider errors: what went wrong talking to a Hub, as the controller reports it on a source.
 
 Each class carries a CamelCase `reason` for the source's conditions and a message that names the
-endpoint and what the admin can change. Messages never contain the token.
+endpoint and what the admin can change. Messages never contain the token, and never anything the
+remote sent (its body, its message header, the hosts it links to): only the HTTP status and the
+provider's `X-Error-Code` when that is a plain identifier. Status and Events are read by every
+User; a hostile or confused endpoint must not be able to write into them.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ class ProviderErrorReason(enum.StrEnum):
     UNAVAILABLE = "ProviderUnavailable"
     REQUEST_REJECTED = "ProviderRequestRejected"
     INVALID_RESPONSE = "ProviderInvalidResponse"
+    ENDPOINT_REFUSED = "ProviderEndpointRefused"
 
 
 class ProviderError(Exception):
@@ -76,6 +80,13 @@ class ProviderRequestRejected(ProviderError):
 
 class ProviderInvalidResponse(ProviderError):
     reason = ProviderErrorReason.INVALID_RESPONSE
+
+
+class ProviderEndpointRefused(ProviderError):
+    """The endpoint (or where it redirected, or what its name resolved to) is an address the module
+    never contacts: a cloud metadata service, or a link-local address the admin has not allowed."""
+
+    reason = ProviderErrorReason.ENDPOINT_REFUSED
 
 
 _IETF_RESET = re.compile(r"^\s*(\d+)\s*$")

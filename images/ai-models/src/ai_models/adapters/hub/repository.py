@@ -11,11 +11,14 @@ is never sent) and its error classification, like `HubClient`.
     with hub.open_file("Qwen/Qwen2.5-0.5B", snapshot.sha, "config.json") as remote:
         data = remote.read(65536)
 
-Downloads follow redirects as the Hub issues them: large (LFS) files are redirected to a CDN on
-another host with a signed URL, and the `Authorization` header is dropped whenever a redirect
-leaves the origin it was sent to, so the token never reaches a third party. Every failure is a
-`ProviderError` whose message names the repository, the revision and (for downloads) the file,
-and says what the owner of the Model can change.
+Requests go through `http.Sender`: metadata and (unless allowed) link-local addresses are
+refused, the model description must come from the endpoint's own origin and is capped in size.
+File downloads follow redirects as the Hub issues them (large LFS files go to a CDN on another
+host with a signed URL), never from https to http, and the `Authorization` header is dropped
+whenever a redirect leaves the origin it was sent to, so the token never reaches a third party;
+a body longer than the size the listing gave is cut off. Every failure is a `ProviderError` whose
+message names the repository, the revision and (for downloads) the file, and says what the owner
+of the Model can change; nothing the remote wrote is repeated.
 """
 
 from __future__ import annotations
@@ -31,18 +34,13 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Final
 
 import httpx2
-from huggingface_hub.errors import HfHubHTTPError
 
 # Public names hidden from strict mypy by the lazy `huggingface_hub.utils` facade (see client.py).
-from huggingface_hub.utils import (  # type: ignore[attr-defined]
-    build_hf_headers,
-    get_session,
-    hf_raise_for_status,
-    http_backoff,
-)
+from huggingface_hub.utils import build_hf_headers  # type: ignore[attr-defined]
 
 from ai_models import __version__
 from ai_models.adapters.hub.errors import (
+    ProviderEndpointRefused,
     ProviderError,
     ProviderForbidden,
     ProviderInvalidResponse,
@@ -53,8 +51,18 @@ from ai_models.adapters.hub.errors import (
     ProviderUnavailable,
     retry_after_seconds,
 )
+from ai_models.adapters.hub.http import (
+    AddressRefused,
+    Answer,
+    BodyTooLarge,
+    BodyTooSlow,
+    EndpointPolicy,
+    EndpointProblem,
+    Request,
+    Sender,
+    error_code,
+)
 from ai_models.adapters.hub.listing import parse_model
-from ai_models.adapters.hub.text import one_line, origin
 from ai_models.domain.artifacts.digest import SourceFile
 from ai_models.domain.catalog.record import Gated
 from ai_models.domain.models.source import revision_problem
@@ -65,11 +73,9 @@ TOKEN_HINT: Final = (
     "check the Secret in spec.source.authSecretRef (key token, HF_TOKEN or HUGGING_FACE_HUB_TOKEN): "
     "it must hold a Hugging Face token whose user may read the repository"
 )
-MAX_REDIRECTS: Final = 5
-_REDIRECTS: Final = frozenset({301, 302, 303, 307, 308})
-_RETRY_STATUSES: Final = (500, 502, 503, 504)
-# Error bodies are a line of JSON; anything bigger is not worth reading for a message.
-_MAX_ERROR_BODY: Final = 64 * 1024
+# A model description lists every file of the repository: a few hundred kilobytes for the largest.
+MAX_MODEL_INFO_BYTES: Final = 16 * 1024 * 1024
+MODEL_INFO_DEADLINE_SECONDS: Final = 120.0
 _SHA256: Final = re.compile(r"^[0-9a-f]{64}$")
 _COMMIT: Final = re.compile(r"^[0-9a-f]{40}$")
 
@@ -99,17 +105,34 @@ class RepositorySnapshot:
 class RemoteFile:
     """An open download: `read(n)` gives the body in pieces; errors are ProviderErrors."""
 
-    def __init__(self, response: httpx2.Response, *, describe: Callable[[Exception], ProviderError]) -> None:
+    def __init__(
+        self,
+        response: httpx2.Response,
+        *,
+        describe: Callable[[Exception], ProviderError],
+        limit: int | None = None,
+        too_long: Callable[[int], ProviderError] | None = None,
+    ) -> None:
         # Pieces as they come off the connection: re-chunking them would copy every byte twice
         # more, and the store's reader gathers them into its own buffer (see `readinto`).
         self._chunks = response.iter_bytes()
         self._pending = b""
         self._describe = describe
+        self._limit = limit
+        self._too_long = too_long
+        self._received = 0
         length = response.headers.get("Content-Length")
         # A decoded body (Content-Encoding) has another length than the header states.
         encoded = response.headers.get("Content-Encoding", "identity").lower() not in ("", "identity")
         self.size: int | None = int(length) if length and length.isdigit() and not encoded else None
         self.url = str(response.url)
+        if limit is not None and self.size is not None and self.size > limit:
+            raise self._over(self.size)
+
+    def _over(self, received: int) -> ProviderError:
+        if self._too_long is None:
+            raise AssertionError("a limit needs too_long")
+        return self._too_long(received)
 
     def read(self, size: int = -1, /) -> bytes:
         if self._pending:
@@ -120,6 +143,10 @@ class RemoteFile:
             chunk = next(self._chunks, b"")
         except httpx2.HTTPError as error:
             raise self._describe(error) from error
+        self._received += len(chunk)
+        if self._limit is not None and self._received > self._limit:
+            # More than the listing said: a body that never ends is not read to its end.
+            raise self._over(self._received)
         if 0 <= size < len(chunk):
             self._pending = chunk[size:]
             return chunk[:size]
@@ -145,8 +172,10 @@ class HubRepository:
         max_retries: int = 2,
         retry_wait: float = 0.5,
         clock: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.UTC),
+        policy: EndpointPolicy | None = None,
     ) -> None:
         self._endpoint = endpoint.rstrip("/")
+        self._sender = Sender(policy)
         self._authenticated = bool(token)
         # token=False keeps huggingface_hub from sending a token it finds on the machine.
         self._headers: dict[str, str] = build_hf_headers(
@@ -172,25 +201,26 @@ class HubRepository:
         """
         url = f"{self._endpoint}/api/models/{_quote_repo(repository)}/revision/{_quote_revision(revision)}"
         where = f"{repository} at revision {revision}"
+        request = Request(
+            url=url,
+            params=[("blobs", "true")],
+            headers=self._headers,
+            timeout=self._timeout,
+            max_retries=self._max_retries,
+            retry_wait=self._retry_wait,
+        )
         try:
-            response = http_backoff(
-                "GET",
-                url,
-                params={"blobs": "true"},
-                headers=self._headers,
-                timeout=self._timeout,
-                max_retries=self._max_retries,
-                base_wait_time=self._retry_wait,
-                max_wait_time=max(self._retry_wait, 4 * self._retry_wait),
-                retry_on_status_codes=_RETRY_STATUSES,
+            answer = self._sender.get(
+                request, max_bytes=MAX_MODEL_INFO_BYTES, deadline=MODEL_INFO_DEADLINE_SECONDS
             )
-            hf_raise_for_status(response)
-        except HfHubHTTPError as error:
-            raise self._http_error(error.response, error.server_message, what=where) from error
+        except EndpointProblem as problem:
+            raise self._refused(problem, what=where) from problem
         except httpx2.HTTPError as error:
             raise self._unreachable(error, what=where) from error
+        if answer.status >= 400 or answer.status in REDIRECTS:
+            raise self._http_error(answer, what=where)
         try:
-            info = json.loads(response.content)
+            info = json.loads(answer.body)
         except ValueError:
             info = None
         snapshot = _snapshot(repository, info) if isinstance(info, dict) else None
@@ -200,7 +230,7 @@ class HubRepository:
                 "model description (no commit sha): check that the endpoint is a Hugging Face Hub or a "
                 "mirror of its API, not a web page or a proxy's login page",
                 endpoint=self._endpoint,
-                status=response.status_code,
+                status=answer.status,
             )
         logger.debug(
             "repository snapshot read",
@@ -209,65 +239,75 @@ class HubRepository:
         return snapshot
 
     @contextlib.contextmanager
-    def open_file(self, repository: str, revision: str, path: str) -> Iterator[RemoteFile]:
-        """Stream `path` of `repository` at `revision`; the connection closes with the block."""
+    def open_file(
+        self, repository: str, revision: str, path: str, *, size: int | None = None
+    ) -> Iterator[RemoteFile]:
+        """Stream `path` of `repository` at `revision`; the connection closes with the block.
+
+        With `size` (what the listing says the file has), a body longer than that is cut off with
+        ProviderInvalidResponse instead of being read to its end.
+        """
         what = f"{path} of {repository} at revision {revision}"
         url = (
             f"{self._endpoint}/{_quote_repo(repository)}/resolve/{_quote_revision(revision)}/"
             f"{urllib.parse.quote(path, safe='/')}"
         )
-        response = self._follow(url, what=what)
+        request = Request(
+            url=url, headers=self._headers, timeout=self._download_timeout, other_hosts=True, max_retries=0
+        )
         try:
-            yield RemoteFile(response, describe=lambda error: self._unreachable(error, what=what))
-        finally:
-            response.close()
+            with self._sender.open(request) as response:
+                if response.status_code >= 400 or response.status_code in REDIRECTS:
+                    raise self._http_error(_head(response), what=what)
+                yield RemoteFile(
+                    response,
+                    describe=lambda error: self._unreachable(error, what=what),
+                    limit=size,
+                    too_long=lambda received: self._too_long(what, size or 0, received),
+                )
+        except EndpointProblem as problem:
+            raise self._refused(problem, what=what) from problem
+        except httpx2.HTTPError as error:
+            raise self._unreachable(error, what=what) from error
 
-    def _follow(self, url: str, *, what: str) -> httpx2.Response:
-        """The final answer for `url`, redirects followed by hand to keep the token on its origin."""
-        headers = dict(self._headers)
-        session = get_session()
-        for _hop in range(MAX_REDIRECTS + 1):
-            request = session.build_request("GET", url, headers=headers, timeout=self._download_timeout)
-            try:
-                response = session.send(request, stream=True, follow_redirects=False)
-            except httpx2.HTTPError as error:
-                raise self._unreachable(error, what=what) from error
-            if response.status_code in _REDIRECTS and "Location" in response.headers:
-                target = urllib.parse.urljoin(url, response.headers["Location"])
-                response.close()
-                if origin(target) != origin(url):
-                    headers = {key: value for key, value in headers.items() if key.lower() != "authorization"}
-                url = target
-                continue
-            if response.status_code >= 400:
-                self._raise_for(response, what=what)
-            return response
-        raise ProviderInvalidResponse(
-            f"{self._endpoint} redirected the download of {what} more than {MAX_REDIRECTS} times: check "
-            "the endpoint (a mirror or proxy may loop)",
+    def _too_long(self, what: str, size: int, received: int) -> ProviderInvalidResponse:
+        return ProviderInvalidResponse(
+            f"{self._endpoint} sent more of {what} than the {size} bytes the repository lists "
+            f"(at least {received}): the download was stopped; the endpoint serves other content than "
+            "it lists",
             endpoint=self._endpoint,
         )
 
-    def _raise_for(self, response: httpx2.Response, *, what: str) -> None:
-        message = response.headers.get("X-Error-Message")
-        try:
-            length = int(response.headers.get("Content-Length") or 0)
-            if message is None and length <= _MAX_ERROR_BODY:
-                body = json.loads(response.read())
-                found = body.get("error") if isinstance(body, dict) else None
-                message = found if isinstance(found, str) else None
-        except (httpx2.HTTPError, ValueError):
-            pass  # the status says enough
-        finally:
-            response.close()
-        raise self._http_error(response, message, what=what)
+    def _refused(self, problem: EndpointProblem, *, what: str) -> ProviderError:
+        if isinstance(problem, AddressRefused):
+            return ProviderEndpointRefused(
+                f"{self._endpoint} was not contacted for {what}: {problem}; the admin points the module "
+                "setting sources.huggingFace.endpoint at the Hub or a mirror on an ordinary address",
+                endpoint=self._endpoint,
+            )
+        if isinstance(problem, BodyTooSlow):
+            return ProviderUnavailable(
+                f"{self._endpoint} was too slow with {what}: {problem}; the publication is retried",
+                endpoint=self._endpoint,
+            )
+        if isinstance(problem, BodyTooLarge):
+            return ProviderInvalidResponse(
+                f"{self._endpoint} sent a description of {what} that is too large: {problem}; check that "
+                "the endpoint is a Hugging Face Hub or a mirror of its API",
+                endpoint=self._endpoint,
+            )
+        return ProviderInvalidResponse(
+            f"{self._endpoint} was not followed for {what}: {problem}; check the endpoint (a mirror "
+            "or proxy may redirect elsewhere)",
+            endpoint=self._endpoint,
+        )
 
-    def _http_error(
-        self, response: httpx2.Response, server_message: str | None, *, what: str
-    ) -> ProviderError:
-        status = response.status_code
-        code = response.headers.get("X-Error-Code", "")
-        detail = f" ({one_line(server_message)})" if server_message else ""
+    def _http_error(self, answer: Answer, *, what: str) -> ProviderError:
+        status = answer.status
+        code = error_code(answer.headers) or ""
+        # The status and a plain provider code only: the body and X-Error-Message are the remote's
+        # words, and a Model's status is read by every User of its namespace.
+        detail = f" (provider code {code})" if code else ""
         where = self._endpoint
         if status == 401:
             if code == "GatedRepo":
@@ -291,7 +331,7 @@ class HubRepository:
                 f"{where}: {_not_found(code, what)} (HTTP 404){detail}", endpoint=where, status=status
             )
         if status == 429:
-            wait = retry_after_seconds(response.headers, now=self._clock())
+            wait = retry_after_seconds(answer.headers, now=self._clock())
             return ProviderRateLimited(
                 f"{where} rate-limited the request for {what} (HTTP 429), retry in {wait}s: a token in "
                 "spec.source.authSecretRef raises the Hub's limits",
@@ -305,6 +345,13 @@ class HubRepository:
                 endpoint=where,
                 status=status,
             )
+        if status in REDIRECTS:
+            return ProviderInvalidResponse(
+                f"{where} answered the request for {what} with a redirect (HTTP {status}) that is not "
+                "followed: the model description must come from the endpoint itself; check the endpoint",
+                endpoint=where,
+                status=status,
+            )
         return ProviderRequestRejected(
             f"{where} rejected the request for {what} (HTTP {status}){detail}: check the repository "
             "and revision in spec.source.url",
@@ -313,8 +360,9 @@ class HubRepository:
         )
 
     def _unreachable(self, error: Exception, *, what: str) -> ProviderUnavailable:
+        # The error's type only: its text may quote what the remote sent.
         return ProviderUnavailable(
-            f"{self._endpoint} is unreachable while reading {what} ({type(error).__name__}: {error}): "
+            f"{self._endpoint} is unreachable or broke off while reading {what} ({type(error).__name__}): "
             "check the network path from the module to the Hub (DNS, egress, proxy); the publication "
             "is retried",
             endpoint=self._endpoint,
@@ -322,10 +370,20 @@ class HubRepository:
 
 
 def repository_snapshot(
-    repository: str, revision: str, *, endpoint: str, token: str | None
+    repository: str, revision: str, *, endpoint: str, token: str | None, policy: EndpointPolicy | None = None
 ) -> RepositorySnapshot:
     """`HubRepository(endpoint=..., token=...).repository_snapshot(repository, revision)`."""
-    return HubRepository(endpoint=endpoint, token=token).repository_snapshot(repository, revision)
+    return HubRepository(endpoint=endpoint, token=token, policy=policy).repository_snapshot(
+        repository, revision
+    )
+
+
+REDIRECTS: Final = frozenset({301, 302, 303, 307, 308})
+
+
+def _head(response: httpx2.Response) -> Answer:
+    """An error answer's status and headers; its body is never read."""
+    return Answer(response.status_code, response.headers, str(response.url), b"")
 
 
 def _not_found(code: str, what: str) -> str:

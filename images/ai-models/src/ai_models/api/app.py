@@ -157,6 +157,9 @@ def _app(state: ApiState, *, title: str, routers: list[APIRouter], not_found: st
     app = FastAPI(
         title=title,
         dependencies=[Depends(reject_undeclared_query_parameters)],
+        # No trailing-slash redirects: Starlette builds their Location from the Host header, which
+        # the client chooses. A path with a slash too many is a 404 problem like any unknown path.
+        redirect_slashes=False,
         openapi_url=None,
         docs_url=None,
         redoc_url=None,

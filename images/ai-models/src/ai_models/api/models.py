@@ -76,6 +76,9 @@ class ProblemType(enum.StrEnum):
     UPLOAD_INCOMPLETE = "urn:ai-models:problem:upload-incomplete"
     OBJECT_STORE_ERROR = "urn:ai-models:problem:object-store-error"
     RANGE_NOT_SATISFIABLE = "urn:ai-models:problem:range-not-satisfiable"
+    TOO_MANY_DOWNLOADS = "urn:ai-models:problem:too-many-downloads"
+    REPLICA_BUSY = "urn:ai-models:problem:replica-busy"
+    REQUEST_TIMEOUT = "urn:ai-models:problem:request-timeout"
 
 
 class Shape(BaseModel):

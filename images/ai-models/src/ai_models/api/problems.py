@@ -31,6 +31,9 @@ _TITLES: Final = {
     ProblemType.UPLOAD_INCOMPLETE: "Upload incomplete",
     ProblemType.OBJECT_STORE_ERROR: "Object store error",
     ProblemType.RANGE_NOT_SATISFIABLE: "Range not satisfiable",
+    ProblemType.TOO_MANY_DOWNLOADS: "Too many downloads",
+    ProblemType.REPLICA_BUSY: "Replica busy",
+    ProblemType.REQUEST_TIMEOUT: "Request timeout",
 }
 # The upload URL is the credential, so its 401 challenges with a scheme of its own rather than
 # inviting a bearer token that would not help.

@@ -7,12 +7,13 @@ lists it), the conditions (304, 416).
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Annotated, TypeVar
 
 from fastapi import APIRouter, Depends, Header, Request, Response
 from pydantic import BaseModel, ValidationError
 
-from ai_models.api.auth import object_access
+from ai_models.api.auth import Subject, object_access
 from ai_models.api.model_objects import ObjectRef
 from ai_models.api.models_serving import (
     CLUSTER_MODEL_FILE_PATH,
@@ -25,7 +26,7 @@ from ai_models.api.models_serving import (
     ModelManifestLocator,
 )
 from ai_models.api.problems import invalid_parameter
-from ai_models.api.serving import ServingRequest
+from ai_models.api.serving import ServingRequest, subject_key
 from ai_models.api.state import ApiState, api_state
 from ai_models.names import ModelKind
 
@@ -64,9 +65,13 @@ def _locate(model: type[L], **values: str) -> L:
         raise invalid_parameter(problems) from error
 
 
-def _admit(state: ApiState, request: Request, ref: ObjectRef) -> None:
+def _admit(state: ApiState, request: Request, ref: ObjectRef) -> Subject:
     access = object_access(ref.kind, namespace=ref.namespace or None, name=ref.name)
-    state.gatekeeper.admit(request.headers.get("authorization"), access=access)
+    return state.gatekeeper.admit(request.headers.get("authorization"), access=access)
+
+
+def _downloaded_by(conditions: ServingRequest, subject: Subject) -> ServingRequest:
+    return dataclasses.replace(conditions, subject=subject_key(subject))
 
 
 # Sync on purpose: FastAPI runs these in the thread pool, where reviews and store reads belong.
@@ -88,8 +93,8 @@ def model_file(
 ) -> Response:
     where = _locate(ModelFileLocator, namespace=namespace, name=name, path=path)
     ref = ObjectRef(kind=ModelKind.MODEL, namespace=where.namespace, name=where.name)
-    _admit(state, request, ref)
-    return state.serving.file_response(ref, where.path, conditions)
+    subject = _admit(state, request, ref)
+    return state.serving.file_response(ref, where.path, _downloaded_by(conditions, subject))
 
 
 @router.api_route(CLUSTER_MODEL_MANIFEST_PATH, methods=METHODS)
@@ -108,5 +113,5 @@ def cluster_model_file(
 ) -> Response:
     where = _locate(ClusterModelFileLocator, name=name, path=path)
     ref = ObjectRef(kind=ModelKind.CLUSTER_MODEL, namespace="", name=where.name)
-    _admit(state, request, ref)
-    return state.serving.file_response(ref, where.path, conditions)
+    subject = _admit(state, request, ref)
+    return state.serving.file_response(ref, where.path, _downloaded_by(conditions, subject))

@@ -5,21 +5,33 @@ its directory), so parsed manifests are kept in a small LRU and a file request c
 read. Files are streamed from `open_range` in constant memory, a bounded chunk at a time, and
 only paths the manifest lists are served: nothing else under the artifact (or outside it) can be
 reached by a crafted path.
+
+A reader that stops reading must cost little and not for long: the next chunk is read from the
+store only once the connection has taken the previous one (an empty body message waits for the
+transport to be writable), so what such a reader holds is the transport's small buffer and one
+chunk; `connections` drops it after the stall timeout. Downloads in flight are counted per
+replica and per subject (`DownloadSlots`): over either limit a request is refused before anything
+is opened, 503 or 429 with `Retry-After`.
 """
 
 from __future__ import annotations
 
 import collections
 import dataclasses
+import io
 import logging
 import threading
+import typing
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import BinaryIO, Final
 
+import anyio
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response, StreamingResponse
+from starlette.types import Message, Receive, Scope, Send
 
 from ai_models.adapters.objectstore import ObjectNotFound, ObjectStore, ObjectStoreError
+from ai_models.api.auth import Subject
 from ai_models.api.metrics import ApiMetrics
 from ai_models.api.model_objects import ModelObject, ModelReader, ObjectRef
 from ai_models.api.models import ProblemType
@@ -38,7 +50,15 @@ from ai_models.names import ModelPhase
 
 log = logging.getLogger(__name__)
 
-CHUNK_BYTES: Final = 256 * 1024
+# Small enough that a reader that stops reading holds little, large enough that a store read and a
+# thread-pool hop per chunk stay cheap next to the bytes they move.
+CHUNK_BYTES: Final = 64 * 1024
+RETRY_AFTER_SECONDS: Final = 5
+# How long a reader that has not taken its last chunk keeps its store stream open.
+HOLD_STREAM_SECONDS: Final = 1.0
+# A ServiceAccount token bound to a pod names the pod here (TokenReview's user.extra): each pod of a
+# DaemonSet sharing one ServiceAccount is a subject of its own.
+POD_UID_EXTRA: Final = "authentication.kubernetes.io/pod-uid"
 MANIFESTS_KEPT: Final = 64
 OCTET_STREAM: Final = "application/octet-stream"
 JSON: Final = "application/json"
@@ -53,23 +73,98 @@ class ServedManifest:
 
 @dataclasses.dataclass(frozen=True)
 class ServingRequest:
-    """The parts of an HTTP request the serving answers depend on."""
+    """The parts of an HTTP request the serving answers depend on; `subject` counts its download."""
 
     method: str
     range: str | None = None
     if_range: str | None = None
     if_none_match: str | None = None
+    subject: str = ""
 
     @property
     def head(self) -> bool:
         return self.method == "HEAD"
 
 
+def subject_key(subject: Subject) -> str:
+    """Whom a download is counted against: the user, or the pod its token is bound to."""
+    pods = dict(subject.extra).get(POD_UID_EXTRA, ())
+    return f"{subject.username}/{pods[0]}" if pods else subject.username
+
+
+@dataclasses.dataclass(frozen=True)
+class DownloadLimits:
+    per_replica: int
+    per_subject: int
+
+
+class DownloadSlots:
+    """Downloads in flight on this replica, in all and per subject; thread-safe."""
+
+    def __init__(self, limits: DownloadLimits) -> None:
+        self.limits = limits
+        self._lock = threading.Lock()
+        self._by_subject: dict[str, int] = {}
+        self._total = 0
+
+    @property
+    def in_flight(self) -> int:
+        with self._lock:
+            return self._total
+
+    def take(self, subject: str) -> Callable[[], None]:
+        """A slot for `subject`, or a 429/503 problem; the returned callable frees it (once)."""
+        with self._lock:
+            if self._by_subject.get(subject, 0) >= self.limits.per_subject:
+                raise ApiProblem(
+                    ProblemType.TOO_MANY_DOWNLOADS,
+                    429,
+                    f"this subject already has {self.limits.per_subject} downloads in flight on this api "
+                    "replica, as many as one subject may; finish or cancel one, or retry after the time in "
+                    "Retry-After",
+                    headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
+                )
+            if self._total >= self.limits.per_replica:
+                raise ApiProblem(
+                    ProblemType.REPLICA_BUSY,
+                    503,
+                    f"this api replica streams {self.limits.per_replica} downloads already, as many as it "
+                    "may at once; retry after the time in Retry-After",
+                    headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
+                )
+            self._by_subject[subject] = self._by_subject.get(subject, 0) + 1
+            self._total += 1
+        released = False
+
+        def release() -> None:
+            nonlocal released
+            with self._lock:
+                if released:
+                    return
+                released = True
+                self._total -= 1
+                left = self._by_subject[subject] - 1
+                if left:
+                    self._by_subject[subject] = left
+                else:
+                    del self._by_subject[subject]
+
+        return release
+
+
 class ArtifactServer:
-    def __init__(self, *, store: ObjectStore, models: ModelReader, metrics: ApiMetrics) -> None:
+    def __init__(
+        self,
+        *,
+        store: ObjectStore,
+        models: ModelReader,
+        metrics: ApiMetrics,
+        downloads: DownloadSlots | None = None,
+    ) -> None:
         self._store = store
         self._models = models
         self._metrics = metrics
+        self.downloads = downloads or DownloadSlots(DownloadLimits(per_replica=256, per_subject=16))
         self._manifests: collections.OrderedDict[tuple[ObjectRef, str], ServedManifest] = (
             collections.OrderedDict()
         )
@@ -124,7 +219,9 @@ class ArtifactServer:
         self, found: ModelObject, digest: str, item: ArtifactFile, start: int, end: int | None
     ) -> BinaryIO:
         try:
-            return self._store.open_range(file_key(found.owner, digest, item.path), start=start, end=end)
+            return _unbuffered(
+                self._store.open_range(file_key(found.owner, digest, item.path), start=start, end=end)
+            )
         except ObjectNotFound as error:
             raise object_store_error(
                 f"file {item.path!r} of {found.ref.describe()} (artifact {digest}) is listed in the manifest "
@@ -186,35 +283,113 @@ class ArtifactServer:
             return Response(status_code=status, headers=headers, media_type=OCTET_STREAM)
         digest = found.digest
         assert digest is not None  # ready() checked it
-        stream = self._open(found, digest, item, span.start, span.end)
-        body = _body(
+        release = self.downloads.take(request.subject)
+        try:
+            stream = self._open(found, digest, item, span.start, span.end)
+        except BaseException:
+            release()
+            raise
+        return FileStream(
             stream,
+            reopen=lambda position: self._open(found, digest, item, position, span.end),
+            start=span.start,
             length=span.length,
             count=self._metrics.served_bytes.inc,
             where=f"file {path!r} of {ref.describe()}",
+            release=release,
+            status_code=status,
+            headers=headers,
         )
-        return StreamingResponse(body, status_code=status, headers=headers, media_type=OCTET_STREAM)
 
 
-async def _body(
-    stream: BinaryIO, *, length: int, count: Callable[[int], None], where: str
-) -> AsyncIterator[bytes]:
-    """`length` bytes of `stream`, a chunk at a time, each read on the thread pool; closes it."""
-    remaining = length
-    try:
-        while remaining > 0:
-            data = await run_in_threadpool(stream.read, min(CHUNK_BYTES, remaining))
+_WAIT_FOR_WRITABLE: Final[Message] = {"type": "http.response.body", "body": b"", "more_body": True}
+
+
+class FileStream(StreamingResponse):
+    """A stored file's bytes, `CHUNK_BYTES` at a time; however the response ends (done, disconnect,
+    drop, error) the store stream is closed and the download's slot freed.
+
+    Before each chunk an empty body message is sent, which waits until the transport has taken the
+    previous one, so a chunk is read only for a reader that reads. A reader that has not taken its
+    last chunk within `HOLD_STREAM_SECONDS` gives its store stream back (a file handle, an S3
+    connection and the stream's buffer) and gets a new one at the same position once it reads again.
+    """
+
+    def __init__(
+        self,
+        stream: BinaryIO,
+        *,
+        reopen: Callable[[int], BinaryIO],
+        start: int,
+        length: int,
+        count: Callable[[int], None],
+        where: str,
+        release: Callable[[], None],
+        status_code: int,
+        headers: Mapping[str, str],
+    ) -> None:
+        super().__init__(_no_body(), status_code=status_code, headers=headers, media_type=OCTET_STREAM)
+        self._stream: BinaryIO | None = stream
+        self._reopen = reopen
+        self._position = start
+        self._remaining = length
+        self._count = count
+        self._where = where
+        self._release = release
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self._close_stream()
+            self._release()
+
+    def _close_stream(self) -> None:
+        if self._stream is not None:
+            self._stream.close()
+            self._stream = None
+
+    async def stream_response(self, send: Send) -> None:
+        await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
+        while self._remaining > 0:
+            if self._stream is not None:
+                with anyio.move_on_after(HOLD_STREAM_SECONDS) as waited:
+                    await send(_WAIT_FOR_WRITABLE)
+                if waited.cancelled_caught:
+                    self._close_stream()
+            if self._stream is None:
+                # However long it takes: the connection's stall timeout drops a reader that never reads.
+                await send(_WAIT_FOR_WRITABLE)
+                self._stream = await run_in_threadpool(self._reopen, self._position)
+            stream = self._stream
+            data = await run_in_threadpool(stream.read, min(CHUNK_BYTES, self._remaining))
             if not data:
-                # The headers promised `length` bytes; cutting the connection is the only honest end.
+                # The headers promised the length; cutting the connection is the only honest end.
                 log.error(
                     "a stored file is shorter than its manifest says",
-                    extra={"file": where, "missing": remaining},
+                    extra={"file": self._where, "missing": self._remaining},
                 )
                 raise ObjectStoreError(
-                    f"{where} ended {remaining} bytes before the size its manifest records"
+                    f"{self._where} ended {self._remaining} bytes before the size its manifest records"
                 )
-            remaining -= len(data)
-            count(len(data))
-            yield data
-    finally:
-        stream.close()
+            self._position += len(data)
+            self._remaining -= len(data)
+            self._count(len(data))
+            await send({"type": "http.response.body", "body": data, "more_body": True})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+def _unbuffered(stream: BinaryIO) -> BinaryIO:
+    """The stream without the store's read-ahead buffer (a quarter MiB per open stream, which a
+    few hundred stalled readers would multiply): serving reads whole chunks anyway."""
+    if isinstance(stream, io.BufferedReader):
+        # Nothing was read yet, so nothing buffered is lost; the buffer goes with the wrapper.
+        return typing.cast(BinaryIO, stream.detach())
+    return stream
+
+
+async def _no_body() -> AsyncIterator[bytes]:
+    # FileStream sends its own body; StreamingResponse wants an iterator all the same.
+    nothing: tuple[bytes, ...] = ()
+    for piece in nothing:
+        yield piece

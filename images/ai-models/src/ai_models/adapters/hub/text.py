@@ -5,12 +5,6 @@ from __future__ import annotations
 import urllib.parse
 
 
-def one_line(text: str, limit: int = 200) -> str:
-    """A server's message fit for a condition: one line, bounded."""
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
-
-
 def origin(url: str) -> tuple[str, str, int | None]:
     """(scheme, host, port) of a URL, default ports filled in: a token never leaves its origin."""
     parsed = urllib.parse.urlsplit(url)

@@ -41,7 +41,7 @@ from ai_models.names import (
     ModelPhase,
     ModelReason,
 )
-from ai_models.publish import archives
+from ai_models.publish import archives, tarformat
 from kubeemu.crdvalidation import CRDSchema
 from support.access_matrix import markdown_tables
 from support.docs import pages, yaml_blocks
@@ -206,7 +206,9 @@ def test_the_numbers_the_pages_state_are_the_codes() -> None:
     assert fields["publication_backoff_limit"].default == 3
     assert reconciler.MAX_ATTEMPTS == 3
     assert (archives.MAX_MEMBERS, archives.MAX_EXPANSION) == (10_000, 10)
-    assert archives.EXPANSION_SLACK_BYTES == 256 * 1024 * 1024
+    assert archives.EXPANSION_FLOOR_BYTES == 256 * 1024 * 1024
+    assert tarformat.MAX_EXTENDED_HEADER_BYTES == 1024 * 1024
+    assert archives.MAX_ZIP_DIRECTORY_BYTES == 4 * 1024 * 1024
     config = load_yaml(REPO_ROOT / "openapi" / "config-values.yaml")
     assert config["properties"]["publication"]["properties"]["maxConcurrentPublications"]["default"] == 4
 

@@ -17,11 +17,14 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import io
 import json
 import math
 import random
 import struct
+import zlib
 from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Final
 
 MIB: Final = 1024 * 1024
@@ -349,3 +352,180 @@ def tiny_gguf(
 
 
 TINY_GGUF_PARAMETERS: Final = 16 * 32 + 16 + 16 * 15
+
+
+# ----- hostile archives --------------------------------------------------------------------------
+# Archive bombs and garbage, written by hand so that every field can lie. Parts are bytes or
+# `Zeros(n)`, which never exist in memory: `write_archive` writes them as a sparse hole (plain
+# tar) or as one precompressed deflate block repeated (tar.gz), so a 2 GiB member costs a few MiB.
+
+
+@dataclasses.dataclass(frozen=True)
+class Zeros:
+    size: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Repeated:
+    """`block` `times` over (for tar.gz only: a plain tar writes it out); `block` divides 1 MiB."""
+
+    block: bytes
+    times: int
+
+    @property
+    def size(self) -> int:
+        return len(self.block) * self.times
+
+
+ArchivePart = bytes | Zeros | Repeated
+TAR_POSIX_MAGIC: Final = b"ustar\x0000"
+TAR_GNU_MAGIC: Final = b"ustar  \x00"
+
+
+def tar_header(
+    name: str | bytes,
+    size: int,
+    *,
+    typeflag: bytes = b"0",
+    magic: bytes = TAR_POSIX_MAGIC,
+    prefix: bytes = b"",
+    extra: Mapping[int, bytes] | None = None,
+) -> bytes:
+    """One 512-byte tar header with a correct checksum; `size` may take 12 octal digits or, at 8 GiB
+    and more, GNU base-256. `extra` writes raw bytes at offsets (sparse fields, say)."""
+    block = bytearray(512)
+    raw_name = name.encode() if isinstance(name, str) else name
+    block[0 : len(raw_name[:100])] = raw_name[:100]
+    block[100:108] = b"0000644\x00"
+    block[108:116] = b"0000000\x00"
+    block[116:124] = b"0000000\x00"
+    if size < 8**11:
+        block[124:136] = b"%011o\x00" % size
+    else:
+        block[124:136] = b"\x80" + size.to_bytes(11, "big")
+    block[136:148] = b"00000000000\x00"
+    block[156:157] = typeflag
+    block[257:265] = magic
+    block[345 : 345 + len(prefix)] = prefix
+    for offset, data in (extra or {}).items():
+        block[offset : offset + len(data)] = data
+    block[148:156] = b" " * 8
+    block[148:156] = b"%06o\x00 " % sum(block)
+    return bytes(block)
+
+
+def tar_padding(size: int) -> bytes:
+    return bytes(-size % 512)
+
+
+def tar_member(name: str | bytes, data: bytes | Zeros, *, typeflag: bytes = b"0") -> list[ArchivePart]:
+    size = len(data) if isinstance(data, bytes) else data.size
+    return [tar_header(name, size, typeflag=typeflag), data, tar_padding(size)]
+
+
+def pax_header(records: Mapping[str, str | Zeros], *, typeflag: bytes = b"x") -> list[ArchivePart]:
+    """A pax extended header (`x`, or `g` for global); a `Zeros` value is that many NULs."""
+    parts: list[ArchivePart] = []
+    size = 0
+    for key, value in records.items():
+        value_size = value.size if isinstance(value, Zeros) else len(value.encode())
+        body = len(key.encode()) + value_size + 3  # " ", "=", "\n"
+        digits = len(str(body))
+        while len(str(body + digits)) != digits:
+            digits += 1
+        record_head = f"{body + digits} {key}=".encode()
+        parts += [record_head, value if isinstance(value, Zeros) else value.encode(), b"\n"]
+        size += body + digits
+    return [tar_header("././@PaxHeader", size, typeflag=typeflag), *parts, tar_padding(size)]
+
+
+TAR_END: Final = bytes(1024)
+
+
+def archive_size(parts: Sequence[ArchivePart]) -> int:
+    return sum(len(part) if isinstance(part, bytes) else part.size for part in parts)
+
+
+@functools.cache
+def _deflated_block(block: bytes) -> bytes:
+    """`block` (1 MiB), deflated after a full flush: the same bytes wherever it is repeated."""
+    deflate = zlib.compressobj(9, zlib.DEFLATED, -zlib.MAX_WBITS)
+    return deflate.compress(block) + deflate.flush(zlib.Z_FULL_FLUSH)
+
+
+def write_archive(parts: Sequence[ArchivePart], path: Path, *, gzip: bool) -> int:
+    """Write `parts` to `path`, plain or as one gzip member; returns the bytes written."""
+    with path.open("wb") as out:
+        if not gzip:
+            for part in parts:
+                if isinstance(part, Zeros):
+                    out.seek(part.size, io.SEEK_CUR)
+                elif isinstance(part, Repeated):
+                    for _time in range(part.times):
+                        out.write(part.block)
+                else:
+                    out.write(part)
+            out.truncate()
+            return out.tell()
+        out.write(b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\xff")
+        deflate = zlib.compressobj(9, zlib.DEFLATED, -zlib.MAX_WBITS)
+        crc = 0
+        for part in parts:
+            if isinstance(part, bytes):
+                out.write(deflate.compress(part))
+                crc = zlib.crc32(part, crc)
+                continue
+            out.write(deflate.flush(zlib.Z_FULL_FLUSH))
+            pattern = bytes(MIB) if isinstance(part, Zeros) else part.block * (MIB // len(part.block))
+            blocks, rest = divmod(part.size, MIB)
+            deflated = _deflated_block(pattern)
+            for _block in range(blocks):
+                out.write(deflated)
+                crc = zlib.crc32(pattern, crc)
+            out.write(deflate.compress(pattern[:rest]))
+            crc = zlib.crc32(pattern[:rest], crc)
+        out.write(deflate.flush())
+        out.write(struct.pack("<II", crc, archive_size(parts) % 2**32))
+        return out.tell()
+
+
+def zip_directory_bomb(path: Path, *, entries: int, data: bytes) -> int:
+    """A zip whose central directory lists `entries` members that all point at one local header
+    holding `data`: a few dozen bytes per member, and a directory zipfile would read whole."""
+    crc = zlib.crc32(data)
+    name = b"model.safetensors"
+    local = struct.pack("<4s5H3L2H", b"PK\x03\x04", 20, 0, 0, 0, 0, crc, len(data), len(data), len(name), 0)
+    with path.open("wb") as out:
+        out.write(local + name + data)
+        directory_at = out.tell()
+        for index in range(entries):
+            entry = b"f%07d.txt" % index
+            out.write(
+                struct.pack(
+                    "<4s6H3L5H2L",
+                    b"PK\x01\x02",
+                    20,
+                    20,
+                    0,
+                    0,
+                    0,
+                    0,
+                    crc,
+                    len(data),
+                    len(data),
+                    len(entry),
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                )
+                + entry
+            )
+        directory_bytes = out.tell() - directory_at
+        listed = min(entries, 0xFFFF)
+        out.write(
+            struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, listed, listed, directory_bytes, directory_at, 0)
+        )
+        return out.tell()

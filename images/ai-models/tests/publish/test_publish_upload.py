@@ -13,10 +13,14 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from ai_models.adapters.objectstore import ObjectStoreError
 from ai_models.domain.artifacts.layout import upload_payload_key
 from ai_models.domain.artifacts.sniff import ACCEPTED_DESCRIPTION, PayloadFormat
 from ai_models.names import ModelReason, SourceType
+from ai_models.publish.failures import store_failure, unexpected_failure
 from ai_models.publish.main import EXIT_FAILED, EXIT_PUBLISHED
 from fakes.model_files import MIB, TINY_GGUF_PARAMETERS, safetensors_bytes, tiny_gguf
 
@@ -464,3 +468,183 @@ def test_a_record_without_its_payload_is_source_not_found(kit: Kit) -> None:
 
     assert kit.outcome(settings)["reason"] == ModelReason.SOURCE_NOT_FOUND.value
     assert "upload the model again" in kit.outcome(settings)["message"]
+
+
+# ----- hostile archives, in this process (test_archive_bombs.py runs bombs in a subprocess) -----
+
+FORMATS = {
+    "tar": PayloadFormat.TAR,
+    "tar.gz": PayloadFormat.TAR_GZIP,
+    "zip": PayloadFormat.ZIP,
+}
+
+
+def archive(kind: str, files: Mapping[str, bytes]) -> bytes:
+    if kind == "zip":
+        return zip_of(files)
+    return tar_of(files, compressed=kind == "tar.gz")
+
+
+def assert_no_store_location(kit: Kit, message: str) -> None:
+    assert str(kit.store.root) not in message
+    assert str(kit.tmp_path) not in message
+    assert "artifacts/" not in message
+    assert "uploads/" not in message
+
+
+@pytest.mark.parametrize("kind", list(FORMATS))
+@pytest.mark.parametrize("file_first", [True, False], ids=["file first", "directory first"])
+def test_a_file_and_a_directory_of_one_name_are_unsupported_never_retried(
+    kit: Kit, kind: str, file_first: bool
+) -> None:
+    members = [("weights", b"not a directory"), ("weights/model.safetensors", WEIGHTS)]
+    files = dict(members if file_first else members[::-1])
+    digest = kit.stage_upload(archive(kind, {**files, "config.json": CONFIG}), payload_format=FORMATS[kind])
+    settings = kit.upload_settings(digest)
+
+    assert kit.run(settings) == EXIT_FAILED
+
+    outcome = kit.outcome(settings)
+    assert outcome["reason"] == ModelReason.UNSUPPORTED_SOURCE.value
+    assert outcome["retryable"] is False
+    assert "'weights' as a file and 'weights/model.safetensors' under it" in outcome["message"]
+    assert_no_store_location(kit, outcome["message"])
+    assert kit.keys(digest) == []
+
+
+def test_a_store_failure_says_what_failed_without_the_store_location(kit: Kit) -> None:
+    digest = kit.stage_upload(archive("tar", MODEL_DIRECTORY), payload_format=PayloadFormat.TAR)
+    (kit.store.root / "artifacts").write_bytes(b"a file where the artifacts directory belongs")
+    settings = kit.upload_settings(digest)
+
+    assert kit.run(settings) == EXIT_FAILED
+
+    outcome = kit.outcome(settings)
+    assert outcome["reason"] == ModelReason.PUBLICATION_FAILED.value
+    assert outcome["retryable"] is True
+    assert "(ENOTDIR)" in outcome["message"]
+    assert_no_store_location(kit, outcome["message"])
+
+
+def test_a_store_error_message_keeps_its_code_and_drops_the_endpoint() -> None:
+    class ClientError(Exception):
+        def __init__(self) -> None:
+            super().__init__("secret bucket policy text")
+            self.response = {"Error": {"Code": "AccessDenied", "Message": "secret bucket policy text"}}
+
+    try:
+        raise ObjectStoreError(
+            "cannot write 'artifacts/x' (s3://bucket at https://user:pass@minio.local): AccessDenied"
+        ) from ClientError()
+    except ObjectStoreError as error:
+        failure = store_failure(error)
+
+    assert "(AccessDenied)" in failure.message
+    assert "minio" not in failure.message
+    assert "user:pass" not in failure.message
+    assert "artifacts/x" not in failure.message
+
+
+def test_an_unexpected_error_shows_its_type_not_its_text() -> None:
+    failure = unexpected_failure(FileNotFoundError(2, "No such file", "/var/lib/store/artifacts/x"))
+
+    assert "FileNotFoundError" in failure.message
+    assert "/var/lib" not in failure.message
+    assert failure.retryable is True
+
+
+def test_a_zip_member_shorter_than_its_declared_size_is_unsupported(kit: Kit) -> None:
+    payload = bytearray(zip_of({"model.safetensors": WEIGHTS, "config.json": CONFIG}))
+    # Both headers of the weights declare 100 bytes more than the deflate stream holds; the CRC
+    # still matches what it does hold, so only the length tells.
+    for signature, size_at in ((b"PK\x03\x04", 22), (b"PK\x01\x02", 24)):
+        at = payload.find(signature)
+        declared = int.from_bytes(payload[at + size_at : at + size_at + 4], "little") + 100
+        payload[at + size_at : at + size_at + 4] = declared.to_bytes(4, "little")
+    digest = kit.stage_upload(bytes(payload), payload_format=PayloadFormat.ZIP)
+    settings = kit.upload_settings(digest)
+
+    assert kit.run(settings) == EXIT_FAILED
+
+    outcome = kit.outcome(settings)
+    assert outcome["reason"] == ModelReason.UNSUPPORTED_SOURCE.value
+    assert "member 'model.safetensors' holds" in outcome["message"]
+    assert "its directory entry says" in outcome["message"]
+
+
+def test_a_zip_shorter_than_its_end_record_is_unsupported(kit: Kit) -> None:
+    digest = kit.stage_upload(b"PK\x03\x04\x14\x00", payload_format=PayloadFormat.ZIP)
+    settings = kit.upload_settings(digest)
+
+    assert kit.run(settings) == EXIT_FAILED
+
+    assert kit.outcome(settings)["reason"] == ModelReason.UNSUPPORTED_SOURCE.value
+
+
+# Damaged bytes anywhere: a tar (plain or compressed after the damage) or a zip with some bytes
+# overwritten, cut short or grown, must end Published or UnsupportedSource, never in a crash.
+_TAR = tar_of(MODEL_DIRECTORY)
+_ZIP = zip_of(MODEL_DIRECTORY, compression=zipfile.ZIP_DEFLATED)
+
+
+@st.composite
+def damaged(draw: st.DrawFn, original: bytes) -> bytes:
+    data = bytearray(original)
+    for _damage in range(draw(st.integers(min_value=1, max_value=4))):
+        at = draw(st.integers(min_value=0, max_value=max(0, len(data) - 1)))
+        how = draw(st.sampled_from(["overwrite", "cut", "insert"]))
+        if how == "overwrite":
+            data[at : at + 8] = draw(st.binary(min_size=1, max_size=8))
+        elif how == "cut":
+            del data[at:]
+        else:
+            data[at:at] = draw(st.binary(min_size=1, max_size=600))
+    return bytes(data)
+
+
+def _publish_damaged(kit: Kit, payload: bytes, payload_format: PayloadFormat) -> None:
+    if not payload:
+        return
+    digest = kit.stage_upload(payload, payload_format=payload_format)
+    settings = kit.upload_settings(digest)
+
+    kit.run(settings)
+
+    outcome = kit.outcome(settings)
+    assert outcome["reason"] in (
+        ModelReason.ARTIFACT_PUBLISHED.value,
+        ModelReason.UNSUPPORTED_SOURCE.value,
+    ), outcome["message"]
+    assert outcome["retryable"] is False
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(payload=damaged(_TAR), compressed=st.booleans())
+def test_any_damaged_tar_is_published_or_unsupported(kit: Kit, payload: bytes, compressed: bool) -> None:
+    if compressed:
+        _publish_damaged(kit, gzip.compress(payload), PayloadFormat.TAR_GZIP)
+    elif payload[257:262] == b"ustar":  # what the upload API would receive as a tar
+        _publish_damaged(kit, payload, PayloadFormat.TAR)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(payload=damaged(_ZIP))
+def test_any_damaged_zip_is_published_or_unsupported(kit: Kit, payload: bytes) -> None:
+    if payload.startswith(b"PK\x03\x04"):
+        _publish_damaged(kit, payload, PayloadFormat.ZIP)
+
+
+def test_a_gzip_stream_of_two_members_is_read_as_one(kit: Kit) -> None:
+    tar = tar_of(MODEL_DIRECTORY)
+    payload = gzip.compress(tar[:1024]) + gzip.compress(tar[1024:])
+    digest = kit.stage_upload(payload, payload_format=PayloadFormat.TAR_GZIP)
+    settings = kit.upload_settings(digest)
+
+    kit.run(settings)
+
+    assert kit.outcome(settings)["reason"] == ModelReason.ARTIFACT_PUBLISHED.value
+    assert sorted(item.path for item in kit.manifest(digest).files) == [
+        "config.json",
+        "model.safetensors",
+        "tokenizer.json",
+    ]

@@ -87,7 +87,7 @@ def test_store_file_reads_seeks_and_fills_buffers(stored: tuple[DirectoryStore, 
         assert file.read(5) == data[123_476:123_481]
         file.seek(len(data) + 5)
         assert file.read(10) == b""
-        with pytest.raises(ValueError, match="before the start"):
+        with pytest.raises(OSError, match="before the start"):
             file.seek(-1)
 
 

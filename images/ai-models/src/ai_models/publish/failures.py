@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import errno
+import logging
+import re
+
 from ai_models.adapters.hub.errors import (
     ProviderError,
     ProviderForbidden,
@@ -11,8 +15,14 @@ from ai_models.adapters.hub.errors import (
     ProviderUnavailable,
 )
 from ai_models.adapters.objectstore import ObjectStoreError
+from ai_models.domain.artifacts.sniff import ACCEPTED_DESCRIPTION
 from ai_models.domain.publication.outcome import PublicationOutcome
 from ai_models.names import ModelReason
+
+logger = logging.getLogger(__name__)
+
+# A provider's error code (S3 `AccessDenied`, `SlowDown`) may be shown; its message may not.
+_ERROR_CODE = re.compile(r"[A-Za-z][A-Za-z0-9.]{0,63}")
 
 
 class PublicationFailure(Exception):
@@ -44,9 +54,51 @@ def source_failure(error: ProviderError) -> PublicationFailure:
     return PublicationFailure(ModelReason.PUBLICATION_FAILED, error.message)
 
 
+def unsupported(cause: str) -> PublicationFailure:
+    """An uploaded payload that is not a model; `cause` names the member or the limit, never a store path."""
+    return PublicationFailure(
+        ModelReason.UNSUPPORTED_SOURCE,
+        f"the uploaded payload cannot be published: {cause}; expected {ACCEPTED_DESCRIPTION}",
+    )
+
+
 def store_failure(error: ObjectStoreError) -> PublicationFailure:
+    """The store failed for now. Its own message names the store (a directory, an endpoint URL)
+    and the key: that goes to the Job's log, and the Model's status says only what kind of failure
+    it was, for every reader of the status to see."""
+    logger.error("object store failed", extra={"error": str(error)})
+    code = _cause_code(error)
+    hint = f": {error.hint}" if error.hint else ""
     return PublicationFailure(
         ModelReason.PUBLICATION_FAILED,
-        f"the object store failed: {error}; the publication is retried",
+        f"the object store failed{f' ({code})' if code else ''}{hint}; the publication is retried; the "
+        "log of the publish Job names the object and the cause",
         retryable=True,
     )
+
+
+def unexpected_failure(error: Exception) -> PublicationFailure:
+    """A bug or an error nobody foresaw: its text may hold paths or URLs, so only its type is shown
+    (the caller logs it whole); the controller's bounded retries decide."""
+    return PublicationFailure(
+        ModelReason.PUBLICATION_FAILED,
+        f"the publisher failed unexpectedly ({type(error).__name__}); see the log of the publish Job",
+        retryable=True,
+    )
+
+
+def _cause_code(error: BaseException) -> str | None:
+    """The errno name or the S3 error code behind a store error, if there is one."""
+    cause: BaseException | None = error
+    for _depth in range(4):
+        if cause is None:
+            return None
+        number = cause.errno if isinstance(cause, OSError) else None
+        if number is not None and number in errno.errorcode:
+            return errno.errorcode[number]
+        response = getattr(cause, "response", None)
+        code = response.get("Error", {}).get("Code") if isinstance(response, dict) else None
+        if isinstance(code, str) and _ERROR_CODE.fullmatch(code):
+            return code
+        cause = cause.__cause__
+    return None

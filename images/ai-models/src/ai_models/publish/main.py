@@ -31,7 +31,7 @@ from ai_models.domain.publication.outcome import PublicationOutcome, outcome_to_
 from ai_models.names import ModelReason, SourceType
 from ai_models.publish import huggingface, readback
 from ai_models.publish.artifact import ArtifactWriter
-from ai_models.publish.failures import PublicationFailure, store_failure
+from ai_models.publish.failures import PublicationFailure, store_failure, unexpected_failure
 from ai_models.publish.progress import DEFAULT_INTERVAL_SECONDS, Progress, Report, kube_reporter
 from ai_models.publish.retry import RetryPolicy
 from ai_models.publish.settings import DEFAULT_TERMINATION_MESSAGE_PATH, PublishSettings
@@ -96,7 +96,8 @@ def publish(
             settings.publish_termination_message_path,
             PublicationOutcome(
                 ModelReason.PUBLICATION_FAILED,
-                f"the publish Job cannot use its object store: {error}",
+                "the publish Job cannot use its object store settings (AI_MODELS_STORE_URL, "
+                "AI_MODELS_S3_*: a module configuration problem); the log of the publish Job says which",
                 digest,
             ),
         )
@@ -127,16 +128,7 @@ def publish(
         # A bug or an error nobody foresaw: say so, and let the controller's bounded retries decide.
         logger.exception("publication failed unexpectedly", extra=facts)
         writer.discard()
-        _write_outcome(
-            settings.publish_termination_message_path,
-            PublicationOutcome(
-                ModelReason.PUBLICATION_FAILED,
-                f"the publisher failed unexpectedly ({type(error).__name__}: {error}); "
-                "see the logs of the publish Job",
-                digest,
-                retryable=True,
-            ),
-        )
+        _write_outcome(settings.publish_termination_message_path, unexpected_failure(error).outcome(digest))
         return EXIT_FAILED
     seconds = time.monotonic() - started
     logger.info(

@@ -33,6 +33,41 @@ def wrapper_of(paths: Iterable[str]) -> str | None:
     return tops.pop() if len(tops) == 1 else None
 
 
+def path_conflict(paths: Iterable[str]) -> tuple[str, str] | None:
+    """Two paths of which the first is a directory of the second (`x` and `x/model.safetensors`),
+    or None. No directory tree holds both, so neither a store directory nor a model directory on
+    a node can: the archive is refused, naming them."""
+    seen = PathTree()
+    for path in paths:
+        conflict = seen.add(path)
+        if conflict is not None:
+            return conflict
+    return None
+
+
+class PathTree:
+    """Paths added one by one (archives read front to back), refusing a file where a directory is."""
+
+    def __init__(self) -> None:
+        self._files: set[str] = set()
+        self._directories: dict[str, str] = {}  # directory -> one path under it
+
+    def add(self, path: str) -> tuple[str, str] | None:
+        """Adds `path`; returns (file, path under it) when it conflicts with one added before.
+        The same path twice is no conflict: the later member replaces the earlier, as with tar -x."""
+        if path in self._directories:
+            return path, self._directories[path]
+        parts = path.split("/")
+        for count in range(1, len(parts)):
+            directory = "/".join(parts[:count])
+            if directory in self._files:
+                return directory, path
+        for count in range(1, len(parts)):
+            self._directories.setdefault("/".join(parts[:count]), path)
+        self._files.add(path)
+        return None
+
+
 def unwrap(path: str, wrapper: str | None) -> str:
     return path[len(wrapper) + 1 :] if wrapper is not None else path
 

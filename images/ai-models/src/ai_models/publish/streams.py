@@ -7,8 +7,10 @@ seekable view one read buffer.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import io
+import zlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, BinaryIO
 
@@ -19,6 +21,95 @@ if TYPE_CHECKING:
     from _typeshed import WriteableBuffer
 
 MIB = 1024 * 1024
+GZIP_INPUT_BYTES = 64 * 1024
+# The most a gzip read yields at once: deflate expands up to 1032 times, so an input piece of
+# zeros is bounded by its output, never by itself.
+GZIP_OUTPUT_BYTES = MIB
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+class GzipEnded(zlib.error):
+    """The gzip stream ends before its last member does (a truncated upload)."""
+
+
+class GzipReader:
+    """The decompressed bytes of a gzip stream, at most `GZIP_OUTPUT_BYTES` per read.
+
+    `on_output` hears of every decompressed piece before it is returned, so a budget can stop an
+    archive bomb while memory holds one piece. Members written one after another (`cat a.gz
+    b.gz`) are read as one stream, as gzip -d does; bytes after the last member that do not start
+    another one are left unread. Each member's CRC and length are checked by zlib at its end.
+    """
+
+    def __init__(self, source: ByteSource, *, on_output: Callable[[int], None]) -> None:
+        self._source = source
+        self._on_output = on_output
+        self._inflate = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+        self._pending = b""  # input read but not yet given to the decompressor
+        self._done = False
+        self.position = 0  # decompressed bytes returned so far
+
+    def read(self, size: int = -1, /) -> bytes:
+        wanted = GZIP_OUTPUT_BYTES if size < 0 else min(size, GZIP_OUTPUT_BYTES)
+        while wanted and not self._done:
+            if self._inflate.eof:
+                self._next_member()
+                continue
+            data = self._inflate.unconsumed_tail or self._take_input()
+            if not data:
+                raise GzipEnded("the gzip stream ends before its end (truncated)")
+            out = self._inflate.decompress(data, wanted)
+            if out:
+                self._on_output(len(out))
+                self.position += len(out)
+                return out
+        return b""
+
+    def _take_input(self) -> bytes:
+        if self._pending:
+            data, self._pending = self._pending, b""
+            return data
+        return self._source.read(GZIP_INPUT_BYTES)
+
+    def _next_member(self) -> None:
+        rest = self._inflate.unused_data
+        while len(rest) < len(_GZIP_MAGIC) and (more := self._source.read(GZIP_INPUT_BYTES)):
+            rest += more
+        if not rest.startswith(_GZIP_MAGIC):
+            self._done = True
+            return
+        self._inflate = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+        self._pending = rest
+
+
+class ExactReader:
+    """Exactly `size` bytes of `source`: `too_short` is raised when it ends sooner, and
+    `too_long` when it has more (a zip member whose declared size lies)."""
+
+    def __init__(
+        self,
+        source: ByteSource,
+        size: int,
+        *,
+        too_short: Callable[[int], Exception],
+        too_long: Callable[[], Exception],
+    ) -> None:
+        self._source = source
+        self._left = size
+        self._too_short = too_short
+        self._too_long = too_long
+        self._size = size
+
+    def read(self, size: int = -1, /) -> bytes:
+        if self._left == 0:
+            if self._source.read(1):
+                raise self._too_long()
+            return b""
+        data = self._source.read(min(MIB if size < 0 else size, self._left))
+        if not data:
+            raise self._too_short(self._size - self._left)
+        self._left -= len(data)
+        return data
 
 
 class CountingReader:
@@ -130,7 +221,8 @@ class StoreFile(io.RawIOBase):
         base = {io.SEEK_SET: 0, io.SEEK_CUR: self._position, io.SEEK_END: self._size}[whence]
         target = base + offset
         if target < 0:
-            raise ValueError(f"cannot seek to {target}, before the start of {self._key!r}")
+            # As a file does: zipfile takes OSError from a seek before the start for "no zip".
+            raise OSError(errno.EINVAL, f"cannot seek to {target}, before the start of the object")
         if target != self._position:
             # zipfile seeks to where it already is before every read; only a real move costs a request.
             self._drop()

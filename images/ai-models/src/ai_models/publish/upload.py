@@ -23,11 +23,10 @@ from ai_models.publish.archives import (
     extract_tar,
     extract_tar_gz,
     extract_zip,
-    unsupported,
     verify_payload_size,
 )
 from ai_models.publish.artifact import ArtifactWriter
-from ai_models.publish.failures import PublicationFailure
+from ai_models.publish.failures import PublicationFailure, unsupported
 from ai_models.publish.progress import Progress
 from ai_models.publish.streams import CountingReader
 
@@ -43,13 +42,13 @@ def read_record(store: ObjectStore, owner: Owner) -> UploadRecord:
     except ObjectNotFound as error:
         raise PublicationFailure(
             ModelReason.SOURCE_NOT_FOUND,
-            f"no finished upload for {owner.kind} {_name(owner)} (no {key} in the store): upload the model "
-            "through the URL in status.upload",
+            f"no finished upload for {owner.kind} {_name(owner)}: upload the model through the URL in "
+            "status.upload",
         ) from error
     except UploadRecordError as error:
         raise PublicationFailure(
             ModelReason.SOURCE_NOT_FOUND,
-            f"the upload record {key} of {owner.kind} {_name(owner)} is unreadable ({error}): "
+            f"the upload record of {owner.kind} {_name(owner)} is unreadable ({_short(error)}): "
             "upload the model again",
         ) from error
 
@@ -76,17 +75,17 @@ def publish_upload(
     except ARCHIVE_ERRORS as error:
         raise unsupported(
             f"the {record.format.value} payload is damaged or not what it claims "
-            f"({type(error).__name__}: {error})"
+            f"({type(error).__name__}: {_short(error)})"
         ) from error
     except NotImplementedError as error:  # zip compression methods Python cannot read (deflate64, ...)
         raise unsupported(
-            f"the zip archive uses a compression method that cannot be read ({error})"
+            f"the zip archive uses a compression method that cannot be read ({_short(error)})"
         ) from error
     except SizeMismatch as error:
         raise PublicationFailure(
             ModelReason.ARTIFACT_DAMAGED,
-            f"the stored upload is not as long as what was received ({error}): it was changed or "
-            "damaged in the object store; upload the model again",
+            "the stored upload is not as long as what was received: it was changed or damaged in the "
+            "object store; upload the model again",
         ) from error
     return _final_selection(writer)
 
@@ -98,7 +97,7 @@ def _check_format(store: ObjectStore, key: str, record: UploadRecord) -> None:
     except ObjectNotFound as error:
         raise PublicationFailure(
             ModelReason.SOURCE_NOT_FOUND,
-            f"the upload record is there but its payload {key} is not: upload the model again",
+            "the upload record is there but its payload is not: upload the model again",
         ) from error
     found = sniff(head)
     if found is not record.format:
@@ -135,6 +134,12 @@ def _final_selection(writer: ArtifactWriter) -> Selection:
         )
         writer.remove(left_out)
     return selection
+
+
+def _short(error: Exception) -> str:
+    """An error's text for a message: archive libraries quote member names, which can be long."""
+    text = str(error)
+    return text if len(text) <= 200 else text[:197] + "..."
 
 
 def _name(owner: Owner) -> str:

@@ -40,13 +40,21 @@ class ObjectNotFound(KeyError):
 
 
 class ObjectStoreError(RuntimeError):
-    """The store failed. The message names the store, the key, the cause and what to check."""
+    """The store failed. The message names the store, the key, the cause and what to check.
+
+    `hint` is the what-to-check part alone: it names settings, never a path, URL or key, so it may
+    be shown where the message may not (a Model's status).
+    """
+
+    hint: str = ""
 
 
 def store_error(*, store: str, action: str, key: str | None, cause: str, hint: str) -> ObjectStoreError:
     """One wording for every backend: `cannot read 'k' from s3://b at https://e: cause; hint`."""
     subject = f" {key!r}" if key is not None else ""
-    return ObjectStoreError(f"cannot {action}{subject} ({store}): {cause}; {hint}")
+    error = ObjectStoreError(f"cannot {action}{subject} ({store}): {cause}; {hint}")
+    error.hint = hint
+    return error
 
 
 class ByteSource(Protocol):

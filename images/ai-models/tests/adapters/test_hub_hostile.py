@@ -5,6 +5,7 @@ from __future__ import annotations
 import ipaddress
 import tracemalloc
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -18,7 +19,11 @@ from ai_models.adapters.hub import (
     ProviderInvalidResponse,
     ProviderRequestRejected,
     ProviderUnavailable,
+    client,
+    http,
+    repository,
 )
+from ai_models.catalog.source import MAX_LISTING_QUERIES
 from fakes.hostile_hub import MIB, HostileHub
 
 SECRET = "hf_FAKESECRETdoNotReflect0123456789"
@@ -236,3 +241,23 @@ def test_the_repository_adapter_never_sends_a_revision_the_client_would_rewrite(
         hub.repository_snapshot("acme/model", revision)
 
     assert hostile.count() == 0
+
+
+def test_the_limits_the_admin_guide_states_are_the_codes() -> None:
+    assert client.MAX_LISTING_PAGE_BYTES == 16 * MIB
+    assert client.MAX_CONFIG_BYTES == 4 * MIB
+    assert repository.MAX_MODEL_INFO_BYTES == 16 * MIB
+    assert client.LISTING_DEADLINE_SECONDS == 120
+    assert http.DEFAULT_MAX_REDIRECTS == 5
+    assert MAX_LISTING_QUERIES == 256
+    docs = Path(__file__).resolve().parents[4] / "docs"
+    for page in ("ADMIN_GUIDE.md", "ADMIN_GUIDE.ru.md"):
+        text = " ".join((docs / page).read_text(encoding="utf-8").split())
+        russian = page.endswith(".ru.md")
+        stated_limits = ("16 МиБ", "4 МиБ", "120 с") if russian else ("16 MiB", "4 MiB", "120 s")
+        for stated in (*stated_limits, "не более 5 раз" if russian else "at most 5 times", "256"):
+            assert stated in text, f"{page} does not state {stated!r}"
+        for address in ("169.254.169.254", "169.254.170.2", "fd00:ec2::254", "100.100.100.200"):
+            assert address in text
+        for name in http.METADATA_HOSTS - {"metadata", "metadata.goog"}:
+            assert name in text

@@ -203,6 +203,51 @@ def test_concurrent_writers_of_different_keys_all_land(store: ObjectStore) -> No
     assert all(store.get_bytes(key) == key.encode() for key in keys)
 
 
+# Create-if-absent: the primitive an upload claims its object with.
+
+
+def test_put_bytes_if_absent_creates_once_and_keeps_the_first(store: ObjectStore) -> None:
+    created = store.put_bytes_if_absent("uploads/a/claim.json", b"first")
+    head = store.head("uploads/a/claim.json")
+    assert created is not None
+    assert head is not None
+    assert (created.key, created.size, created.etag) == (head.key, head.size, head.etag)
+    assert store.put_bytes_if_absent("uploads/a/claim.json", b"second") is None
+    assert store.get_bytes("uploads/a/claim.json") == b"first"
+    assert [info.key for info in store.list("")] == ["uploads/a/claim.json"]  # no temp file left
+    store.delete("uploads/a/claim.json")
+    assert store.put_bytes_if_absent("uploads/a/claim.json", b"third") is not None
+    assert store.get_bytes("uploads/a/claim.json") == b"third"
+
+
+def test_concurrent_creates_of_one_key_have_exactly_one_winner(
+    store: ObjectStore, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    # Each writer with a store object of its own, as two api replicas would have.
+    def another() -> ObjectStore:
+        if isinstance(store, DirectoryStore):
+            return DirectoryStore(store.root)
+        bucket: S3Bucket = request.getfixturevalue("s3_bucket")
+        return S3Store(bucket.name, endpoint_url=bucket.server.endpoint_url, session=bucket.server.session())
+
+    writers = [another() for _ in range(6)]
+    for round_ in range(5):
+        key = f"uploads/ns/m/uid/claim-{round_}.json"
+        barrier = threading.Barrier(len(writers))
+
+        def create(
+            pair: tuple[int, ObjectStore], key: str = key, barrier: threading.Barrier = barrier
+        ) -> bool:
+            number, writer = pair
+            barrier.wait(timeout=30)
+            return writer.put_bytes_if_absent(key, f"writer-{number}".encode()) is not None
+
+        with concurrent.futures.ThreadPoolExecutor(max_workers=len(writers)) as pool:
+            won = list(pool.map(create, enumerate(writers)))
+        assert won.count(True) == 1, won
+        assert store.get_bytes(key) == f"writer-{won.index(True)}".encode()
+
+
 # Missing objects.
 
 
@@ -490,6 +535,7 @@ HOSTILE_KEYS = [
 KEY_OPERATIONS: dict[str, Callable[[ObjectStore, str], object]] = {
     "put_bytes": lambda store, key: store.put_bytes(key, b"x"),
     "put_stream": lambda store, key: store.put_stream(key, io.BytesIO(b"x")),
+    "put_bytes_if_absent": lambda store, key: store.put_bytes_if_absent(key, b"x"),
     "get_bytes": lambda store, key: store.get_bytes(key),
     "open_range": lambda store, key: store.open_range(key),
     "head": lambda store, key: store.head(key),

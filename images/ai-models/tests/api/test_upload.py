@@ -30,6 +30,8 @@ from ai_models.domain.publication.upload_token import issue
 from ai_models.domain.storage.ledger import EntryState, Ledger, LedgerEntry, Owner, Scope
 from fakes.model_files import safetensors_bytes, tiny_gguf
 from fakes.s3 import S3Bucket
+from fakes.upload_clients import offer as offer_url
+from fakes.upload_clients import upload_path
 
 KEY = b"upload-signing-key-for-tests-32b"
 GIB = 1024**3
@@ -46,13 +48,28 @@ PUBLISHED = LedgerEntry(
 )
 
 
+# The token each waiting object's status.upload holds now, as the controller would have issued it.
+OFFERED: dict[Owner, str] = {}
+
+
 def token_for(owner: Owner, *, key: bytes = KEY, expires_in: float = 3600) -> str:
+    """The object's current URL token; any other key or expiry issues a token nobody offered."""
+    if key == KEY and expires_in == 3600 and owner in OFFERED:
+        return OFFERED[owner]
     expires = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=expires_in)
     return issue(owner, expires_at=expires, key=key)
 
 
-def upload_path(token: str) -> str:
-    return f"/api/upload/v1/uploads/{token}"
+def offer(cluster: Any, owner: Owner, *, key: bytes = KEY) -> str:
+    OFFERED[owner] = offer_url(cluster, owner, key=key)
+    return OFFERED[owner]
+
+
+def waiting(cluster: Any, name: str, *, namespace: str | None = None) -> Owner:
+    """A Model (a ClusterModel without a namespace) waiting for an upload, with its URL issued."""
+    owner: Owner = cluster.model(name, namespace=namespace)
+    offer(cluster, owner)
+    return owner
 
 
 def problem(response: httpx.Response, status: int, kind: str) -> dict[str, Any]:
@@ -77,6 +94,9 @@ def stored_keys(store: DirectoryStore) -> list[str]:
 def cluster(api_cluster: Any) -> Any:
     api_cluster.put_signing_key(KEY)
     api_cluster.put_ledger(Ledger(entries=(PUBLISHED,), confirmed=True))
+    # Allowed to update Models anywhere and ClusterModels: whom an upload is for.
+    uploader = api_cluster.user("uploader", level="ClusterEditor")
+    api_cluster.auth = {"Authorization": f"Bearer {uploader.token}"}
     return api_cluster
 
 
@@ -86,15 +106,15 @@ def api(cluster: Any, start_api: Any, store: DirectoryStore) -> Any:
 
 
 @pytest.fixture
-def http(api: Any) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=api.url, timeout=60) as client:
+def http(api: Any, cluster: Any) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=api.url, timeout=60, headers=cluster.auth) as client:
         yield client
 
 
 def test_an_upload_is_stored_recorded_and_reserved(
     cluster: Any, api: Any, http: httpx.Client, store: DirectoryStore
 ) -> None:
-    owner = cluster.model("llama", namespace=NAMESPACE, status=WAITING)
+    owner = waiting(cluster, "llama", namespace=NAMESPACE)
     response = http.put(upload_path(token_for(owner)), params={"filename": "llama-q4.gguf"}, content=GGUF)
     assert response.status_code == 201, response.text
     receipt = response.json()
@@ -133,7 +153,7 @@ def test_an_upload_is_stored_recorded_and_reserved(
 
 
 def test_curl_upload_file_works(cluster: Any, api: Any, store: DirectoryStore, tmp_path: Path) -> None:
-    owner = cluster.model("from-curl", namespace=NAMESPACE, status=WAITING)
+    owner = waiting(cluster, "from-curl", namespace=NAMESPACE)
     payload = safetensors_bytes({"w": ("BF16", (64, 64))})
     path = tmp_path / "model.safetensors"
     path.write_bytes(payload)
@@ -143,6 +163,8 @@ def test_curl_upload_file_works(cluster: Any, api: Any, store: DirectoryStore, t
             "--silent",
             "--show-error",
             "--fail-with-body",
+            "-H",
+            f"Authorization: {cluster.auth['Authorization']}",
             "-T",
             str(path),
             api.url + upload_path(token_for(owner)),
@@ -162,7 +184,7 @@ def test_curl_upload_file_works(cluster: Any, api: Any, store: DirectoryStore, t
 def test_the_file_name_may_come_from_content_disposition(
     cluster: Any, http: httpx.Client, store: DirectoryStore
 ) -> None:
-    owner = cluster.model("named", namespace=NAMESPACE, status=WAITING)
+    owner = waiting(cluster, "named", namespace=NAMESPACE)
     response = http.put(
         upload_path(token_for(owner)),
         content=GGUF,
@@ -173,7 +195,7 @@ def test_the_file_name_may_come_from_content_disposition(
 
 
 def test_content_decides_not_the_name(cluster: Any, http: httpx.Client, store: DirectoryStore) -> None:
-    html_owner = cluster.model("html", namespace=NAMESPACE, status=WAITING)
+    html_owner = waiting(cluster, "html", namespace=NAMESPACE)
     before = cluster.ledger()
     refused = http.put(upload_path(token_for(html_owner)), params={"filename": "model.gguf"}, content=HTML)
     body = problem(refused, 415, "unsupported-payload")
@@ -183,7 +205,7 @@ def test_content_decides_not_the_name(cluster: Any, http: httpx.Client, store: D
     assert store.head(upload_record_key(html_owner)) is None
     assert cluster.ledger() == before  # the reservation taken before sniffing was released
 
-    gguf_owner = cluster.model("bin-named", namespace=NAMESPACE, status=WAITING)
+    gguf_owner = waiting(cluster, "bin-named", namespace=NAMESPACE)
     accepted = http.put(upload_path(token_for(gguf_owner)), params={"filename": "weights.bin"}, content=GGUF)
     assert accepted.status_code == 201, accepted.text
     assert accepted.json()["format"] == "GGUF"
@@ -193,7 +215,7 @@ def test_content_decides_not_the_name(cluster: Any, http: httpx.Client, store: D
 def test_a_chunked_upload_needs_content_length_when_a_budget_is_set(
     cluster: Any, http: httpx.Client, store: DirectoryStore
 ) -> None:
-    owner = cluster.model("chunked", namespace=NAMESPACE, status=WAITING)
+    owner = waiting(cluster, "chunked", namespace=NAMESPACE)
     before = cluster.ledger()
     body = problem(http.put(upload_path(token_for(owner)), content=iter([GGUF])), 411, "length-required")
     assert "Content-Length" in body["detail"]
@@ -205,9 +227,9 @@ def test_a_chunked_upload_is_taken_without_a_budget(
     cluster: Any, start_api: Any, store: DirectoryStore
 ) -> None:
     api = start_api(store)
-    owner = cluster.model("chunked", namespace=NAMESPACE, status=WAITING)
+    owner = waiting(cluster, "chunked", namespace=NAMESPACE)
     before = cluster.ledger()
-    with httpx.Client(base_url=api.url, timeout=60) as http:
+    with httpx.Client(base_url=api.url, timeout=60, headers=cluster.auth) as http:
         response = http.put(upload_path(token_for(owner)), content=iter([GGUF[:100], GGUF[100:]]))
     assert response.status_code == 201, response.text
     assert store.get_bytes(upload_payload_key(owner)) == GGUF
@@ -218,9 +240,9 @@ def test_an_upload_over_the_budget_is_refused_before_anything_is_stored(
     cluster: Any, start_api: Any, store: DirectoryStore
 ) -> None:
     api = start_api(store, capacity_limit_bytes=1 * GIB + 1000)  # 1 GiB is published: 1000 bytes left
-    owner = cluster.model("big", namespace=NAMESPACE, status=WAITING)
+    owner = waiting(cluster, "big", namespace=NAMESPACE)
     before = cluster.ledger()
-    with httpx.Client(base_url=api.url, timeout=60) as http:
+    with httpx.Client(base_url=api.url, timeout=60, headers=cluster.auth) as http:
         body = problem(http.put(upload_path(token_for(owner)), content=GGUF), 507, "insufficient-storage")
     assert "1000 bytes" in body["detail"]
     assert "capacityLimit" in body["detail"]
@@ -232,12 +254,24 @@ def test_a_refused_upload_is_never_sent_by_a_client_that_expects_100_continue(
     cluster: Any, start_api: Any, store: DirectoryStore, tmp_path: Path
 ) -> None:
     api = start_api(store, capacity_limit_bytes=1 * GIB + 1000)
-    owner = cluster.model("big", namespace=NAMESPACE, status=WAITING)
+    owner = waiting(cluster, "big", namespace=NAMESPACE)
     path = tmp_path / "big.gguf"
     path.write_bytes(GGUF + bytes(16 * MIB))  # large enough for curl to send Expect: 100-continue
     url = api.url + upload_path(token_for(owner))
     result = subprocess.run(
-        ["curl", "--silent", "-T", str(path), "-w", "%{http_code} %{size_upload}", "-o", "/dev/null", url],
+        [
+            "curl",
+            "--silent",
+            "-H",
+            f"Authorization: {cluster.auth['Authorization']}",
+            "-T",
+            str(path),
+            "-w",
+            "%{http_code} %{size_upload}",
+            "-o",
+            "/dev/null",
+            url,
+        ],
         capture_output=True,
         text=True,
         timeout=60,
@@ -254,8 +288,8 @@ def test_unknown_usage_refuses_with_its_own_problem(
 ) -> None:
     cluster.put_ledger(Ledger(entries=(PUBLISHED,), confirmed=False))
     api = start_api(store, capacity_limit_bytes=10 * GIB)
-    owner = cluster.model("early", namespace=NAMESPACE, status=WAITING)
-    with httpx.Client(base_url=api.url, timeout=60) as http:
+    owner = waiting(cluster, "early", namespace=NAMESPACE)
+    with httpx.Client(base_url=api.url, timeout=60, headers=cluster.auth) as http:
         body = problem(http.put(upload_path(token_for(owner)), content=GGUF), 507, "storage-usage-unknown")
     assert "inventory pass has to confirm" in body["detail"]
     assert stored_keys(store) == []
@@ -266,8 +300,8 @@ def test_the_first_upload_creates_a_missing_ledger(
 ) -> None:
     cluster.delete_ledger()
     api = start_api(store)  # no budget: nothing is refused for lack of room
-    owner = cluster.model("first", status=WAITING)  # a ClusterModel
-    with httpx.Client(base_url=api.url, timeout=60) as http:
+    owner = waiting(cluster, "first")  # a ClusterModel
+    with httpx.Client(base_url=api.url, timeout=60, headers=cluster.auth) as http:
         assert http.put(upload_path(token_for(owner)), content=GGUF).status_code == 201
     ledger = cluster.ledger()
     assert ledger is not None
@@ -278,7 +312,7 @@ def test_the_first_upload_creates_a_missing_ledger(
 
 
 def test_token_rejections(cluster: Any, http: httpx.Client) -> None:
-    owner = cluster.model("guarded", namespace=NAMESPACE, status=WAITING)
+    owner = waiting(cluster, "guarded", namespace=NAMESPACE)
     forged = problem(
         http.put(upload_path(token_for(owner, key=b"x" * 32)), content=GGUF), 401, "upload-token-invalid"
     )
@@ -296,14 +330,16 @@ def test_token_rejections(cluster: Any, http: httpx.Client) -> None:
 
 
 def test_a_rotated_key_works_at_once(cluster: Any, http: httpx.Client) -> None:
-    owner = cluster.model("rotated", namespace=NAMESPACE, status=WAITING)
+    owner = waiting(cluster, "rotated", namespace=NAMESPACE)
     # The api reads the key and keeps it (60 s here).
     problem(http.put(upload_path(token_for(owner, expires_in=-5)), content=GGUF), 403, "upload-token-expired")
+    old_token = token_for(owner)
     cluster.put_signing_key(b"a-new-key-after-rotation-32bytes")
+    new_token = offer(cluster, owner, key=b"a-new-key-after-rotation-32bytes")
     time.sleep(1.1)  # the api re-reads a key at most once a second
-    response = http.put(upload_path(token_for(owner, key=b"a-new-key-after-rotation-32bytes")), content=GGUF)
+    response = http.put(upload_path(new_token), content=GGUF)
     assert response.status_code == 201, response.text
-    problem(http.put(upload_path(token_for(owner)), content=GGUF), 401, "upload-token-invalid")
+    problem(http.put(upload_path(old_token), content=GGUF), 401, "upload-token-invalid")
 
 
 def test_the_object_must_wait_for_this_upload(cluster: Any, http: httpx.Client) -> None:
@@ -316,14 +352,14 @@ def test_the_object_must_wait_for_this_upload(cluster: Any, http: httpx.Client) 
         in problem(http.put(upload_path(token_for(fresh)), content=GGUF), 409, "wrong-phase")["detail"]
     )
 
-    gone = cluster.model("gone", namespace=NAMESPACE, status=WAITING)
+    gone = waiting(cluster, "gone", namespace=NAMESPACE)
     cluster.delete_object(gone)
     body = problem(http.put(upload_path(token_for(gone)), content=GGUF), 410, "object-gone")
     assert "no longer exists" in body["detail"]
 
-    old = cluster.model("recreated", namespace=NAMESPACE, status=WAITING)
+    old = waiting(cluster, "recreated", namespace=NAMESPACE)
     cluster.delete_object(old)
-    new = cluster.model("recreated", namespace=NAMESPACE, status=WAITING)
+    new = waiting(cluster, "recreated", namespace=NAMESPACE)
     assert new.uid != old.uid
     body = problem(http.put(upload_path(token_for(old)), content=GGUF), 410, "object-gone")
     assert new.uid in body["detail"]
@@ -332,7 +368,7 @@ def test_the_object_must_wait_for_this_upload(cluster: Any, http: httpx.Client) 
 def test_one_upload_at_a_time_and_only_once(
     cluster: Any, api: Any, http: httpx.Client, store: DirectoryStore
 ) -> None:
-    owner = cluster.model("once", namespace=NAMESPACE, status=WAITING)
+    owner = waiting(cluster, "once", namespace=NAMESPACE)
     release = threading.Event()
     payload = GGUF + bytes(MIB)
 
@@ -344,7 +380,7 @@ def test_one_upload_at_a_time_and_only_once(
     results: list[httpx.Response] = []
 
     def first() -> None:
-        with httpx.Client(base_url=api.url, timeout=60) as client:
+        with httpx.Client(base_url=api.url, timeout=60, headers=cluster.auth) as client:
             results.append(
                 client.put(
                     upload_path(token_for(owner)),
@@ -376,14 +412,15 @@ def test_a_client_that_goes_away_leaves_nothing_behind(
     cluster: Any, api: Any, store: DirectoryStore, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO)
-    owner = cluster.model("dropped", namespace=NAMESPACE, status=WAITING)
+    owner = waiting(cluster, "dropped", namespace=NAMESPACE)
     total = 64 * MIB
     sent = GGUF + bytes(8 * MIB)
     host, port = api.server.host, api.server.port
     connection = socket.create_connection((host, port), timeout=30)
     try:
         head = (
-            f"PUT {upload_path(token_for(owner))} HTTP/1.1\r\nHost: {host}\r\nContent-Length: {total}\r\n\r\n"
+            f"PUT {upload_path(token_for(owner))} HTTP/1.1\r\nHost: {host}\r\nContent-Length: {total}\r\n"
+            f"Authorization: {cluster.auth['Authorization']}\r\n\r\n"
         )
         connection.sendall(head.encode())
         connection.sendall(sent)
@@ -414,7 +451,7 @@ def test_upload_tokens_never_reach_the_logs(
     cluster: Any, http: httpx.Client, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
-    owner = cluster.model("secret", namespace=NAMESPACE, status=WAITING)
+    owner = waiting(cluster, "secret", namespace=NAMESPACE)
     tokens = [token_for(owner, expires_in=-5), token_for(owner, key=b"y" * 32), token_for(owner)]
     for token in tokens:
         http.put(upload_path(token), content=HTML)
@@ -435,9 +472,9 @@ def test_uploads_stream_into_s3(cluster: Any, start_api: Any, s3_bucket: S3Bucke
         s3_bucket.name, endpoint_url=s3_bucket.server.endpoint_url, session=s3_bucket.server.session()
     )
     api = start_api(store, capacity_limit_bytes=10 * GIB)
-    owner = cluster.model("in-s3", namespace=NAMESPACE, status=WAITING)
+    owner = waiting(cluster, "in-s3", namespace=NAMESPACE)
     payload = safetensors_bytes({"w": ("F32", (1024, 1024))})  # 4 MiB
-    with httpx.Client(base_url=api.url, timeout=60) as http:
+    with httpx.Client(base_url=api.url, timeout=60, headers=cluster.auth) as http:
         response = http.put(upload_path(token_for(owner)), content=payload)
     assert response.status_code == 201, response.text
     assert store.get_bytes(upload_payload_key(owner)) == payload

@@ -4,6 +4,7 @@ that object; anything altered, forged, expired or malformed is an UploadTokenRej
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime
 import hashlib
 import hmac
@@ -70,6 +71,7 @@ def test_a_token_is_url_safe_and_has_two_parts() -> None:
 
 def test_the_payload_names_the_object_and_the_expiry_and_never_the_key() -> None:
     document = payload_of(token())
+    nonce = document.pop("i")
     assert document == {
         "k": "Model",
         "n": "team-a",
@@ -77,7 +79,15 @@ def test_the_payload_names_the_object_and_the_expiry_and_never_the_key() -> None
         "u": OWNER.uid,
         "e": int(EXPIRES.timestamp()),
     }
+    assert isinstance(nonce, str)
+    assert len(nonce) >= 16
     assert KEY.decode() not in token()
+
+
+def test_two_tokens_for_one_object_and_expiry_differ() -> None:
+    # A URL issued again in the same second must still replace the old one (see the upload API).
+    assert token() != token()
+    assert verify(token(), key=KEY, now=NOW) == verify(token(), key=KEY, now=NOW)
 
 
 def test_the_expiry_is_exclusive() -> None:
@@ -201,6 +211,60 @@ def forged(document: Any, key: bytes = KEY) -> str:
     ],
 )
 def test_malformed_tokens_are_refused(value: str) -> None:
+    with pytest.raises(UploadTokenRejected):
+        verify(value, key=KEY, now=NOW)
+
+
+@pytest.mark.parametrize(
+    "expiry",
+    ["1e400", "-1e400", "1e300", "NaN", "Infinity", str(10**400), str(2**63), str(-(10**20)), "1.5"],
+)
+def test_an_expiry_out_of_the_calendar_is_a_malformed_token(expiry: str) -> None:
+    # Genuinely signed (a leaked key, or a bug in the issuer): still a rejection, never an
+    # OverflowError or OSError escaping to the caller.
+    document = f'{{"e":{expiry},"k":"Model","m":"b","n":"a","u":"c"}}'.encode()
+    with pytest.raises(UploadTokenRejected, match="malformed"):
+        verify(forged(document), key=KEY, now=NOW)
+
+
+def test_a_deeply_nested_signed_payload_is_a_malformed_token() -> None:
+    with pytest.raises(UploadTokenRejected, match="malformed"):
+        verify(forged(b"[" * 100_000 + b"]" * 100_000), key=KEY, now=NOW)
+
+
+@pytest.mark.parametrize("value", ["\ud800.abc", "abc.\udfff", "\udc80\udc80.\udc80"])
+def test_a_token_with_lone_surrogates_is_refused(value: str) -> None:
+    with pytest.raises(UploadTokenRejected, match="malformed"):
+        verify(value, key=KEY, now=NOW)
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.sampled_from("eknmui"), inner, max_size=6),
+    max_leaves=20,
+)
+
+
+@given(document=st.dictionaries(st.sampled_from("eknmui"), JSON_VALUES, max_size=6) | JSON_VALUES)
+@BOUNDED
+def test_any_signed_document_is_granted_or_rejected_cleanly(document: Any) -> None:
+    try:
+        grant = verify(forged(document), key=KEY, now=NOW)
+    except UploadTokenRejected:
+        return
+    assert grant.expires_at > NOW
+
+
+@given(payload=st.binary(max_size=200))
+@BOUNDED
+def test_any_signed_bytes_are_granted_or_rejected_cleanly(payload: bytes) -> None:
+    with contextlib.suppress(UploadTokenRejected):
+        verify(forged(payload), key=KEY, now=NOW)
+
+
+@given(value=st.text(alphabet=st.characters(codec=None, categories=None), max_size=80))
+@BOUNDED
+def test_any_string_with_any_code_point_is_rejected_cleanly(value: str) -> None:
     with pytest.raises(UploadTokenRejected):
         verify(value, key=KEY, now=NOW)
 

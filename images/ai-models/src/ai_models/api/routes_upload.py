@@ -1,15 +1,15 @@
 """The upload operation: one streaming PUT per upload URL (see `uploads` for what happens).
 
-No body-size limit and no read timeout apply here: uvicorn has neither, and the app adds no
-middleware that reads or bounds bodies. A client silent for `api_upload_idle_timeout_seconds`
-is the only one cut off.
+No body-size limit applies here: the app adds no middleware that reads or bounds bodies. What
+bounds an upload in time is its `Pace` (idle timeout, minimum rate over a window, deadline).
+Headers the contract bounds are refused with 400 before anything else is looked at.
 """
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Final
 
-from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi import APIRouter, Depends, Header, Query, Request, Response
 
 from ai_models.api.models_upload import UPLOAD_PATH
 from ai_models.api.state import ApiState, api_state
@@ -18,6 +18,9 @@ from ai_models.api.uploads import disposition_filename
 router = APIRouter()
 JSON = "application/json"
 State = Annotated[ApiState, Depends(api_state)]
+# The contract's maxLength of the Content-Disposition header (openapi/upload.yaml).
+MAX_CONTENT_DISPOSITION: Final = 1024
+MAX_FILENAME: Final = 255
 
 
 # Async on purpose: the body is read on the event loop, so Starlette never buffers it.
@@ -26,8 +29,11 @@ async def upload_model(
     token: str,
     request: Request,
     state: State,
-    filename: Annotated[str | None, Query(min_length=1, max_length=255)] = None,
+    filename: Annotated[str | None, Query(min_length=1, max_length=MAX_FILENAME)] = None,
+    content_disposition: Annotated[
+        str | None, Header(alias="Content-Disposition", max_length=MAX_CONTENT_DISPOSITION)
+    ] = None,
 ) -> Response:
-    name = filename or disposition_filename(request.headers.get("content-disposition"))
+    name = filename or disposition_filename(content_disposition)
     receipt = await state.uploads.receive(token=token, request=request, filename=name)
     return Response(receipt.model_dump_json(by_alias=True), status_code=201, media_type=JSON)

@@ -45,6 +45,7 @@ from ai_models.api.settings import ApiSettings, api_settings
 from ai_models.api.signing_keys import SigningKeys
 from ai_models.api.state import ApiState
 from ai_models.api.upload_ledger import UploadLedger
+from ai_models.api.upload_pace import UploadLimits
 from ai_models.api.uploads import Uploads
 from ai_models.settings import Settings
 
@@ -111,6 +112,12 @@ def build_runtime(settings: ApiSettings, *, store: ObjectStore, api_client: Any)
         request_timeout=timeout,
         cache_ttl_seconds=settings.api_object_cache_seconds,
     )
+    gatekeeper = Gatekeeper(
+        api_client=api_client,
+        request_timeout=timeout,
+        metrics=metrics,
+        cache_ttl_seconds=settings.api_auth_cache_seconds,
+    )
     uploads = Uploads(
         store=store,
         keys=SigningKeys(
@@ -128,19 +135,21 @@ def build_runtime(settings: ApiSettings, *, store: ObjectStore, api_client: Any)
             capacity_bytes=settings.capacity_limit_bytes,
             metrics=metrics,
         ),
+        gatekeeper=gatekeeper,
         metrics=metrics,
-        idle_timeout_seconds=settings.api_upload_idle_timeout_seconds,
+        limits=UploadLimits(
+            idle_timeout_seconds=settings.api_upload_idle_timeout_seconds,
+            min_bytes_per_second=settings.api_upload_min_bytes_per_second,
+            rate_window_seconds=settings.api_upload_rate_window_seconds,
+            max_seconds=settings.api_upload_max_seconds,
+        ),
         max_concurrent=settings.api_max_concurrent_uploads,
+        replica=settings.pod_name,
     )
     state = ApiState(
         catalog=Catalog(index=index, ledger=ledger),
         ledger=ledger,
-        gatekeeper=Gatekeeper(
-            api_client=api_client,
-            request_timeout=timeout,
-            metrics=metrics,
-            cache_ttl_seconds=settings.api_auth_cache_seconds,
-        ),
+        gatekeeper=gatekeeper,
         uploads=uploads,
         serving=ArtifactServer(
             store=store,
@@ -152,6 +161,7 @@ def build_runtime(settings: ApiSettings, *, store: ObjectStore, api_client: Any)
                     per_subject=settings.api_max_concurrent_downloads_per_subject,
                 )
             ),
+        ),
         lookup=Lookup(models=models, module_namespace=settings.namespace),
         metrics=metrics,
         first_index_pass_complete=builder.first_pass_complete,

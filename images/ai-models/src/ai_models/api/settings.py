@@ -71,7 +71,23 @@ class ApiSettings(Settings):
         default=300.0, gt=0, description="How long an upload may send nothing before it is cut off."
     )
     api_max_concurrent_uploads: int = Field(
-        default=64, ge=1, le=1024, description="Uploads one replica streams at once; more wait for a slot."
+        default=64,
+        ge=1,
+        le=1024,
+        description="Uploads one replica streams at once; one more is refused with 503 and Retry-After.",
+    )
+    api_upload_min_bytes_per_second: int = Field(
+        default=256 * 1024,
+        ge=0,
+        description="Slowest an upload may be, averaged over each rate window; slower is cut off (0: none).",
+    )
+    api_upload_rate_window_seconds: float = Field(
+        default=60.0, gt=0, description="The window the minimum upload rate is averaged over."
+    )
+    api_upload_max_seconds: float = Field(
+        default=12 * 3600.0,
+        gt=0,
+        description="Longest an upload may take; sooner for a size the minimum rate sends faster.",
     )
 
     api_max_concurrent_downloads: int = Field(

@@ -1,11 +1,19 @@
-"""Receiving an upload: token, object, reservation, sniffing, then the body streamed to the store.
+"""Receiving an upload: URL token, caller, object, slot, claim, reservation, then the body.
 
 Every check that can refuse the upload runs before the body is read, so a client that sends
-`Expect: 100-continue` (curl does for large files) is refused without transferring anything.
+`Expect: 100-continue` (curl does for large files) is refused without transferring anything:
+the URL's signed token (401/403), the caller's own Kubernetes token and its right to `update` the
+object (TokenReview and SubjectAccessReview: a reader of `status.upload` cannot upload, D40), the
+object (410, 409) and that the URL is the one its status holds now (403: a new URL replaces the
+old), a free upload slot of this replica (503), the object's claim in the store (409: one upload
+per object across replicas, D42), the storage reservation (507).
+
 Then the first bytes decide the format, and the body flows from the event loop through a
 `BodyPipe` into `put_stream` on a thread of the upload executor, in constant memory, hashed on
-the way. The record (`upload.json`) is written last; any failure deletes the payload and
-releases the reservation. The token is never logged: the owner is.
+the way, judged by its `Pace` (idle timeout, minimum rate, deadline: a trickle is cut off, D41).
+The record (`upload.json`) is written last, and only while the client is still connected; any
+failure deletes the payload, releases the reservation and the claim. Tokens are never logged:
+the owner is.
 """
 
 from __future__ import annotations
@@ -18,10 +26,10 @@ import datetime
 import email.message
 import functools
 import hashlib
+import hmac
 import logging
-import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import Any, Final, TypeVar
 
 from starlette.concurrency import run_in_threadpool
@@ -29,14 +37,17 @@ from starlette.datastructures import Headers
 from starlette.requests import ClientDisconnect, Request
 
 from ai_models.adapters.objectstore import ObjectStore, ObjectStoreError, SizeMismatch
+from ai_models.api.auth import Access, Gatekeeper
 from ai_models.api.body_pipe import BodyPipe, ReaderGone
 from ai_models.api.metrics import ApiMetrics
 from ai_models.api.model_objects import ModelObject, ModelReader, ObjectRef
 from ai_models.api.models import ProblemType
-from ai_models.api.models_upload import UploadReceipt
+from ai_models.api.models_upload import UPLOAD_PREFIX, UploadReceipt
 from ai_models.api.problems import ApiProblem, invalid_parameter, object_gone, object_store_error, wrong_phase
-from ai_models.api.signing_keys import SigningKeys, token_invalid
+from ai_models.api.signing_keys import SigningKeys, token_expired, token_invalid
+from ai_models.api.upload_claims import CLAIM_MARGIN_SECONDS, UploadClaims
 from ai_models.api.upload_ledger import UploadLedger, describe_owner, size_text
+from ai_models.api.upload_pace import Pace, PaceFailure, UploadLimits, claim_lifetime
 from ai_models.domain.artifacts.layout import upload_payload_key, upload_record_key
 from ai_models.domain.artifacts.sniff import ACCEPTED_DESCRIPTION, SNIFF_BYTES, safe_filename, sniff
 from ai_models.domain.artifacts.upload_record import UploadRecord, record_to_json
@@ -52,8 +63,12 @@ PIPE_BYTES: Final = 4 * 1024 * 1024
 # this size, so it takes the GIL back (after hashing, after writing) a few times per MiB instead
 # of a few times per piece: each take can wait for the busy event loop thread's switch interval.
 HANDOFF_BYTES: Final = 1024 * 1024
-DEFAULT_IDLE_TIMEOUT_SECONDS: Final = 300.0
 DEFAULT_MAX_CONCURRENT_UPLOADS: Final = 64
+# What a client refused for a busy replica is told to wait before trying again.
+BUSY_RETRY_AFTER_SECONDS: Final = 30
+UPLOADS_PATH: Final = f"{UPLOAD_PREFIX}/uploads/"
+# The verb an upload needs on its object: it replaces what the object will serve.
+UPLOAD_VERB: Final = "update"
 
 
 def utcnow() -> datetime.datetime:
@@ -70,7 +85,9 @@ class ClientGone(BodyFailure):
     pass
 
 
-class ClientIdle(BodyFailure):
+class ClientTooSlow(BodyFailure):
+    """Idle for too long, below the minimum rate over a window, or past the deadline."""
+
     status = 408
 
 
@@ -132,6 +149,52 @@ class Stored:
     sha256: str
 
 
+def upload_access(ref: ObjectRef) -> Access:
+    """`update` on the object the upload is for: Editor in the Model's namespace, ClusterEditor for
+    a ClusterModel. Reading the object (and so its status.upload) is not enough."""
+    if ref.kind is ModelKind.MODEL:
+        fix = (
+            f"ask for the ai-models Editor access level in namespace {ref.namespace!r}; reading the "
+            "Model (and its status.upload) does not allow uploading to it"
+        )
+    else:
+        fix = (
+            "ask a cluster administrator for the ai-models ClusterEditor access level; reading the "
+            "ClusterModel (and its status.upload) does not allow uploading to it"
+        )
+    return Access(
+        verb=UPLOAD_VERB,
+        resource=ref.kind.plural.value,
+        namespace=ref.namespace if ref.kind is ModelKind.MODEL else None,
+        name=ref.name,
+        fix=fix,
+    )
+
+
+def bearer_hint(ref: ObjectRef) -> str:
+    """How to send the caller's own Kubernetes token with the upload."""
+    return (
+        f"an upload to {ref.describe()} also needs the Kubernetes token of a subject allowed to update "
+        'it: curl -T model.gguf -H "Authorization: Bearer $(kubectl create token <service-account> -n '
+        '<namespace>)" "$URL", or your own user\'s token (kubectl config view --raw --minify -o '
+        "jsonpath='{.users[0].user.token}')"
+    )
+
+
+def status_tokens(status: Mapping[str, Any]) -> tuple[str, ...]:
+    """The tokens of the upload URLs the object's status holds now (the controller issues one token
+    per URL pair; a newer one replaces it)."""
+    upload = status.get("upload")
+    if not isinstance(upload, Mapping):
+        return ()
+    found = []
+    for field in ("inCluster", "external"):
+        url = upload.get(field)
+        if isinstance(url, str) and UPLOADS_PATH in url:
+            found.append(url.rpartition(UPLOADS_PATH)[2].partition("?")[0])
+    return tuple(found)
+
+
 class Uploads:
     def __init__(
         self,
@@ -140,25 +203,32 @@ class Uploads:
         keys: SigningKeys,
         models: ModelReader,
         ledger: UploadLedger,
+        gatekeeper: Gatekeeper,
         metrics: ApiMetrics,
-        idle_timeout_seconds: float = DEFAULT_IDLE_TIMEOUT_SECONDS,
+        limits: UploadLimits | None = None,
         max_concurrent: int = DEFAULT_MAX_CONCURRENT_UPLOADS,
+        replica: str = "api",
         clock: Callable[[], datetime.datetime] = utcnow,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self._store = store
         self._keys = keys
         self._models = models
         self._ledger = ledger
+        self._gatekeeper = gatekeeper
         self._metrics = metrics
-        self._idle = idle_timeout_seconds
+        self._limits = limits or UploadLimits()
         self._clock = clock
+        self._monotonic = monotonic
+        self._claims = UploadClaims(store=store, replica=replica, clock=clock)
+        self._max_concurrent = max_concurrent
+        # Slots are taken and given back on the event loop only, so a plain counter is enough.
+        self._busy = 0
         # A thread per upload for its whole duration: kept apart from the request thread pool so
-        # long uploads never starve short requests.
+        # long uploads never starve short requests. Never more uploads than threads: see _slot.
         self._executor = concurrent.futures.ThreadPoolExecutor(
             max_workers=max_concurrent, thread_name_prefix="upload"
         )
-        self._in_flight: set[Owner] = set()
-        self._lock = threading.Lock()
 
     def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
@@ -167,8 +237,11 @@ class Uploads:
         grant = await run_in_threadpool(functools.partial(self._keys.verify, token, now=self._clock()))
         owner = grant.owner
         ref = _ref(owner)
+        await run_in_threadpool(self._admit, ref, request.headers.get("authorization"))
         found = await run_in_threadpool(functools.partial(self._models.get, ref, fresh=True))
         _check_target(ref, owner, found)
+        assert found is not None
+        _check_current(ref, token, found)
         length = content_length(request.headers)
         if length is None and self._ledger.capacity_bytes is not None:
             raise ApiProblem(
@@ -177,55 +250,87 @@ class Uploads:
                 f"{ref.describe()}: a storage budget is set, so the upload's size must be known before it "
                 "starts; send Content-Length (curl -T does) instead of a chunked body",
             )
-        with self._claim(owner):
-            record = await self._in_store(self._store.head, upload_record_key(owner))
-            if record is not None:
-                raise ApiProblem(
-                    ProblemType.UPLOAD_CONFLICT,
-                    409,
-                    f"{ref.describe()}: an upload was already received; the controller publishes it next "
-                    "(watch the object's phase)",
-                )
-            if length is not None:
-                await run_in_threadpool(functools.partial(self._ledger.reserve, owner, size_bytes=length))
+        with self._slot(ref):
+            pace = Pace(limits=self._limits, started=self._monotonic(), size_bytes=length)
+            lifetime = claim_lifetime(self._limits, length, margin_seconds=CLAIM_MARGIN_SECONDS)
+            claim = await run_in_threadpool(
+                functools.partial(self._claims.take, owner, lifetime_seconds=lifetime)
+            )
             try:
-                return await self._receive_body(owner, request, length=length, filename=filename)
-            except BaseException:
-                await asyncio.shield(self._discard(owner, reserved=length is not None))
-                raise
+                # After the claim: an upload that finished on another replica a moment ago has
+                # released its claim only once its record was written.
+                record = await self._in_store(self._store.head, upload_record_key(owner))
+                if record is not None:
+                    raise ApiProblem(
+                        ProblemType.UPLOAD_CONFLICT,
+                        409,
+                        f"{ref.describe()}: an upload was already received; the controller publishes it "
+                        "next (watch the object's phase)",
+                    )
+                if length is not None:
+                    await run_in_threadpool(functools.partial(self._ledger.reserve, owner, size_bytes=length))
+                try:
+                    return await self._receive_body(
+                        owner, request, pace=pace, length=length, filename=filename
+                    )
+                except BaseException:
+                    await asyncio.shield(self._discard(owner, reserved=length is not None))
+                    raise
+            finally:
+                await asyncio.shield(run_in_threadpool(self._claims.release, owner, claim))
+
+    def _admit(self, ref: ObjectRef, authorization: str | None) -> None:
+        try:
+            self._gatekeeper.admit(authorization, access=upload_access(ref))
+        except ApiProblem as problem:
+            if problem.kind is ProblemType.UNAUTHENTICATED:
+                raise ApiProblem(
+                    problem.kind,
+                    problem.status,
+                    f"{problem.detail}; {bearer_hint(ref)}",
+                    headers=problem.headers,
+                ) from None
+            raise
 
     @contextlib.contextmanager
-    def _claim(self, owner: Owner) -> Iterator[None]:
-        with self._lock:
-            if owner in self._in_flight:
-                raise ApiProblem(
-                    ProblemType.UPLOAD_CONFLICT,
-                    409,
-                    f"{describe_owner(owner)}: another upload for it is in progress; wait for it to finish "
-                    "or fail",
-                )
-            self._in_flight.add(owner)
+    def _slot(self, ref: ObjectRef) -> Iterator[None]:
+        if self._busy >= self._max_concurrent:
+            raise ApiProblem(
+                ProblemType.REPLICA_BUSY,
+                503,
+                f"{ref.describe()}: all {self._max_concurrent} upload slots of this api replica are busy; "
+                f"retry in {BUSY_RETRY_AFTER_SECONDS} s (an upload slower than "
+                f"{self._limits.min_bytes_per_second} bytes/s is cut off, which frees its slot)",
+                headers={"Retry-After": str(BUSY_RETRY_AFTER_SECONDS)},
+            )
+        self._busy += 1
         try:
             yield
         finally:
-            with self._lock:
-                self._in_flight.discard(owner)
+            self._busy -= 1
 
     async def _receive_body(
-        self, owner: Owner, request: Request, *, length: int | None, filename: str | None
+        self, owner: Owner, request: Request, *, pace: Pace, length: int | None, filename: str | None
     ) -> UploadReceipt:
         started = time.perf_counter()
-        chunks = request.stream().__aiter__()
-        head = await self._head(chunks)
-        payload_format = sniff(head[:SNIFF_BYTES])
-        if payload_format is None:
-            raise ApiProblem(
-                ProblemType.UNSUPPORTED_PAYLOAD,
-                415,
-                f"{describe_owner(owner)}: the payload's first bytes are not a supported format (file names "
-                f"and Content-Type are not looked at); upload {ACCEPTED_DESCRIPTION}",
-            )
-        stored = await self._stream(owner, head, chunks, length=length)
+        body = PacedBody(request.stream().__aiter__(), pace=pace, clock=self._monotonic)
+        try:
+            head = await self._head(body)
+            payload_format = sniff(head[:SNIFF_BYTES])
+            if payload_format is None:
+                raise ApiProblem(
+                    ProblemType.UNSUPPORTED_PAYLOAD,
+                    415,
+                    f"{describe_owner(owner)}: the payload's first bytes are not a supported format (file "
+                    f"names and Content-Type are not looked at); upload {ACCEPTED_DESCRIPTION}",
+                )
+            stored = await self._stream(owner, head, body, length=length)
+        finally:
+            body.close()
+        # A client that gave up (its connection is gone) gets no answer; keeping its bytes would
+        # publish an upload its owner believes failed.
+        if await request.is_disconnected():
+            raise _incomplete(ClientGone("the client closed the connection before the upload was recorded"))
         received_at = self._clock().replace(microsecond=0)
         record = UploadRecord(
             sha256=stored.sha256,
@@ -251,23 +356,11 @@ class Uploads:
             sizeBytes=stored.size_bytes, sha256=stored.sha256, format=payload_format, receivedAt=received_at
         )
 
-    async def _next(self, chunks: AsyncIterator[bytes]) -> bytes | None:
-        """The next chunk, None at the end; a client silent for the idle timeout raises ClientIdle."""
-        try:
-            async with asyncio.timeout(self._idle):
-                return await anext(chunks)
-        except StopAsyncIteration:
-            return None
-        except TimeoutError:
-            raise ClientIdle(f"the client sent nothing for {self._idle:g} s") from None
-        except ClientDisconnect:
-            raise ClientGone("the client closed the connection before the end of the body") from None
-
-    async def _head(self, chunks: AsyncIterator[bytes]) -> bytes:
+    async def _head(self, body: PacedBody) -> bytes:
         head = b""
         while len(head) < SNIFF_BYTES:
             try:
-                chunk = await self._next(chunks)
+                chunk = await body.next()
             except BodyFailure as failure:
                 raise _incomplete(failure) from None
             if chunk is None:
@@ -275,11 +368,11 @@ class Uploads:
             head += chunk
         return head
 
-    async def _pump(self, head: bytes, chunks: AsyncIterator[bytes], pipe: BodyPipe) -> None:
+    async def _pump(self, head: bytes, body: PacedBody, pipe: BodyPipe) -> None:
         """Move the body into the pipe; whatever stops it early is handed to the reader."""
         try:
             pending, size = [head], len(head)
-            while (chunk := await self._next(chunks)) is not None:
+            while (chunk := await body.next()) is not None:
                 pending.append(chunk)
                 size += len(chunk)
                 if size >= HANDOFF_BYTES:
@@ -296,12 +389,10 @@ class Uploads:
             raise
         pipe.end()
 
-    async def _stream(
-        self, owner: Owner, head: bytes, chunks: AsyncIterator[bytes], *, length: int | None
-    ) -> Stored:
+    async def _stream(self, owner: Owner, head: bytes, body: PacedBody, *, length: int | None) -> Stored:
         pipe = BodyPipe(loop=asyncio.get_running_loop(), max_buffered=PIPE_BYTES)
         source = HashingSource(pipe, on_bytes=self._metrics.upload_bytes.inc)
-        pump = asyncio.create_task(self._pump(head, chunks, pipe))
+        pump = asyncio.create_task(self._pump(head, body, pipe))
         writing = self._executor.submit(
             self._store.put_stream, upload_payload_key(owner), source, size=length
         )
@@ -323,7 +414,11 @@ class Uploads:
         try:
             return await run_in_threadpool(call, *args)
         except ObjectStoreError as error:
-            raise object_store_error(f"the object store failed: {error}") from error
+            # The store's own words name its bucket or directory: logged, never answered.
+            log.error("object store call failed during an upload", extra={"error": str(error)})
+            raise object_store_error(
+                "the object store failed (the api replica logged the cause); nothing was kept, upload again"
+            ) from error
 
     async def _discard(self, owner: Owner, *, reserved: bool) -> None:
         def discard() -> None:
@@ -339,6 +434,56 @@ class Uploads:
 
         await run_in_threadpool(discard)
         log.info("failed upload discarded", extra={"owner": describe_owner(owner), "reserved": reserved})
+
+
+class PacedBody:
+    """The request body chunk by chunk, judged by its `Pace` while waiting.
+
+    The wait for a chunk wakes up for the pace's next decision (window end, idle limit, deadline)
+    without cancelling the read: cancelling Starlette's body iterator would end it for good.
+    """
+
+    def __init__(self, chunks: AsyncIterator[bytes], *, pace: Pace, clock: Callable[[], float]) -> None:
+        self._chunks = chunks
+        self._pace = pace
+        self._clock = clock
+        self._pending: asyncio.Task[bytes | None] | None = None
+
+    async def next(self) -> bytes | None:
+        """The next non-empty chunk, None at the end; raises ClientTooSlow or ClientGone."""
+        while True:
+            now = self._clock()
+            try:
+                self._pace.check(now=now)
+            except PaceFailure as failure:
+                raise ClientTooSlow(str(failure)) from None
+            if self._pending is None:
+                self._pending = asyncio.ensure_future(_next_chunk(self._chunks))
+            done, _ = await asyncio.wait({self._pending}, timeout=self._pace.wait_seconds(now=now))
+            if not done:
+                continue
+            task, self._pending = self._pending, None
+            try:
+                chunk = task.result()
+            except ClientDisconnect:
+                raise ClientGone("the client closed the connection before the end of the body") from None
+            if chunk is None:
+                return None
+            self._pace.received_bytes(len(chunk), now=self._clock())
+            if chunk:
+                return chunk
+
+    def close(self) -> None:
+        if self._pending is not None:
+            self._pending.cancel()
+            self._pending = None
+
+
+async def _next_chunk(chunks: AsyncIterator[bytes]) -> bytes | None:
+    try:
+        return await anext(chunks)
+    except StopAsyncIteration:
+        return None
 
 
 async def _settle(writing: concurrent.futures.Future[Any], pump: asyncio.Task[None]) -> None:
@@ -380,6 +525,17 @@ def _check_target(ref: ObjectRef, owner: Owner, found: ModelObject | None) -> No
         )
 
 
+def _check_current(ref: ObjectRef, token: str, found: ModelObject) -> None:
+    """The URL must be the one the object's status holds now: a new URL replaces every older one."""
+    presented = token.encode()
+    if not any(hmac.compare_digest(presented, current.encode()) for current in status_tokens(found.status)):
+        raise token_expired(
+            f"{ref.describe()}: this upload URL was replaced by a newer one (the controller issues a new URL "
+            "before the old one expires, and after an upload it could not publish); use the URL in the "
+            "object's status.upload now"
+        )
+
+
 def _incomplete(failure: BodyFailure) -> ApiProblem:
     return ApiProblem(
         ProblemType.UPLOAD_INCOMPLETE, failure.status, f"{failure}; nothing was kept, upload again"
@@ -399,11 +555,15 @@ def _store_failure(owner: Owner, error: Exception, *, received: int, length: int
         return ApiProblem(
             ProblemType.UPLOAD_INCOMPLETE,
             400,
-            f"{what}: the body does not match its Content-Length ({error}); nothing was kept, upload again",
+            f"{what}: the body does not match its Content-Length (received {size_text(received)}{expected}); "
+            "nothing was kept, upload again",
         )
     if isinstance(error, ObjectStoreError):
+        # The store's own words name its bucket or directory: logged, never answered.
+        log.error("the object store failed storing an upload", extra={"owner": what, "error": str(error)})
         return object_store_error(
-            f"{what}: the object store failed storing the upload: {error}; nothing was kept"
+            f"{what}: the object store failed storing the upload (the api replica logged the cause); "
+            "nothing was kept, upload again"
         )
     log.error("upload failed unexpectedly", exc_info=error, extra={"owner": what})
     return ApiProblem(

@@ -80,6 +80,15 @@ class ObjectStore(Protocol):
         """Store `data` under `key`, replacing any object atomically: readers see old or new."""
         ...
 
+    def put_bytes_if_absent(self, key: str, data: bytes) -> ObjectInfo | None:
+        """Store `data` under `key` only if no object is there: None (and nothing written) when one is.
+
+        Atomic across processes and replicas sharing the store: of concurrent calls for one key
+        exactly one stores its data (directory: a hard link, which fails if the name exists; S3:
+        `PutObject` with `If-None-Match: *`). A claim that must be unique is written this way.
+        """
+        ...
+
     def put_stream(self, key: str, stream: ByteSource, *, size: int | None = None) -> ObjectInfo:
         """Store everything `stream` yields, in constant memory, replacing atomically.
 

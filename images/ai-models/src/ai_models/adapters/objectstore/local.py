@@ -2,8 +2,10 @@
 
 Writes go to a hidden `.tmp-*` file in the object's own directory and are renamed over the key
 with `os.replace`, which is atomic within one file system: a reader opens either the old file or
-the new one, never a partial one. Hidden files are never listed. Directories appear on demand
-and empty ones are pruned on delete, so prefixes behave like S3's: they exist while objects do.
+the new one, never a partial one. A create-if-absent write links the finished file to the key
+instead (`os.link` fails when the name exists), so of two writers exactly one creates it. Hidden
+files are never listed. Directories appear on demand and empty ones are pruned on delete, so
+prefixes behave like S3's: they exist while objects do.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import secrets
 import stat
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, overload
 
 from ai_models.adapters.objectstore.base import (
     ByteSource,
@@ -57,6 +59,9 @@ class DirectoryStore:
 
     def put_bytes(self, key: str, data: bytes) -> ObjectInfo:
         return self._write(key, self._writing(key, (data,)))
+
+    def put_bytes_if_absent(self, key: str, data: bytes) -> ObjectInfo | None:
+        return self._write(key, self._writing(key, (data,)), exclusive=True)
 
     def put_stream(self, key: str, stream: ByteSource, *, size: int | None = None) -> ObjectInfo:
         source = CountingSource(
@@ -227,10 +232,21 @@ class DirectoryStore:
                 )
             copied += count
 
-    def _write(self, key: str, fill: Callable[[BinaryIO], None]) -> ObjectInfo:
+    @overload
+    def _write(self, key: str, fill: Callable[[BinaryIO], None]) -> ObjectInfo: ...
+
+    @overload
+    def _write(self, key: str, fill: Callable[[BinaryIO], None], *, exclusive: bool) -> ObjectInfo | None: ...
+
+    def _write(
+        self, key: str, fill: Callable[[BinaryIO], None], *, exclusive: bool = False
+    ) -> ObjectInfo | None:
+        """Fill a temp file and put it at `key`: renamed over it, or (`exclusive`) linked to it only
+        when the name is free (None when it is taken)."""
         path = self._path(key)
         with self._translating("write", key):
             descriptor, temp = self._create_temp(path.parent)
+        created = True
         try:
             with os.fdopen(descriptor, "wb") as out:
                 fill(out)
@@ -239,15 +255,25 @@ class DirectoryStore:
                     os.fsync(out.fileno())
                     status = os.fstat(out.fileno())
             with self._translating("write", key):
-                os.replace(temp, path)
+                if exclusive:
+                    try:
+                        os.link(temp, path)
+                    except FileExistsError:
+                        created = False
+                    temp.unlink()
+                else:
+                    os.replace(temp, path)
         except BaseException:
             with contextlib.suppress(OSError):
                 temp.unlink()
             self._prune(path.parent)
             raise
+        if not created:
+            return None
         with self._translating("write", key):
             _fsync_directory(path.parent)
-        # The renamed file keeps the inode and times fstat saw, so this equals a later head().
+        # The renamed (or linked) file keeps the inode and mtime fstat saw, so this equals a later
+        # head(); a link changes only the ctime, which the etag does not use.
         return _info(key, status)
 
     def _create_temp(self, directory: Path) -> tuple[int, Path]:

@@ -38,6 +38,7 @@ MIN_PART_BYTES = 5 * MIB  # S3 refuses smaller parts (except the last)
 DEFAULT_PART_BYTES = 8 * MIB
 MAX_PARTS = 10_000  # S3's limit per multipart upload
 PAGE_SIZE = 1000  # S3's maximum for listings and batch deletes
+_TAKEN_CODES = frozenset({"PreconditionFailed", "412", "ConditionalRequestConflict", "409"})
 
 
 class S3Store:
@@ -92,6 +93,20 @@ class S3Store:
     def put_bytes(self, key: str, data: bytes) -> ObjectInfo:
         validate_key(key)
         response = self._call("put_object", action="write", key=key, Body=data)
+        return ObjectInfo(key=key, size=len(data), etag=_etag(response.get("ETag")))
+
+    def put_bytes_if_absent(self, key: str, data: bytes) -> ObjectInfo | None:
+        validate_key(key)
+        try:
+            response = self._client.put_object(Bucket=self.bucket, Key=key, Body=data, IfNoneMatch="*")
+        except ClientError as exc:
+            # 412: the key exists. 409 ConditionalRequestConflict: another conditional write of the
+            # same key is in flight, so this one lost the race as well.
+            if s3errors.error_code(exc) in _TAKEN_CODES:
+                return None
+            raise s3errors.translate(exc, store=self.description, action="write", key=key) from exc
+        except BotoCoreError as exc:
+            raise s3errors.translate(exc, store=self.description, action="write", key=key) from exc
         return ObjectInfo(key=key, size=len(data), etag=_etag(response.get("ETag")))
 
     def put_stream(self, key: str, stream: ByteSource, *, size: int | None = None) -> ObjectInfo:

@@ -4,6 +4,8 @@
     artifacts/<scope>/<namespace|_cluster>/<name>/<digest hex>/files/<path in the model>
     uploads/<scope>/<namespace|_cluster>/<name>/<uid>/payload       the uploaded bytes as received
     uploads/<scope>/<namespace|_cluster>/<name>/<uid>/upload.json   written once the payload is complete
+    uploads/<scope>/<namespace|_cluster>/<name>/<uid>/claim.json    the upload in progress (create-if-absent)
+    uploads/<scope>/<namespace|_cluster>/<name>/<uid>/takeover-<claim id>   who replaces a stale claim
 
 Model files live under `files/` so a repository file named `manifest.json` can never replace the
 manifest. Uploads are keyed by the object's UID: a Model deleted and re-created under the same
@@ -24,6 +26,8 @@ MANIFEST_NAME = "manifest.json"
 FILES_DIR = "files/"
 UPLOAD_PAYLOAD = "payload"
 UPLOAD_RECORD = "upload.json"
+UPLOAD_CLAIM = "claim.json"
+UPLOAD_TAKEOVER_PREFIX = "takeover-"
 CLUSTER_NAMESPACE_SEGMENT = "_cluster"
 
 _SCOPE_SEGMENTS = {Scope.NAMESPACED: "namespaced", Scope.CLUSTER: "cluster"}
@@ -115,3 +119,11 @@ def locate(key: str) -> ArtifactLocation | None:
     if not _DIGEST.fullmatch(digest):
         return None
     return ArtifactLocation(scope=scope, namespace=namespace, name=parts[2], digest=digest)
+
+
+def upload_claim_key(owner: Owner) -> str:
+    return upload_prefix(owner) + UPLOAD_CLAIM
+
+
+def upload_takeover_key(owner: Owner, claim_id: str) -> str:
+    return upload_prefix(owner) + UPLOAD_TAKEOVER_PREFIX + claim_id

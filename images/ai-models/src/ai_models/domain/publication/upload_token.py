@@ -1,9 +1,13 @@
 """Signed, time-bounded upload tokens (the secret part of `status.upload` URLs).
 
-A token names one object by kind, namespace, name and UID and carries its expiry; it is signed
-with HMAC-SHA256 under the key in the Secret `ai-models-upload-signing`. The controller issues
-tokens, the upload API verifies them: neither needs to store sessions, and a token for a deleted
-and re-created Model is refused because the UID differs.
+A token names one object by kind, namespace, name and UID and carries its expiry and a random
+issue nonce; it is signed with HMAC-SHA256 under the key in the Secret `ai-models-upload-signing`.
+The controller issues tokens, the upload API verifies them: a token for a deleted and re-created
+Model is refused because the UID differs. The nonce makes every issued token unique, so the upload
+API can tell the URL the object's status holds now from any URL issued before it (D40).
+
+`verify` treats its input as hostile: any string, and any document signed with the key (a leaked
+key, a bug in an issuer), ends in a grant or an `UploadTokenRejected`, never another exception.
 
     token = issue(owner, expires_at=now + timedelta(hours=2), key=key)
     grant = verify(token, key=key, now=now)   # raises UploadTokenRejected
@@ -18,8 +22,24 @@ import datetime
 import hashlib
 import hmac
 import json
+import secrets
+from typing import Any, Final
 
 from ai_models.domain.storage.ledger import Owner
+
+NONCE_BYTES: Final = 12
+_MALFORMED: Final = "the upload token is malformed; copy the URL from status.upload again"
+# What json.loads and datetime can raise on a hostile document: deep nesting (RecursionError), an
+# expiry beyond time_t or the calendar (OverflowError, OSError, ValueError).
+_DECODING_ERRORS: Final = (
+    binascii.Error,
+    ValueError,
+    KeyError,
+    TypeError,
+    OverflowError,
+    OSError,
+    RecursionError,
+)
 
 
 class UploadTokenRejected(ValueError):
@@ -53,6 +73,7 @@ def issue(owner: Owner, *, expires_at: datetime.datetime, key: bytes) -> str:
         "m": owner.name,
         "u": owner.uid,
         "e": int(expires_at.timestamp()),
+        "i": _b64(secrets.token_bytes(NONCE_BYTES)),
     }
     payload = _b64(json.dumps(document, separators=(",", ":"), sort_keys=True).encode())
     return f"{payload}.{_signature(payload, key)}"
@@ -60,27 +81,35 @@ def issue(owner: Owner, *, expires_at: datetime.datetime, key: bytes) -> str:
 
 def verify(token: str, *, key: bytes, now: datetime.datetime) -> UploadGrant:
     payload, _, signature = token.partition(".")
-    if not payload or not signature or not key:
-        raise UploadTokenRejected("the upload token is malformed; copy the URL from status.upload again")
+    if not payload or not signature or not key or not token.isascii():
+        raise UploadTokenRejected(_MALFORMED)
     # Compared as bytes: compare_digest raises TypeError on str with non-ASCII characters.
     if not hmac.compare_digest(signature.encode(), _signature(payload, key).encode()):
         raise UploadTokenRejected("the upload token is not valid; copy the URL from status.upload again")
     try:
-        document = json.loads(_unb64(payload))
+        document: Any = json.loads(_unb64(payload))
         owner = Owner(
-            kind=str(document["k"]),
-            namespace=str(document["n"]),
-            name=str(document["m"]),
-            uid=str(document["u"]),
+            kind=_text(document["k"]),
+            namespace=_text(document["n"]),
+            name=_text(document["m"]),
+            uid=_text(document["u"]),
         )
-        expires_at = datetime.datetime.fromtimestamp(int(document["e"]), tz=datetime.UTC)
-    except (binascii.Error, ValueError, KeyError, TypeError) as error:
-        raise UploadTokenRejected(
-            "the upload token is malformed; copy the URL from status.upload again"
-        ) from error
+        expiry = document["e"]
+        # Exactly an integer (bool is one too in Python): the issuer writes nothing else.
+        if type(expiry) is not int:
+            raise TypeError("the expiry is not a whole number of seconds")
+        expires_at = datetime.datetime.fromtimestamp(expiry, tz=datetime.UTC)
+    except _DECODING_ERRORS as error:
+        raise UploadTokenRejected(_MALFORMED) from error
     if now >= expires_at:
         raise UploadTokenRejected(
             f"the upload token expired at {expires_at.isoformat()}; "
             "the controller issues a new URL in status.upload"
         )
     return UploadGrant(owner=owner, expires_at=expires_at)
+
+
+def _text(value: object) -> str:
+    if not isinstance(value, str):
+        raise TypeError("a name in the token is not a string")
+    return value

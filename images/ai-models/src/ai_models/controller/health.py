@@ -1,14 +1,24 @@
 """`/healthz` and `/readyz` on their own small HTTP listener, answered from process state only.
 
 Probes never call the Kubernetes API: a slow API server must not make the kubelet restart a
-healthy controller.
+healthy controller. Nor may a client that connects and says nothing: each connection has a socket
+timeout, and at most `max_handlers` are handled at once; one past them is closed at once rather
+than given a thread (kubelet probes are one short request each, so the bound only ever bites a
+flood).
 """
 
 from __future__ import annotations
 
 import http.server
+import logging
+import socket
 import threading
-from typing import Any
+from typing import Any, Final
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TIMEOUT_SECONDS: Final = 5.0
+DEFAULT_MAX_HANDLERS: Final = 16
 
 
 class ProbeState:
@@ -52,10 +62,57 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         return
 
 
+class _BoundedServer(http.server.HTTPServer):
+    """One thread per connection, at most `max_handlers` of them."""
+
+    # socketserver's default of 5 drops connections in a burst, which then retry seconds later.
+    request_queue_size = 128
+
+    def __init__(self, address: tuple[str, int], handler: type[_Handler], *, max_handlers: int) -> None:
+        super().__init__(address, handler)
+        self._slots = threading.BoundedSemaphore(max_handlers)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            log.debug("probe connection refused: every handler is busy", extra={"client": client_address})
+            self.shutdown_request(request)
+            return
+        try:
+            threading.Thread(
+                target=self._handle, args=(request, client_address), name="probe", daemon=True
+            ).start()
+        except BaseException:
+            self._slots.release()
+            self.shutdown_request(request)
+            raise
+
+    def _handle(self, request: socket.socket, client_address: Any) -> None:
+        try:
+            self.finish_request(request, client_address)
+        except Exception:
+            self.handle_error(request, client_address)
+        finally:
+            self.shutdown_request(request)
+            self._slots.release()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that hung up or timed out is no news; socketserver would print a traceback.
+        log.debug("probe connection failed", exc_info=True, extra={"client": client_address})
+
+
 class ProbeServer:
-    def __init__(self, *, state: ProbeState, address: str, port: int) -> None:
-        handler = type("ProbeHandler", (_Handler,), {"state": state})
-        self._server = http.server.ThreadingHTTPServer((address, port), handler)
+    def __init__(
+        self,
+        *,
+        state: ProbeState,
+        address: str,
+        port: int,
+        timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
+        max_handlers: int = DEFAULT_MAX_HANDLERS,
+    ) -> None:
+        # `timeout` is the handler's socket timeout: a request that does not arrive in time ends it.
+        handler = type("ProbeHandler", (_Handler,), {"state": state, "timeout": timeout_seconds})
+        self._server = _BoundedServer((address, port), handler, max_handlers=max_handlers)
         self._thread = threading.Thread(target=self._server.serve_forever, name="probes", daemon=True)
 
     @property

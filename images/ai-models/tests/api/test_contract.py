@@ -360,10 +360,9 @@ def test_operations_describe_auth_and_upstream_failures(contract: Contract) -> N
             ):
                 continue
             assert set(op["responses"]) >= SECURED_EXPECTED, f"{method} {path}"
-            if contract is Contract.UPLOAD:
-                assert op["security"] == [], "the upload URL is the credential"
-            else:
-                assert "security" not in op, f"{path} must use the document's bearer security"
+            # Uploads too: the URL names the object, the caller's own token says who uploads (D40).
+            assert "security" not in op, f"{path} must use the document's bearer security"
+    assert document["security"] == [{"bearerToken": []}]
 
 
 def _crd_status(plural: str) -> dict[str, Any]:

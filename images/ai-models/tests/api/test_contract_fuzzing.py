@@ -49,6 +49,7 @@ from ai_models.domain.publication.upload_token import issue
 from ai_models.domain.storage.ledger import Ledger, Owner
 from ai_models.names import SourceType
 from fakes.model_files import tiny_gguf
+from fakes.upload_clients import offer
 from kubeemu.access_levels import grant_access_level
 from kubeemu.authn import Identity, new_token
 from kubeemu.pytest_fixtures import REPO_CRDS, RunningEmulator, start_emulator
@@ -217,7 +218,7 @@ def _schema(contract: Contract, *, examples: int, bearer: bool = True) -> OpenAp
 
 
 schema = _schema(Contract.CATALOG_IMPORT, examples=MAX_EXAMPLES)
-upload_schema = _schema(Contract.UPLOAD, examples=MAX_EXAMPLES_NEW_APIS, bearer=False)
+upload_schema = _schema(Contract.UPLOAD, examples=MAX_EXAMPLES_NEW_APIS)
 serving_schema = _schema(Contract.SERVING, examples=MAX_EXAMPLES_NEW_APIS)
 lookup_schema = _schema(Contract.INTERNAL_LOOKUP, examples=MAX_EXAMPLES_NEW_APIS)
 
@@ -317,16 +318,20 @@ def test_issued_page_tokens_keep_the_contract(running_api: Running, query: dict[
 
 
 def test_real_uploads_keep_the_contract(running_api: Running) -> None:
-    """Fuzzing cannot forge upload tokens, so send issued ones: accepted, refused by content, repeated."""
+    """Fuzzing cannot forge upload tokens, so send issued ones: accepted, refused by content, repeated,
+    by a caller who may only read the Model, and with a URL a newer one replaced."""
     operation = upload_schema["/api/upload/v1/uploads/{token}"]["PUT"]
-    owner = running_api.cluster.model("uploaded", namespace="team-a", status={"phase": "WaitForUpload"})
+    owner = running_api.cluster.model("uploaded", namespace="team-a")
+    old_token = offer(running_api.cluster, owner, key=UPLOAD_KEY)
+    token = offer(running_api.cluster, owner, key=UPLOAD_KEY)
+    editor = running_api.cluster.user("uploader", level="Editor", namespace="team-a")
     expires = datetime.datetime.now(datetime.UTC) + datetime.timedelta(hours=1)
-    token = issue(owner, expires_at=expires, key=UPLOAD_KEY)
 
-    def put(body: bytes, *, token: str = token, status: int) -> Any:
+    def put(body: bytes, *, token: str = token, status: int, bearer: str = editor.token) -> Any:
         case = operation.Case(
             path_parameters={"token": token},
             query={"filename": "model.gguf"},
+            headers={"Authorization": f"Bearer {bearer}"},
             body=body,
             media_type="application/octet-stream",
         )
@@ -341,6 +346,8 @@ def test_real_uploads_keep_the_contract(running_api: Running) -> None:
     put(GGUF, status=507)
     running_api.cluster.put_ledger(Ledger(confirmed=True))
     try:
+        put(GGUF, status=403, bearer=running_api.token)  # a User reads the Model, may not upload
+        put(GGUF, token=old_token, status=403)
         put(b"<html>not a model</html>", status=415)
         assert put(GGUF, status=201).json()["sizeBytes"] == len(GGUF)
         put(GGUF, status=409)

@@ -13,7 +13,8 @@
 - A small write buffer (`WRITE_BUFFER_HIGH_BYTES`): responses that stream pause as soon as a
   piece is buffered, so what a reader that does not read costs the process is about one piece.
 
-The answers it writes itself precede any request (or replace one that never arrived), so they are
+Requests h11 cannot parse are answered 400 in the problem shape too (uvicorn answers text). The
+answers it writes itself precede any request (or replace one that never arrived), so they are
 raw bytes in the problem shape, not ASGI responses.
 """
 
@@ -69,6 +70,13 @@ _HEAD_TIMED_OUT: Final = _raw_problem(
         ProblemType.REQUEST_TIMEOUT,
         408,
         "the request's headers did not arrive in time; send the whole request head at once",
+    )
+)
+_UNPARSEABLE: Final = _raw_problem(
+    ApiProblem(
+        ProblemType.INVALID_PARAMETER,
+        400,
+        "the request is not valid HTTP/1.1 (its request line or headers cannot be parsed)",
     )
 )
 _TOO_MANY_CONNECTIONS: Final = _raw_problem(
@@ -149,6 +157,12 @@ class GuardedH11Protocol(H11Protocol):
             return
         log.debug("connection closed: its request head did not arrive in time", extra={"client": self.client})
         self.transport.write(_HEAD_TIMED_OUT)
+        self.transport.close()
+
+    def send_400_response(self, msg: str) -> None:
+        # uvicorn answers text/plain; every answer of the api is in the problem shape.
+        log.debug("connection closed: not HTTP", extra={"client": self.client, "error": msg})
+        self.transport.write(_UNPARSEABLE)
         self.transport.close()
 
     # Write-stall watchdog.

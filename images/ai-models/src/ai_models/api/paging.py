@@ -5,6 +5,10 @@ fingerprint is a hash of everything that decides the result order and membership
 sort); `pageSize` is left out, so a client may change it between pages. A token presented with a
 different search is refused rather than silently returning a page of some other result set.
 Tokens are not secret and carry no authority: they only say where to continue.
+
+A token is client input: it is bounded in length before it is decoded, and its JSON is parsed only
+when it is flat (one array, no object), so no nesting reaches the recursive JSON parser; whatever
+else is wrong with it is the one `invalid-page-token` problem.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ from ai_models.api.models import SearchQuery
 from ai_models.api.problems import ApiProblem, invalid_page_token
 
 TOKEN_VERSION: Final = 1
+# The contract's maxLength of pageToken; issued tokens are far shorter.
+MAX_TOKEN_CHARS: Final = 2048
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,11 +60,43 @@ def _refuse(detail: str) -> ApiProblem:
     )
 
 
+def _nesting(raw: bytes) -> int:
+    """How deep arrays and objects nest in `raw` read as JSON (brackets inside strings do not count)."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for byte in raw:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif byte == 0x5C:  # backslash
+                escaped = True
+            elif byte == 0x22:  # quote
+                in_string = False
+        elif byte == 0x22:
+            in_string = True
+        elif byte in b"[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif byte in b"]}":
+            depth -= 1
+    return deepest
+
+
 def decode_token(token: str, *, query_fingerprint: str) -> Cursor:
+    """The cursor `token` holds; an `invalid-page-token` problem for anything else, whatever it is."""
+    if len(token) > MAX_TOKEN_CHARS:
+        raise _refuse(f"is longer than any page token this api issues ({MAX_TOKEN_CHARS} characters)")
     try:
         raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
-        document: Any = json.loads(raw)
     except (binascii.Error, ValueError) as error:
+        raise _refuse("is not a page token of this api") from error
+    # An issued token is one flat array: anything nested is refused here, before a parser that
+    # recurses could see it.
+    if _nesting(raw) > 1:
+        raise _refuse("is not a page token of this api")
+    try:
+        document: Any = json.loads(raw)
+    except (ValueError, RecursionError) as error:
         raise _refuse("is not a page token of this api") from error
     if not (
         isinstance(document, list)

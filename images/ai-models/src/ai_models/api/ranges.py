@@ -12,7 +12,12 @@ import dataclasses
 import re
 from typing import Final
 
-_SINGLE: Final = re.compile(r"^\s*bytes\s*=\s*(\d*)\s*-\s*(\d*)\s*$", re.IGNORECASE)
+# ASCII only: `\d` would take other scripts' digits, and `\s` other spaces, which no client sends.
+_SINGLE: Final = re.compile(r"^\s*bytes\s*=\s*(\d*)\s*-\s*(\d*)\s*$", re.IGNORECASE | re.ASCII)
+# More digits than any offset a file can have: read as "past any end", never handed to int()
+# (which refuses strings of more than 4,300 digits).
+_MAX_DIGITS: Final = 19
+_HUGE: Final = 10**_MAX_DIGITS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,21 +52,25 @@ def requested_range(header: str | None, *, size: int) -> ByteRange | None:
     match = _SINGLE.match(header)
     if match is None:
         return None  # several ranges, another unit, or malformed: serve the whole file
-    first, last = match.groups()
-    if not first:
-        if not last:
+    first, last = (_offset(group) if group else None for group in match.groups())
+    if first is None:
+        if last is None:
             return None
-        suffix = int(last)
+        suffix = last
         if suffix == 0 or size == 0:
             raise RangeNotSatisfiable(size)
         return ByteRange(start=max(size - suffix, 0), end=size - 1)
-    start = int(first)
-    if last and int(last) < start:
+    start = first
+    if last is not None and last < start:
         return None  # `bytes=5-2` is not a valid range: ignore it
     if start >= size:
         raise RangeNotSatisfiable(size)
-    end = int(last) if last else size - 1
+    end = last if last is not None else size - 1
     return ByteRange(start=start, end=min(end, size - 1))
+
+
+def _offset(digits: str) -> int:
+    return _HUGE if len(digits.lstrip("0")) > _MAX_DIGITS else int(digits)
 
 
 def quoted(tag: str) -> str:

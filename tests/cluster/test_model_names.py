@@ -13,7 +13,7 @@ from kubernetes import client as typed_client
 from cluster.model_stack import USER_NAMESPACE, ModelStack, model_stack
 from fakes.hub import FakeHub
 from fakes.hub_corpus import FakeModel, repository
-from fakes.model_files import gguf_bytes, safetensors_bytes
+from fakes.model_files import GGML_F32, gguf_bytes, safetensors_bytes
 from fakes.s3 import S3Bucket
 from kubeemu.pytest_fixtures import RunningEmulator
 
@@ -22,7 +22,10 @@ CONFIG = b'{"architectures": ["LlamaForCausalLM"], "model_type": "llama", "max_p
 SMALL = repository(
     "acme/small", {"config.json": CONFIG, "model.safetensors": safetensors_bytes({"w": ("F32", (8, 8))})}
 )
-GGUF = gguf_bytes(metadata={"general.architecture": "llama", "llama.context_length": 2048})
+GGUF = gguf_bytes(
+    metadata={"general.architecture": "llama", "llama.context_length": 2048},
+    tensors={"w": (GGML_F32, (8, 8))},
+)
 LENGTHS = (63, 64, 253)
 
 

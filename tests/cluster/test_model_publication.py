@@ -16,7 +16,7 @@ import pytest
 from cluster.model_stack import USER_NAMESPACE, ModelStack, model_stack
 from fakes.hub import FakeHub
 from fakes.hub_corpus import FakeModel, repository
-from fakes.model_files import gguf_bytes, safetensors_bytes
+from fakes.model_files import GGML_F32, gguf_bytes, safetensors_bytes
 from fakes.s3 import S3Bucket
 from kubeemu.pytest_fixtures import RunningEmulator
 
@@ -43,7 +43,8 @@ PRIVATE = repository(
 )
 NO_CONFIG = repository("acme/bare-weights", {"model.safetensors": WEIGHTS})
 GGUF = gguf_bytes(
-    metadata={"general.architecture": "llama", "llama.context_length": 2048, "llama.block_count": 2}
+    metadata={"general.architecture": "llama", "llama.context_length": 2048, "llama.block_count": 2},
+    tensors={"w": (GGML_F32, (8, 8))},
 )
 
 

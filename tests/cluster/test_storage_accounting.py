@@ -15,7 +15,7 @@ import pytest
 from cluster.model_stack import USER_NAMESPACE, ModelStack, model_stack
 from fakes.hub import FakeHub
 from fakes.hub_corpus import FakeModel, repository
-from fakes.model_files import MIB, gguf_bytes, safetensors_bytes, synthetic_safetensors
+from fakes.model_files import GGML_F32, MIB, gguf_bytes, safetensors_bytes, synthetic_safetensors
 from fakes.s3 import S3Bucket
 from kubeemu.pytest_fixtures import RunningEmulator
 
@@ -25,7 +25,10 @@ SMALL = repository(
 )
 LARGE_WEIGHTS = synthetic_safetensors(256 * MIB, seed=7)
 LARGE = repository("acme/large", {"config.json": CONFIG, "model.safetensors": LARGE_WEIGHTS})
-GGUF = gguf_bytes(metadata={"general.architecture": "llama", "llama.context_length": 2048})
+GGUF = gguf_bytes(
+    metadata={"general.architecture": "llama", "llama.context_length": 2048},
+    tensors={"w": (GGML_F32, (8, 8))},
+)
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ import yaml
 
 from fakes.hub import FakeHub
 from fakes.hub_corpus import repository
-from fakes.model_files import gguf_bytes, safetensors_bytes
+from fakes.model_files import GGML_F32, gguf_bytes, safetensors_bytes
 from kubeemu.pytest_fixtures import KUBECTL, module_image
 from support.processes import free_port
 
@@ -276,7 +276,10 @@ spec: {source: {upload: {}}}
         out, "get", "model", "mine", "-n", "default", "-o", "jsonpath={.status.upload.inCluster}"
     ).stdout
     assert url.startswith(f"http://127.0.0.1:{API_PORT}/api/upload/v1/")
-    gguf = gguf_bytes(metadata={"general.architecture": "llama", "llama.context_length": 1024})
+    gguf = gguf_bytes(
+        metadata={"general.architecture": "llama", "llama.context_length": 1024},
+        tensors={"w": (GGML_F32, (8, 8))},  # a GGUF without tensors is no model
+    )
     request = urllib.request.Request(url + "?filename=mine.gguf", data=gguf, method="PUT")
     with urllib.request.urlopen(request, timeout=30) as response:
         assert response.status == 201

@@ -18,7 +18,7 @@ from ai_models.domain.artifacts.profile import (
 )
 from ai_models.domain.catalog.facts import FactSources, derive_facts
 from ai_models.domain.catalog.record import WeightsFormat
-from fakes.model_files import GGUF_UINT32, TINY_GGUF_PARAMETERS, Typed, gguf_bytes, tiny_gguf
+from fakes.model_files import GGML_F32, GGUF_UINT32, TINY_GGUF_PARAMETERS, Typed, gguf_bytes, tiny_gguf
 
 CRDS = Path(__file__).resolve().parents[4] / "crds"
 
@@ -152,7 +152,8 @@ def test_a_gguf_profile_comes_from_the_file_header() -> None:
                 "qwen2.embedding_length": Typed(GGUF_UINT32, 3584),
                 "qwen2.attention.head_count": Typed(GGUF_UINT32, 28),
                 "qwen2.attention.head_count_kv": Typed(GGUF_UINT32, 4),
-            }
+            },
+            tensors={"token_embd.weight": (GGML_F32, (16, 8))},
         )
     )
     result = profile(
@@ -168,7 +169,7 @@ def test_a_gguf_profile_comes_from_the_file_header() -> None:
     assert resolved["format"] == "GGUF"
     assert resolved["family"] == "qwen2"
     assert resolved["quantization"] == "Q5_K_M"  # the file name says nothing; the header does
-    assert resolved["parameterCount"] == 7_615_616_512  # no tensors described: the Hub's total
+    assert resolved["parameterCount"] == 16 * 8  # the stored file's tensors, before the Hub's total
     assert resolved["contextWindowTokens"] == 32768
     assert resolved["resources"]["layers"] == 28
     assert resolved["resources"]["kvHeads"] == 4
@@ -201,7 +202,10 @@ def test_an_upload_without_a_pipeline_tag_gets_what_the_weights_make_certain() -
     assert gguf_llm.resolved["supportedEndpointTypes"] == ["Chat", "TextGeneration"]
 
     embedder = parse_gguf_header(
-        gguf_bytes(metadata={"general.architecture": "bert", "bert.context_length": Typed(GGUF_UINT32, 512)})
+        gguf_bytes(
+            metadata={"general.architecture": "bert", "bert.context_length": Typed(GGUF_UINT32, 512)},
+            tensors={"token_embd.weight": (GGML_F32, (16, 8))},
+        )
     )
     gguf_bert = profile(format=WeightsFormat.GGUF, filenames=["e.gguf"], gguf_headers=[embedder])
     assert gguf_bert.resolved["supportedEndpointTypes"] == ["Embeddings"]

@@ -6,6 +6,7 @@ import dataclasses
 import hashlib
 import json
 import logging
+import struct
 from typing import TYPE_CHECKING
 
 import pytest
@@ -478,3 +479,38 @@ def test_the_termination_message_is_the_outcome_json(kit: Kit, hub: FakeHub) -> 
     assert parsed.digest == job.digest
     assert json.loads(text)["message"] == parsed.message
     assert len(text) < 4096
+
+
+@pytest.mark.parametrize(
+    ("path", "content", "message"),
+    [
+        (
+            "model.safetensors",
+            struct.pack("<Q", 77)
+            + b'{"weight":{"dtype":"F32","shape":[1000000000],"data_offsets":[0,4000000000]}}'
+            + bytes(10),
+            "model.safetensors is not a valid safetensors file",
+        ),
+        (
+            "model-Q4_K_M.gguf",
+            b"GGUF" + struct.pack("<IQQ", 3, 2, 3) + bytes(range(64)),
+            "is not a valid GGUF file",
+        ),
+    ],
+    ids=["safetensors", "gguf"],
+)
+def test_hub_weights_that_are_not_a_model_are_unsupported_never_retried(
+    kit: Kit, hub: FakeHub, path: str, content: bytes, message: str
+) -> None:
+    hub.add(repository(REPO, {"config.json": b"{}", path: content}))
+    job = kit.plan(hub, REPO)
+    settings = kit.hf_settings(hub, job)
+
+    assert kit.run(settings) == EXIT_FAILED
+
+    outcome = kit.outcome(settings)
+    assert outcome["reason"] == ModelReason.UNSUPPORTED_SOURCE.value
+    assert outcome["retryable"] is False
+    assert message in outcome["message"]
+    assert f"{REPO} at revision {job.revision}" in outcome["message"]
+    assert kit.keys(job.digest) == []

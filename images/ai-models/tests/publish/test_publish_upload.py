@@ -7,6 +7,7 @@ import hashlib
 import io
 import json
 import stat
+import struct
 import tarfile
 import zipfile
 from collections.abc import Mapping
@@ -419,7 +420,7 @@ def test_invalid_safetensors_content_is_unsupported(kit: Kit) -> None:
     result = kit.outcome(settings)
     assert result["reason"] == ModelReason.UNSUPPORTED_SOURCE.value
     assert "model.safetensors" in result["message"]
-    assert "dtype and shape" in result["message"]
+    assert "tensor 'w': it has no valid dtype, shape and data_offsets" in result["message"]
     assert kit.keys(digest) == []
 
 
@@ -648,3 +649,57 @@ def test_a_gzip_stream_of_two_members_is_read_as_one(kit: Kit) -> None:
         "model.safetensors",
         "tokenizer.json",
     ]
+
+
+# ----- weights that are not what they claim -----------------------------------------------------
+
+NINETY_FIVE_BYTES = (
+    struct.pack("<Q", 77)
+    + b'{"weight":{"dtype":"F32","shape":[1000000000],"data_offsets":[0,4000000000]}}'
+    + bytes(10)
+)
+EIGHTY_EIGHT_BYTES = (
+    b"GGUF" + struct.pack("<IQQ", 3, 2, 3) + bytes((index * 73 + 41) % 256 for index in range(64))
+)
+
+
+@pytest.mark.parametrize(
+    ("payload", "payload_format", "filename", "message"),
+    [
+        (
+            NINETY_FIVE_BYTES,
+            PayloadFormat.SAFETENSORS,
+            "model.safetensors",
+            "the tensors take 4000000000 bytes",
+        ),
+        (EIGHTY_EIGHT_BYTES, PayloadFormat.GGUF, "model.gguf", "not a valid GGUF file"),
+    ],
+    ids=["95-byte safetensors", "88-byte GGUF"],
+)
+def test_weights_whose_header_lies_about_the_file_are_unsupported_not_ready(
+    kit: Kit, payload: bytes, payload_format: PayloadFormat, filename: str, message: str
+) -> None:
+    assert len(payload) in (95, 88)
+    digest = kit.stage_upload(payload, payload_format=payload_format, filename=filename)
+    settings = kit.upload_settings(digest)
+
+    assert kit.run(settings) == EXIT_FAILED
+
+    outcome = kit.outcome(settings)
+    assert outcome["reason"] == ModelReason.UNSUPPORTED_SOURCE.value
+    assert outcome["retryable"] is False
+    assert message in outcome["message"]
+    assert not kit.has_manifest(digest)
+
+
+def test_lying_weights_inside_an_archive_are_unsupported(kit: Kit) -> None:
+    digest = kit.stage_upload(
+        tar_of({"config.json": CONFIG, "model.safetensors": NINETY_FIVE_BYTES}),
+        payload_format=PayloadFormat.TAR,
+    )
+    settings = kit.upload_settings(digest)
+
+    assert kit.run(settings) == EXIT_FAILED
+
+    assert kit.outcome(settings)["reason"] == ModelReason.UNSUPPORTED_SOURCE.value
+    assert kit.keys(digest) == []

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from ai_models.publish.failures import PublicationFailure
 from ai_models.publish.members import path_conflict
 from ai_models.publish.tarformat import MAX_EXTENDED_HEADER_BYTES, MemberKind, TarMember, members
-from fakes.model_files import TAR_END, TAR_GNU_MAGIC, pax_header, tar_header, tar_member
+from fakes.model_files import TAR_END, TAR_GNU_MAGIC, ArchivePart, pax_header, tar_header, tar_member
 
 
 class BytesTar:
@@ -35,10 +35,12 @@ def read(data: bytes) -> list[TarMember]:
     return list(members(BytesTar(data), archive="tar archive"))
 
 
-def join(*parts: bytes | list[bytes]) -> bytes:
+def join(*parts: bytes | list[ArchivePart]) -> bytes:
     flat: list[bytes] = []
     for part in parts:
-        flat += part if isinstance(part, list) else [part]
+        for piece in part if isinstance(part, list) else [part]:
+            assert isinstance(piece, bytes)
+            flat.append(piece)
     return b"".join(flat)
 
 

@@ -213,15 +213,21 @@ def _from_hugging_face(
         progress=progress,
         retry=retry,
     )
-    profile = _profile(
-        writer,
-        weights_format=selection.format,
-        strict=False,
-        pipeline_tag=snapshot.pipeline_tag,
-        tags=snapshot.tags,
-        library_name=snapshot.library_name,
-        hub_gguf=snapshot.gguf,
-    )
+    try:
+        profile = _profile(
+            writer,
+            weights_format=selection.format,
+            pipeline_tag=snapshot.pipeline_tag,
+            tags=snapshot.tags,
+            library_name=snapshot.library_name,
+            hub_gguf=snapshot.gguf,
+        )
+    except readback.WeightsHeaderError as error:
+        raise PublicationFailure(
+            ModelReason.UNSUPPORTED_SOURCE,
+            f"the weights of {repository} at revision {revision} are not valid: {error}; publish a "
+            "revision whose weights load",
+        ) from error
     source = ArtifactSource(
         type=SourceType.HUGGING_FACE, repository=repository, revision=revision, endpoint=settings.endpoint
     )
@@ -235,7 +241,7 @@ def _from_upload(
     selection = publish_upload(store, settings.owner, record, writer, progress)
     assert selection.format is not None  # an accepted selection has a format
     try:
-        profile = _profile(writer, weights_format=selection.format, strict=True)
+        profile = _profile(writer, weights_format=selection.format)
     except readback.WeightsHeaderError as error:
         raise PublicationFailure(
             ModelReason.UNSUPPORTED_SOURCE,
@@ -249,7 +255,6 @@ def _profile(
     writer: ArtifactWriter,
     *,
     weights_format: WeightsFormat,
-    strict: bool,
     pipeline_tag: str | None = None,
     tags: tuple[str, ...] = (),
     library_name: str | None = None,
@@ -261,8 +266,8 @@ def _profile(
             format=weights_format,
             filenames=[item.path for item in files],
             config=readback.read_config(writer, files),
-            safetensors_counts=readback.total_safetensors_counts(writer, files, strict=strict),
-            gguf_headers=readback.read_gguf_headers(writer, files, strict=strict),
+            safetensors_counts=readback.total_safetensors_counts(writer, files),
+            gguf_headers=readback.read_gguf_headers(writer, files),
             hub_gguf=hub_gguf,
             pipeline_tag=pipeline_tag,
             tags=tags,

@@ -1,14 +1,17 @@
 """The facts a GGUF file states about itself, read from the first bytes of the file (pure).
 
 A GGUF file (v2 and v3; little-endian) starts with its metadata: typed key/value pairs
-(`general.architecture`, `<arch>.context_length`, ...) followed by one description per tensor.
-The publisher reads the first few MiB of a stored file and hands them here; whatever lies past
-those bytes (a long tokenizer vocabulary, usually) is left unread, and the facts found before it
-are still returned.
+(`general.architecture`, `<arch>.context_length`, ...) followed by one description per tensor,
+then the tensor data. The publisher reads the first `GGUF_HEADER_BYTES` of a stored file (or all
+of a smaller one) and hands them here with the file's size.
 
-Input is untrusted: every length and count is checked against the bytes actually present before
-anything is allocated, strings kept are short, nesting is bounded, and nothing here raises for
-any input except `GgufFormatError` for bytes that are not a GGUF file at all.
+The header is parsed strictly, as llama.cpp's loader parses it: magic and version, counts that
+the file can hold, lengths inside the file, value types that exist, no key or tensor named
+twice, and tensor descriptions consistent with the file (at most 4 dimensions, whole blocks of
+their type, offsets aligned and in order, data inside the file). Bytes that fail any of it are
+no model: `GgufFormatError`, the only exception raised for any input. Memory stays bounded: every
+length and count is checked before anything is allocated, kept strings are short, arrays are
+skipped, nesting is bounded and the numbers of entries and tensors are capped.
 """
 
 from __future__ import annotations
@@ -24,8 +27,50 @@ SUPPORTED_VERSIONS: Final = frozenset({2, 3})
 MAX_KEY_BYTES: Final = 65535  # the format's own limit
 MAX_KEPT_STRING_BYTES: Final = 1024  # longer values (chat templates) are skipped, not kept
 MAX_ARRAY_DEPTH: Final = 3
-MAX_DIMENSIONS: Final = 8  # ggml tensors have at most 4
+MAX_DIMENSIONS: Final = 4  # GGML_MAX_DIMS
 MAX_COUNT: Final = 2**53 - 1  # larger element counts are garbage (and lose precision in JSON)
+# Real files have tens of metadata entries and at most a few thousand tensors.
+MAX_ENTRIES: Final = 65536
+MAX_TENSORS: Final = 65536
+DEFAULT_ALIGNMENT: Final = 32
+_MIN_ENTRY_BYTES: Final = 8 + 4 + 1  # key length, value type, the smallest value
+_MIN_TENSOR_BYTES: Final = 8 + 4 + 4 + 8  # name length, dimensions, type, offset
+_MAX_GGML_TYPE: Final = 255  # ids beyond are garbage; unknown ones below may be newer types
+
+# ggml tensor types (ggml.h `enum ggml_type`) whose layout is certain: (elements, bytes) per block.
+GGML_BLOCKS: Final[Mapping[int, tuple[int, int]]] = {
+    0: (1, 4),  # F32
+    1: (1, 2),  # F16
+    2: (32, 18),  # Q4_0
+    3: (32, 20),  # Q4_1
+    6: (32, 22),  # Q5_0
+    7: (32, 24),  # Q5_1
+    8: (32, 34),  # Q8_0
+    10: (256, 84),  # Q2_K
+    11: (256, 110),  # Q3_K
+    12: (256, 144),  # Q4_K
+    13: (256, 176),  # Q5_K
+    14: (256, 210),  # Q6_K
+    15: (256, 292),  # Q8_K
+    16: (256, 66),  # IQ2_XXS
+    17: (256, 74),  # IQ2_XS
+    18: (256, 98),  # IQ3_XXS
+    19: (256, 50),  # IQ1_S
+    20: (32, 18),  # IQ4_NL
+    21: (256, 110),  # IQ3_S
+    22: (256, 82),  # IQ2_S
+    23: (256, 136),  # IQ4_XS
+    24: (1, 1),  # I8
+    25: (1, 2),  # I16
+    26: (1, 4),  # I32
+    27: (1, 8),  # I64
+    28: (1, 8),  # F64
+    29: (256, 56),  # IQ1_M
+    30: (1, 2),  # BF16
+    34: (256, 54),  # TQ1_0
+    35: (256, 66),  # TQ2_0
+    39: (32, 17),  # MXFP4
+}
 
 # GGUF metadata value types.
 _UINT8, _INT8, _UINT16, _INT16, _UINT32, _INT32, _FLOAT32, _BOOL, _STRING, _ARRAY = range(10)
@@ -91,7 +136,7 @@ Scalar = str | int | float | bool
 
 
 class GgufFormatError(ValueError):
-    """The bytes are not a GGUF file this parser reads (wrong magic, unsupported version)."""
+    """The bytes are not a valid GGUF file this parser reads; the message says what is wrong."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,8 +144,8 @@ class GgufHeader:
     version: int
     tensor_count: int
     metadata: Mapping[str, Scalar]  # scalar values and short strings; arrays are skipped
-    tensor_elements: int | None  # elements of all tensors, when every tensor description was read
-    complete: bool  # the whole header (metadata and tensor descriptions) lay within the bytes
+    tensor_elements: int | None  # elements of all tensors (always counted by a strict parse)
+    complete: bool  # the whole header was read and checked (always, once parsed)
 
     @property
     def architecture(self) -> str | None:
@@ -135,23 +180,27 @@ class GgufHeader:
 
 
 class _Truncated(Exception):
-    """The header goes on past the bytes given."""
+    """The header goes on past the bytes given (but not past the file)."""
 
 
 class _Malformed(Exception):
-    """A value that no writer produces; parsing stops there."""
+    """A value that no writer produces; the message says which."""
 
 
 class _Reader:
-    def __init__(self, data: bytes) -> None:
+    def __init__(self, data: bytes, file_size: int) -> None:
         self._data = memoryview(data)
+        self._file_size = file_size
         self.offset = 0
 
     def take(self, count: int) -> memoryview:
-        if count < 0 or self.offset + count > len(self._data):
+        end = self.offset + count
+        if end > len(self._data):
+            if end > self._file_size:
+                raise _Malformed(f"a length at byte {self.offset} reaches past the end of the file")
             raise _Truncated
-        piece = self._data[self.offset : self.offset + count]
-        self.offset += count
+        piece = self._data[self.offset : end]
+        self.offset = end
         return piece
 
     def skip(self, count: int) -> None:
@@ -179,11 +228,13 @@ class _Reader:
         return bytes(self.take(length))
 
 
-def parse_gguf_header(data: bytes) -> GgufHeader:
-    """The header facts found in `data`, the first bytes of a GGUF file (any amount)."""
+def parse_gguf_header(data: bytes, *, file_size: int | None = None) -> GgufHeader:
+    """The header facts of a GGUF file of `file_size` bytes (`data` itself when not given) whose
+    first bytes are `data`; the whole header must lie within `data`."""
+    size = len(data) if file_size is None else max(file_size, len(data))
     if len(data) < 24 or not data.startswith(MAGIC):
         raise GgufFormatError("not a GGUF file: it does not start with the GGUF magic and header")
-    reader = _Reader(data)
+    reader = _Reader(data, size)
     reader.skip(len(MAGIC))
     version = reader.u32()
     if version not in SUPPORTED_VERSIONS:
@@ -193,30 +244,50 @@ def parse_gguf_header(data: bytes) -> GgufHeader:
         )
     tensor_count = reader.u64()
     kv_count = reader.u64()
-    metadata: dict[str, Scalar] = {}
-    complete = False
-    elements: int | None = None
+    if tensor_count == 0:
+        raise GgufFormatError("the file describes no tensors (a vocabulary-only GGUF is not a model)")
+    if kv_count > min(MAX_ENTRIES, size // _MIN_ENTRY_BYTES) or tensor_count > min(
+        MAX_TENSORS, size // _MIN_TENSOR_BYTES
+    ):
+        raise GgufFormatError(
+            f"the header counts {kv_count} metadata entries and {tensor_count} tensors, more than a "
+            f"file of {size} bytes holds (or than the {MAX_ENTRIES} entries and {MAX_TENSORS} "
+            "tensors a publisher reads)"
+        )
     try:
-        # Each entry takes at least 12 bytes, so a lying count ends at the end of `data`.
-        for _entry in range(kv_count):
-            key = reader.string(limit=MAX_KEY_BYTES)
-            if key is None:
-                raise _Malformed
-            value_type = reader.u32()
-            value = _value(reader, value_type, depth=0)
-            if value is not None:
-                metadata[key.decode("utf-8", errors="replace")] = value
-        elements = _tensor_elements(reader, tensor_count)
-        complete = True
-    except (_Truncated, _Malformed):
-        pass
+        metadata = _metadata(reader, kv_count)
+        elements = _tensors(reader, tensor_count, alignment=_alignment(metadata), file_size=size)
+    except _Malformed as error:
+        raise GgufFormatError(f"the header is malformed: {error}") from None
+    except _Truncated:
+        raise GgufFormatError(
+            f"the header goes on past the first {len(data)} bytes, the most a publisher reads"
+        ) from None
     return GgufHeader(
-        version=version,
-        tensor_count=tensor_count,
-        metadata=metadata,
-        tensor_elements=elements,
-        complete=complete,
+        version=version, tensor_count=tensor_count, metadata=metadata, tensor_elements=elements, complete=True
     )
+
+
+def _metadata(reader: _Reader, count: int) -> dict[str, Scalar]:
+    metadata: dict[str, Scalar] = {}
+    keys: set[bytes] = set()
+    for _entry in range(count):
+        key = reader.string(limit=MAX_KEY_BYTES)
+        if key is None or key in keys:
+            raise _Malformed("a metadata key is too long or named twice")
+        keys.add(key)
+        value_type = reader.u32()
+        value = _value(reader, value_type, depth=0)
+        if value is not None:
+            metadata[key.decode("utf-8", errors="replace")] = value
+    return metadata
+
+
+def _alignment(metadata: Mapping[str, Scalar]) -> int:
+    value = metadata.get("general.alignment", DEFAULT_ALIGNMENT)
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0 or value & (value - 1):
+        raise _Malformed(f"general.alignment {value!r} is not a power of two")
+    return value
 
 
 def _value(reader: _Reader, value_type: int, *, depth: int) -> Scalar | None:
@@ -228,7 +299,7 @@ def _value(reader: _Reader, value_type: int, *, depth: int) -> Scalar | None:
         return None
     layout = _SCALARS.get(value_type)
     if layout is None:
-        raise _Malformed
+        raise _Malformed(f"value type {value_type} does not exist")
     value = reader.unpack(layout)
     assert isinstance(value, (int, float, bool))
     return value
@@ -236,7 +307,7 @@ def _value(reader: _Reader, value_type: int, *, depth: int) -> Scalar | None:
 
 def _skip_array(reader: _Reader, *, depth: int) -> None:
     if depth > MAX_ARRAY_DEPTH:
-        raise _Malformed
+        raise _Malformed(f"arrays nest deeper than {MAX_ARRAY_DEPTH}")
     element_type = reader.u32()
     count = reader.u64()
     layout = _SCALARS.get(element_type)
@@ -244,7 +315,7 @@ def _skip_array(reader: _Reader, *, depth: int) -> None:
         reader.skip(count * layout.size)
         return
     if element_type not in (_STRING, _ARRAY):
-        raise _Malformed
+        raise _Malformed(f"array element type {element_type} does not exist")
     # Every element takes at least 8 bytes, so a lying count ends at the end of the data.
     for _item in range(count):
         if element_type == _STRING:
@@ -253,19 +324,46 @@ def _skip_array(reader: _Reader, *, depth: int) -> None:
             _skip_array(reader, depth=depth + 1)
 
 
-def _tensor_elements(reader: _Reader, tensor_count: int) -> int | None:
+def _tensors(reader: _Reader, count: int, *, alignment: int, file_size: int) -> int:
+    """Elements of all tensors, once their descriptions are shown to fit the file."""
     total = 0
-    for _tensor in range(tensor_count):
-        if reader.string(limit=MAX_KEY_BYTES) is None:
-            raise _Malformed
+    names: set[bytes] = set()
+    expected: int | None = 0  # where the next tensor must start, while every layout is known
+    data_end = 0  # the least the data section must hold
+    for _tensor in range(count):
+        name = reader.string(limit=MAX_KEY_BYTES)
+        if name is None or name in names:
+            raise _Malformed("a tensor name is too long or named twice")
+        names.add(name)
         dimensions = reader.u32()
         if dimensions > MAX_DIMENSIONS:
-            raise _Malformed
+            raise _Malformed(f"a tensor has {dimensions} dimensions, more than {MAX_DIMENSIONS}")
         shape = [reader.u64() for _dimension in range(dimensions)]
-        reader.skip(4 + 8)  # ggml type, data offset
-        total += math.prod(shape)
+        ggml_type = reader.u32()
+        offset = reader.u64()
+        elements = math.prod(shape)
+        if elements > MAX_COUNT or ggml_type > _MAX_GGML_TYPE or offset % alignment:
+            raise _Malformed("a tensor has an impossible size, type or unaligned offset")
+        block = GGML_BLOCKS.get(ggml_type)
+        if block is not None:
+            block_elements, block_bytes = block
+            if shape and shape[0] % block_elements:
+                raise _Malformed(f"a tensor's rows are not whole blocks of its type {ggml_type}")
+            size = elements // block_elements * block_bytes
+        else:
+            size = -(-elements // 8)  # a type newer than this table: at least a bit per element
+        if expected is not None and offset != expected:
+            raise _Malformed(f"a tensor starts at data offset {offset}, where {expected} was due")
+        expected = offset + size + (-size % alignment) if block is not None and expected is not None else None
+        data_end = max(data_end, offset + size)
+        total += elements
         if total > MAX_COUNT:
-            return None
+            raise _Malformed("the tensors declare more elements than any model has")
+    data_start = reader.offset + (-reader.offset % alignment)
+    if data_start + data_end > file_size:
+        raise _Malformed(f"the tensors need {data_start + data_end} bytes, but the file has {file_size}")
+    if total == 0:
+        raise _Malformed("the tensors hold no elements")
     return total
 
 

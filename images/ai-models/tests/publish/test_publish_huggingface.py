@@ -165,6 +165,8 @@ def test_a_file_shorter_than_listed_is_retried_then_damaged(kit: Kit, hub: FakeH
     assert result["reason"] == ModelReason.ARTIFACT_DAMAGED.value
     assert result["retryable"] is True
     assert f"the Hub listed {len(contents['model.safetensors'])} bytes" in result["message"]
+    assert str(kit.store.root) not in result["message"]  # the store's location stays in the log
+    assert "artifacts/" not in result["message"]
     assert hub.count("resolve") == 3  # the policy's attempts
 
 

@@ -157,10 +157,11 @@ def _publish_file(
 
 def _failure(error: Exception, *, what: str, spec: FileSpec) -> PublicationFailure:
     if isinstance(error, SizeMismatch):
+        # The store's message names its location and key: the log has it, the status does not.
+        logger.warning("file did not arrive whole", extra={"file": spec.path, "error": str(error)})
         return PublicationFailure(
             ModelReason.ARTIFACT_DAMAGED,
-            f"{what} did not arrive whole: the Hub listed {spec.size} bytes ({error}); "
-            "the publication is retried",
+            f"{what} did not arrive whole: the Hub listed {spec.size} bytes; the publication is retried",
             retryable=True,
         )
     if isinstance(error, ProviderError):

@@ -23,6 +23,7 @@ from ai_models.controller.models import reconciler, runtime
 from ai_models.controller.models.kube import CLUSTER_EVENTS_NAMESPACE
 from ai_models.controller.settings import ControllerSettings
 from ai_models.controller.storage.metrics import LEDGER_METRICS, StorageMetrics
+from ai_models.domain.artifacts import safetensors
 from ai_models.domain.artifacts.selection import GGUF_PREFERENCE
 from ai_models.domain.artifacts.sniff import ACCEPTED_DESCRIPTION
 from ai_models.domain.models import status as situations
@@ -41,7 +42,7 @@ from ai_models.names import (
     ModelPhase,
     ModelReason,
 )
-from ai_models.publish import archives, tarformat
+from ai_models.publish import archives, readback, tarformat
 from kubeemu.crdvalidation import CRDSchema
 from support.access_matrix import markdown_tables
 from support.docs import pages, yaml_blocks
@@ -209,6 +210,8 @@ def test_the_numbers_the_pages_state_are_the_codes() -> None:
     assert archives.EXPANSION_FLOOR_BYTES == 256 * 1024 * 1024
     assert tarformat.MAX_EXTENDED_HEADER_BYTES == 1024 * 1024
     assert archives.MAX_ZIP_DIRECTORY_BYTES == 4 * 1024 * 1024
+    assert safetensors.MAX_HEADER_BYTES == 16 * 1024 * 1024
+    assert readback.GGUF_HEADER_BYTES == 32 * 1024 * 1024
     config = load_yaml(REPO_ROOT / "openapi" / "config-values.yaml")
     assert config["properties"]["publication"]["properties"]["maxConcurrentPublications"]["default"] == 4
 

@@ -229,6 +229,14 @@ def test_a_sparse_member_with_endless_extension_blocks_is_refused(tmp_path: Path
     assert_refused(run, "extension blocks")
 
 
+def test_a_tar_gz_of_a_million_empty_members_is_refused_at_the_member_limit(tmp_path: Path) -> None:
+    parts = [*model_members(), Repeated(tar_header("empty.txt", 0), 1_000_000), TAR_END]
+
+    run = publish_payload(tmp_path, parts, PayloadFormat.TAR_GZIP, gzip=True)
+
+    assert_refused(run, "more than 10000 members")
+
+
 def test_a_zip_whose_directory_lists_a_million_members_is_refused_before_it_is_read(tmp_path: Path) -> None:
     target = tmp_path / "many.zip"
     zip_directory_bomb(target, entries=1_000_000, data=WEIGHTS)

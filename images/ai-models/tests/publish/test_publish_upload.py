@@ -703,3 +703,16 @@ def test_lying_weights_inside_an_archive_are_unsupported(kit: Kit) -> None:
 
     assert kit.outcome(settings)["reason"] == ModelReason.UNSUPPORTED_SOURCE.value
     assert kit.keys(digest) == []
+
+
+def test_a_tar_gz_whose_first_folder_repeats_its_name_keeps_it_when_another_entry_follows(kit: Kit) -> None:
+    # `a/a` is stored as `a` while `a/` looks like the wrapper; the weights outside it put `a` back
+    # at `a/a`, where the file `a` itself stands.
+    payload = tar_of({"a/a": b"first", "a/a.json": b"{}", "model.safetensors": WEIGHTS}, compressed=True)
+    digest = kit.stage_upload(payload, payload_format=PayloadFormat.TAR_GZIP)
+    settings = kit.upload_settings(digest)
+
+    assert kit.run(settings) == EXIT_PUBLISHED, kit.outcome(settings)["message"]
+
+    assert files_of(kit, digest) == {"a/a": b"first", "a/a.json": b"{}", "model.safetensors": WEIGHTS}
+    assert not any(key.startswith("files/_unwrapping") for key in kit.keys(digest))

@@ -59,6 +59,9 @@ _MAX_ZIP_COMMENT: Final = 65535
 # What the archive libraries raise for bytes that lie. OSError among them: zipfile seeks to
 # offsets the directory states, and one before the start fails as it would on a file (the
 # store's own failures are ObjectStoreError, never OSError).
+# Where unpacked files wait while the wrapper is put back; a safe member segment starts with a
+# letter or a digit, so no member is ever stored here.
+UNWRAP_STAGING: Final = "_unwrapping"
 ARCHIVE_ERRORS: Final = (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, zlib.error, OSError)
 
 
@@ -349,12 +352,37 @@ def verify_payload_size(payload: CountingReader, expected_bytes: int) -> None:
 
 
 def _unwrap_undone(writer: ArtifactWriter, wrapper: str) -> None:
-    """A member outside the supposed wrapper: files stored without it go back under it."""
+    """A member outside the supposed wrapper: files stored without it go back under it.
+
+    When a file's new path lies where a stored file or its directory is (`a/a`, stored as `a`,
+    goes back to `a/a`), every file is moved aside first, under a name no member can have.
+    """
     logger.info(
         "archive has more than one top-level entry; keeping its directory", extra={"directory": wrapper}
     )
-    for item in writer.files:
-        writer.move(item.path, f"{wrapper}/{item.path}")
+    items = writer.files
+    targets = [f"{wrapper}/{item.path}" for item in items]
+    if _overlapping(targets, [item.path for item in items]):
+        for index, item in enumerate(items):
+            writer.move(item.path, f"{UNWRAP_STAGING}/{index}")
+        for index, target in enumerate(targets):
+            writer.move(f"{UNWRAP_STAGING}/{index}", target)
+        return
+    for item, target in zip(items, targets, strict=True):
+        writer.move(item.path, target)
+
+
+def _overlapping(targets: list[str], stored: list[str]) -> bool:
+    """Whether a target is a stored path, one of its directories, or lies under a stored path."""
+    files = set(stored)
+    directories = {path.rsplit("/", count)[0] for path in stored for count in range(1, path.count("/") + 1)}
+    for target in targets:
+        if target in files or target in directories:
+            return True
+        parts = target.split("/")
+        if any("/".join(parts[:count]) in files for count in range(1, len(parts))):
+            return True
+    return False
 
 
 def _conflicting(archive: str, file: str, under: str) -> PublicationFailure:

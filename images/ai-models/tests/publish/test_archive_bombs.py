@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 import io
 import json
 import os
+import struct
 import subprocess
 import sys
 import zipfile
@@ -96,7 +98,12 @@ def publish_payload(
     store = DirectoryStore(directory / "store")
     store.put_bytes(upload_record_key(OWNER), b"{}")  # creates the upload's directory
     size = write_archive(parts, store.root.joinpath(*upload_payload_key(OWNER).split("/")), gzip=gzip)
-    sha256 = "5e" * 32  # archives are checked member by member, not against the payload's sha256
+    # Archives are checked member by member, not against the payload's sha256; one file is.
+    sha256 = (
+        hashlib.sha256(b"".join(part for part in parts if isinstance(part, bytes))).hexdigest()
+        if all(isinstance(part, bytes) for part in parts)
+        else "5e" * 32
+    )
     record = UploadRecord(
         sha256=sha256,
         size_bytes=size,
@@ -281,6 +288,36 @@ def test_a_zip_member_that_inflates_past_the_budget_is_refused_before_it_is_read
     run = publish_payload(tmp_path / "run", [target.read_bytes()], PayloadFormat.ZIP)
 
     assert_refused(run, "expands to more than")
+
+
+# ----- weights files at the parsers' limits ----------------------------------------------------
+
+
+def test_a_safetensors_header_at_its_size_limit_is_refused_in_bounded_memory(tmp_path: Path) -> None:
+    entry = '"t%07d":{"dtype":"F32","shape":[0],"data_offsets":[0,0]}'
+    count = (16 * MIB - 2) // (len(entry % 0) + 1)
+    header = ("{" + ",".join(entry % index for index in range(count)) + "}").encode()
+    payload = struct.pack("<Q", len(header)) + header
+
+    run = publish_payload(tmp_path, [payload], PayloadFormat.SAFETENSORS)
+
+    assert_refused(run, "more than 100000 tensors")
+
+
+def test_a_gguf_header_of_the_most_entries_and_a_huge_array_is_refused_in_bounded_memory(
+    tmp_path: Path,
+) -> None:
+    entries = b"".join(
+        struct.pack("<Q", 8) + b"k%07d" % index + struct.pack("<II", 4, index) for index in range(65_535)
+    )
+    key = b"tokenizer.ggml.tokens"
+    strings = struct.pack("<Q", len(key)) + key + struct.pack("<IIQ", 9, 8, 2_000_000)
+    strings += (struct.pack("<Q", 4) + b"tokn") * 2_000_000  # 24 MB of strings, walked over
+    payload = b"GGUF" + struct.pack("<IQQ", 3, 1, 65_536) + entries + strings  # and no tensor after them
+
+    run = publish_payload(tmp_path, [payload], PayloadFormat.GGUF)
+
+    assert_refused(run, "not a valid GGUF file")
 
 
 # ----- property: any archive shape ---------------------------------------------------------------

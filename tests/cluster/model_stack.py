@@ -21,6 +21,7 @@ from kubernetes import client as typed_client
 
 from fakes.hub import FakeHub
 from fakes.s3 import S3Bucket
+from kubeemu.authn import Identity, new_token
 from kubeemu.jobrunner import JobRunner
 from kubeemu.pytest_fixtures import RunningEmulator
 from support.module_install import MODULE_NAMESPACE, InstalledModule, install_module
@@ -47,6 +48,8 @@ class ModelStack:
     processes: list[ModuleProcess] = dataclasses.field(default_factory=list)
     api_port: int | None = None
     metrics_ports: dict[str, int] = dataclasses.field(default_factory=dict)
+    api_ports: dict[str, int] = dataclasses.field(default_factory=dict)
+    _uploader: Identity | None = None
 
     @property
     def emulator(self) -> RunningEmulator:
@@ -98,8 +101,13 @@ class ModelStack:
         self.processes.append(process)
         return process
 
-    def api(self) -> ModuleProcess:
-        port = self.api_port = self.api_port or free_port()
+    def api(self, replica: str = "api-0", **env: str) -> ModuleProcess:
+        """An api replica; the first ("api-0") is the one the controller's upload URLs point at."""
+        if replica == "api-0":
+            port = self.api_port = self.api_port or free_port()
+        else:
+            port = free_port()
+        self.api_ports[replica] = port
         process = ModuleProcess(
             "api",
             "--host",
@@ -109,11 +117,14 @@ class ModelStack:
             env={
                 **self.common_env(),
                 "KUBECONFIG": str(self.module.kubeconfig("api")),
-                "AI_MODELS_POD_NAME": "api-0",
+                "AI_MODELS_POD_NAME": replica,
                 "AI_MODELS_API_METRICS_PORT": str(free_port()),
-                "AI_MODELS_API_INDEX_DIR": str(self.workdir / "api-index"),
+                "AI_MODELS_API_INDEX_DIR": str(
+                    self.workdir / ("api-index" if replica == "api-0" else f"{replica}-index")
+                ),
+                **env,
             },
-            log_path=self.workdir / "api.log",
+            log_path=self.workdir / ("api.log" if replica == "api-0" else f"{replica}.log"),
         ).start()
         self.processes.append(process)
         # Tests talk to the api soon after; on a loaded machine its start-up outlasts the first call.
@@ -239,6 +250,13 @@ class ModelStack:
         document: dict[str, Any] = json.loads(base64.b64decode(encoded))
         return document
 
+    def uploader(self, level: str = "ClusterEditor", *, namespace: str | None = None) -> Identity:
+        """A subject with an access level (default: may update every Model and ClusterModel)."""
+        name = f"uploader-{level.lower()}-{namespace or 'cluster'}"
+        identity = self.emulator.add_identity(Identity(name=name, token=new_token(), groups=("team",)))
+        self.emulator.grant(identity, level, namespace=namespace)
+        return identity
+
     def upload(
         self,
         name: str,
@@ -246,12 +264,21 @@ class ModelStack:
         *,
         namespace: str | None = USER_NAMESPACE,
         filename: str | None = None,
+        url: str | None = None,
+        token: str | None = None,
     ) -> int:
-        url = self.status(name, namespace=namespace)["upload"]["inCluster"]
+        """PUT `payload` to the object's upload URL as `token`'s subject (by default one allowed to)."""
+        url = url or self.status(name, namespace=namespace)["upload"]["inCluster"]
         if filename:
             url += f"?filename={filename}"
+        if token is None:
+            self._uploader = self._uploader or self.uploader()
+            token = self._uploader.token
         request = urllib.request.Request(
-            url, data=payload, method="PUT", headers={"Content-Length": str(len(payload))}
+            url,
+            data=payload,
+            method="PUT",
+            headers={"Content-Length": str(len(payload)), "Authorization": f"Bearer {token}"},
         )
         try:
             with urllib.request.urlopen(request, timeout=60) as response:

@@ -13,6 +13,9 @@ process (the api authenticates as its own ServiceAccount with the chart's RBAC).
     faster of the two is the baseline.
 (b) Storage summary: bursts of 200 concurrent requests; the emulator counts reads of the ledger
     Secret. Target: at most one read per burst, each burst within one snapshot age (5 s).
+(c) Serving: one 1 GiB file of a Ready Model downloaded through the serving API by one streaming
+    client. Target: at least 250 MB/s on loopback (store reads of 256 KiB, 64 KiB pieces sent; see
+    DECISIONS D60: 64 KiB reads alone had halved this).
 """
 
 from __future__ import annotations
@@ -36,11 +39,17 @@ from typing import Any
 
 import httpx
 
-from ai_models.domain.artifacts.layout import upload_payload_key
+from ai_models.domain.artifacts.layout import file_key, manifest_key, upload_payload_key
+from ai_models.domain.artifacts.manifest import (
+    ArtifactFile,
+    ArtifactManifest,
+    ArtifactSource,
+    manifest_to_json,
+)
 from ai_models.domain.publication.upload_token import issue
 from ai_models.domain.storage.codec import LEDGER_SECRET_KEY, LEDGER_SECRET_NAME, ledger_to_json
 from ai_models.domain.storage.ledger import Ledger, Owner
-from ai_models.names import API_GROUP, API_VERSION, UPLOAD_SIGNING_KEY, UPLOAD_SIGNING_SECRET
+from ai_models.names import API_GROUP, API_VERSION, UPLOAD_SIGNING_KEY, UPLOAD_SIGNING_SECRET, SourceType
 from bench.checks import Check
 from fakes.model_files import GIB, MIB, synthetic_safetensors
 from kubeemu.access_levels import grant_access_level
@@ -55,6 +64,8 @@ BURST = 200
 BURSTS = 3
 SNAPSHOT_AGE_SECONDS = 5.0
 READS_PER_BURST_TARGET = 1.0
+SERVED_BYTES = GIB
+SERVING_TARGET_MB_PER_SECOND = 250.0
 COPY_CHUNK = MIB
 KEY = b"bench-upload-signing-key-32bytes"
 API = Path(sys.executable).parent / "ai-models"
@@ -299,6 +310,74 @@ def summary_bursts(api: ApiProcess, reader: Identity, reads: LedgerReads) -> lis
     ]
 
 
+def publish_served_model(emulator: RunningEmulator, store: Path) -> str:
+    """A Ready Model in `bench` whose artifact holds one SERVED_BYTES file; its file path."""
+    created = emulator.cluster.apply(
+        {
+            "apiVersion": f"{API_GROUP}/{API_VERSION}",
+            "kind": "Model",
+            "metadata": {"name": "served", "namespace": "bench"},
+            "spec": {"source": {"upload": {}}},
+        }
+    )
+    owner = Owner(kind="Model", namespace="bench", name="served", uid=created["metadata"]["uid"])
+    digest = "sha256:" + hashlib.sha256(b"served").hexdigest()
+    target = store / file_key(owner, digest, "weights.bin")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    block = os.urandom(MIB)
+    content = hashlib.sha256()
+    with target.open("wb") as out:
+        for _ in range(SERVED_BYTES // MIB):
+            out.write(block)
+            content.update(block)
+    manifest = ArtifactManifest(
+        owner=owner,
+        digest=digest,
+        source=ArtifactSource(type=SourceType.UPLOAD, upload_sha256="0" * 64),
+        files=(ArtifactFile(path="weights.bin", size=SERVED_BYTES, sha256=content.hexdigest()),),
+        resolved={"format": "GGUF"},
+        published_at="2026-02-01T12:00:00Z",
+    )
+    manifest_path = store / manifest_key(owner, digest)
+    manifest_path.write_bytes(manifest_to_json(manifest))
+    status, _, body = emulator.request(
+        "PATCH",
+        f"/apis/{API_GROUP}/{API_VERSION}/namespaces/bench/models/served/status",
+        body={"status": {"phase": "Ready", "artifact": {"uri": "store://served", "digest": digest}}},
+        content_type="application/merge-patch+json",
+    )
+    if status != 200:
+        raise RuntimeError(f"cannot mark the served Model Ready: {status} {body}")
+    return "/api/serving/v1/models/bench/served/files/weights.bin"
+
+
+def serving(api: ApiProcess, reader: Identity, path: str) -> list[Check]:
+    headers = {"Authorization": f"Bearer {reader.token}"}
+    with httpx.Client(base_url=api.url, headers=headers, timeout=600) as client:
+        received = 0
+        started = time.perf_counter()
+        with client.stream("GET", path) as response:
+            if response.status_code != 200:
+                raise RuntimeError(f"the download failed: {response.status_code} {response.read()!r}")
+            for piece in response.iter_raw(MIB):
+                received += len(piece)
+        seconds = time.perf_counter() - started
+    if received != SERVED_BYTES:
+        raise RuntimeError(f"the download ended after {received} of {SERVED_BYTES} bytes")
+    mb_per_second = SERVED_BYTES / seconds / 1e6
+    print(f"(c) serving: one {SERVED_BYTES / GIB:.0f} GiB file, one streaming client")
+    print(f"  download through the api: {seconds:6.2f} s  ({mb_per_second:7.1f} MB/s)")
+    print(f"  load average while measuring: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
+    return [
+        Check(
+            "serving: one download, MB/s",
+            mb_per_second,
+            SERVING_TARGET_MB_PER_SECOND,
+            higher_is_better=True,
+        )
+    ]
+
+
 def main() -> int:
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bench-api-") as scratch:
@@ -313,6 +392,8 @@ def main() -> int:
             checks = upload(work, emulator, api, owner, store)
             print()
             checks += summary_bursts(api, reader, reads)
+            print()
+            checks += serving(api, reader, publish_served_model(emulator, store))
         finally:
             if api is not None:
                 api.stop()

@@ -13,6 +13,7 @@ import json
 import socket
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -234,3 +235,36 @@ def test_a_request_http_cannot_parse_is_a_400_problem(running: tuple[str, dict[s
     assert head.startswith(b"HTTP/1.1 400 ")
     assert b"content-type: application/problem+json" in head.lower()
     assert json.loads(body)["type"] == ProblemType.INVALID_PARAMETER.value
+
+
+UPLOAD_SIGNING_KEY = b"decoders-upload-signing-key-32b!"
+
+
+@pytest.fixture
+def uploads_running(api_cluster: Any, start_api: Any, store: DirectoryStore) -> tuple[str, dict[str, str]]:
+    api_cluster.put_signing_key(UPLOAD_SIGNING_KEY)
+    api = start_api(store)
+    return api.url, {"Authorization": f"Bearer {api_cluster.user('writer', level='Editor').token}"}
+
+
+def test_any_upload_token_over_http_is_a_4xx_problem(uploads_running: tuple[str, dict[str, str]]) -> None:
+    """The upload token's decoder belongs to the upload API; over HTTP, any token it is handed is
+    refused in the problem shape, never a 500."""
+    url, auth = uploads_running
+    with httpx.Client(base_url=url, headers=auth, timeout=30) as http:
+
+        @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+        @given(
+            token=st.one_of(st.text(min_size=1, max_size=300), st.binary(min_size=1, max_size=300).map(_b64))
+        )
+        def refused(token: str) -> None:
+            response = http.put(
+                f"/api/upload/v1/uploads/{quote(token, safe='')}",
+                params={"filename": "model.gguf"},
+                content=b"GGUF",
+            )
+            assert 400 <= response.status_code < 500, response.text
+            if response.status_code != 404:  # a token holding "/" names no route: the router's 404
+                assert response.headers["content-type"] == "application/problem+json", response.text
+
+        refused()

@@ -174,6 +174,11 @@ EOF
 The controller and the api run against it (logs: {out}/logs/; store: {out}/store); Jobs with the
 module image (publications) run as local processes (Pod logs: {out}/jobs/<namespace>/<pod>/log):
   kubectl get jobs,pods -n d8-ai-models
+A model from your own file: PUT it to its status.upload URL with the token of a subject allowed to
+update the model (every User reads the URL; $AI_MODELS_TOKEN_USER gets 403):
+  kubectl apply -f docs/examples/model-upload.yaml
+  url=$(kubectl get model my-finetune -n default -o jsonpath='{{.status.upload.inCluster}}')
+  curl -T ./model.gguf -H "Authorization: Bearer $AI_MODELS_TOKEN_CLUSTER_ADMIN" "$url"
 A catalog source
 indexes from HF_ENDPOINT (default https://huggingface.co) once it carries the opt-in annotation:
   kubectl apply -f docs/examples/modelcatalogsource-hf.yaml

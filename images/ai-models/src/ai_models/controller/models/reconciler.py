@@ -486,7 +486,10 @@ class Reconciler:
         }
         if self.settings.upload_public_url:
             urls["external"] = f"{self.settings.upload_public_url.rstrip('/')}{UPLOAD_PATH}{token}"
-        message = f"waiting for the model file: PUT it to the URL in status.upload before {urls['expiresAt']}"
+        message = (
+            f"waiting for the model file: PUT it to the URL in status.upload before {urls['expiresAt']}, "
+            "with the bearer token of a subject allowed to update this object (a newer URL replaces it)"
+        )
         if note is not None:
             message = f"{note}; {message}"
         first = status.get("phase") != ModelPhase.WAIT_FOR_UPLOAD

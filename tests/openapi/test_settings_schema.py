@@ -113,6 +113,15 @@ def test_defaults_fill_every_optional_section() -> None:
         ),
         ({"delivery": {"sharedPvcClass": "x"}}, "aiModels.delivery: Additional properties are not allowed"),
         ({"sources": {"huggingFace": {"endpoint": "ftp://mirror"}}}, "aiModels.sources.huggingFace.endpoint"),
+        # Credentials in the URL would reach every Model's status in the messages that name the endpoint.
+        (
+            {"sources": {"huggingFace": {"endpoint": "https://user:secret@mirror.example.com"}}},
+            "aiModels.sources.huggingFace.endpoint",
+        ),
+        (
+            {"sources": {"huggingFace": {"endpoint": "https://mirror.example.com/?token=secret"}}},
+            "aiModels.sources.huggingFace.endpoint",
+        ),
         ({"artifacts": {"bucket": None}}, "aiModels.artifacts: 'bucket' is a required property"),
     ],
 )

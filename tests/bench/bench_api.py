@@ -121,8 +121,17 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def prepare_cluster(emulator: RunningEmulator) -> tuple[Identity, Identity, Owner]:
-    """The module installed, the signing key, a confirmed empty ledger, a Model waiting for an upload."""
+@dataclasses.dataclass(frozen=True)
+class UploadGrant:
+    """What an upload needs: the URL token the Model's status holds, and a writer's bearer token."""
+
+    token: str
+    bearer: str
+
+
+def prepare_cluster(emulator: RunningEmulator) -> tuple[Identity, Identity, Owner, UploadGrant]:
+    """The module installed, the signing key, a confirmed empty ledger, a Model waiting for an upload
+    (its URL issued in status, as the controller does) and an Editor allowed to upload to it."""
     api_account = install_module(emulator).service_accounts["api"]
     cluster = emulator.cluster
     for name, key, data in (
@@ -146,18 +155,30 @@ def prepare_cluster(emulator: RunningEmulator) -> tuple[Identity, Identity, Owne
             "spec": {"source": {"upload": {}}},
         }
     )
+    owner = Owner(kind="Model", namespace="bench", name="big", uid=created["metadata"]["uid"])
+    token = issue(
+        owner, expires_at=datetime.datetime.now(datetime.UTC) + datetime.timedelta(hours=1), key=KEY
+    )
     status, _, body = emulator.request(
         "PATCH",
         f"/apis/{API_GROUP}/{API_VERSION}/namespaces/bench/models/big/status",
-        body={"status": {"phase": "WaitForUpload"}},
+        body={
+            "status": {
+                "phase": "WaitForUpload",
+                "upload": {
+                    "inCluster": f"http://ai-models-api.d8-ai-models.svc/api/upload/v1/uploads/{token}"
+                },
+            }
+        },
         content_type="application/merge-patch+json",
     )
     if status != 200:
         raise RuntimeError(f"cannot set the Model's phase: {status} {body}")
     reader = emulator.add_identity(Identity(name="bench-reader", token=new_token()))
     grant_access_level(cluster, reader, "User")
-    owner = Owner(kind="Model", namespace="bench", name="big", uid=created["metadata"]["uid"])
-    return api_account, reader, owner
+    editor = emulator.add_identity(Identity(name="bench-editor", token=new_token()))
+    grant_access_level(cluster, editor, "Editor", namespace="bench")
+    return api_account, reader, owner, UploadGrant(token=token, bearer=editor.token)
 
 
 def start_api(emulator: RunningEmulator, account: Identity, store: Path, work: Path) -> ApiProcess:
@@ -206,10 +227,10 @@ def file_copy_seconds(source: Path, target: Path) -> float:
     return seconds
 
 
-def upload_seconds(api: ApiProcess, owner: Owner, chunks: Iterator[bytes]) -> tuple[float, dict[str, Any]]:
-    token = issue(
-        owner, expires_at=datetime.datetime.now(datetime.UTC) + datetime.timedelta(hours=1), key=KEY
-    )
+def upload_seconds(
+    api: ApiProcess, grant: UploadGrant, chunks: Iterator[bytes]
+) -> tuple[float, dict[str, Any]]:
+    token = grant.token
     host, port = api.url.removeprefix("http://").split(":")
     connection = http.client.HTTPConnection(host, int(port), timeout=600)
     started = time.perf_counter()
@@ -218,7 +239,11 @@ def upload_seconds(api: ApiProcess, owner: Owner, chunks: Iterator[bytes]) -> tu
             "PUT",
             f"/api/upload/v1/uploads/{token}?filename=big.safetensors",
             body=chunks,
-            headers={"Content-Length": str(UPLOAD_BYTES), "Content-Type": "application/octet-stream"},
+            headers={
+                "Content-Length": str(UPLOAD_BYTES),
+                "Content-Type": "application/octet-stream",
+                "Authorization": f"Bearer {grant.bearer}",
+            },
         )
         response = connection.getresponse()
         body = response.read()
@@ -233,7 +258,9 @@ def upload_seconds(api: ApiProcess, owner: Owner, chunks: Iterator[bytes]) -> tu
     return seconds, receipt
 
 
-def upload(work: Path, emulator: RunningEmulator, api: ApiProcess, owner: Owner, store: Path) -> list[Check]:
+def upload(
+    work: Path, emulator: RunningEmulator, api: ApiProcess, owner: Owner, *, grant: UploadGrant, store: Path
+) -> list[Check]:
     payload = synthetic_safetensors(UPLOAD_BYTES, seed=3)
     source = work / "copy-source.bin"
     with source.open("wb") as out:
@@ -242,7 +269,7 @@ def upload(work: Path, emulator: RunningEmulator, api: ApiProcess, owner: Owner,
         os.fsync(out.fileno())
     before = file_copy_seconds(source, work / "copy-target.bin")
     rss_at_start = api.memory("VmRSS")
-    seconds, receipt = upload_seconds(api, owner, payload.chunks())
+    seconds, receipt = upload_seconds(api, grant, payload.chunks())
     peak = api.memory("VmHWM")
     after = file_copy_seconds(source, work / "copy-target.bin")
     source.unlink()
@@ -385,11 +412,11 @@ def main() -> int:
         emulator = start_emulator(work / "emulator", crd_dirs=[REPO_CRDS])
         api: ApiProcess | None = None
         try:
-            account, reader, owner = prepare_cluster(emulator)
+            account, reader, owner, grant = prepare_cluster(emulator)
             reads = LedgerReads(emulator)
             store = work / "store"
             api = start_api(emulator, account, store, work)
-            checks = upload(work, emulator, api, owner, store)
+            checks = upload(work, emulator, api, owner, grant=grant, store=store)
             print()
             checks += summary_bursts(api, reader, reads)
             print()

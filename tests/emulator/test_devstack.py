@@ -280,9 +280,28 @@ spec: {source: {upload: {}}}
         metadata={"general.architecture": "llama", "llama.context_length": 1024},
         tensors={"w": (GGML_F32, (8, 8))},  # a GGUF without tensors is no model
     )
-    request = urllib.request.Request(url + "?filename=mine.gguf", data=gguf, method="PUT")
-    with urllib.request.urlopen(request, timeout=30) as response:
-        assert response.status == 201
+    exported = dict(
+        line.removeprefix("export ").split("=", 1)
+        for line in (out / "env").read_text().splitlines()
+        if line.startswith("export")
+    )
+
+    def put(token: str) -> int:
+        request = urllib.request.Request(
+            url + "?filename=mine.gguf",
+            data=gguf,
+            method="PUT",
+            headers={"Authorization": f"Bearer {token}"},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                return int(response.status)
+        except urllib.error.HTTPError as error:
+            return int(error.code)
+
+    # As the banner says: a User reads the URL and is refused; the admin (an editor) uploads.
+    assert put(exported["AI_MODELS_TOKEN_USER"]) == 403
+    assert put(exported["AI_MODELS_TOKEN_CLUSTER_ADMIN"]) == 201
     waited = run_kubectl(out, "wait", "-n", "default", "--for=condition=Ready", "model/mine", "--timeout=60s")
     assert waited.returncode == 0, waited.stderr
 

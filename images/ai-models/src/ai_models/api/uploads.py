@@ -437,53 +437,77 @@ class Uploads:
 
 
 class PacedBody:
-    """The request body chunk by chunk, judged by its `Pace` while waiting.
+    """The request body chunk by chunk, judged by its `Pace`.
 
-    The wait for a chunk wakes up for the pace's next decision (window end, idle limit, deadline)
-    without cancelling the read: cancelling Starlette's body iterator would end it for good.
+    A chunk is awaited directly (the hot path costs a counter update); a watchdog timer wakes up
+    for the pace's next decision (window end, idle limit, deadline), at most about once per window.
+    When the pace fails while the body is being awaited, the awaiting task is cancelled and the
+    wait ends in ClientTooSlow; when it fails while the body is elsewhere (the store pushing back),
+    the next `next` raises it.
     """
 
     def __init__(self, chunks: AsyncIterator[bytes], *, pace: Pace, clock: Callable[[], float]) -> None:
         self._chunks = chunks
         self._pace = pace
         self._clock = clock
-        self._pending: asyncio.Task[bytes | None] | None = None
+        self._failure: PaceFailure | None = None
+        self._reader: asyncio.Task[Any] | None = None
+        self._cancelled_reader = False
+        self._timer: asyncio.TimerHandle | None = None
 
     async def next(self) -> bytes | None:
         """The next non-empty chunk, None at the end; raises ClientTooSlow or ClientGone."""
-        while True:
-            now = self._clock()
-            try:
-                self._pace.check(now=now)
-            except PaceFailure as failure:
-                raise ClientTooSlow(str(failure)) from None
-            if self._pending is None:
-                self._pending = asyncio.ensure_future(_next_chunk(self._chunks))
-            done, _ = await asyncio.wait({self._pending}, timeout=self._pace.wait_seconds(now=now))
-            if not done:
-                continue
-            task, self._pending = self._pending, None
-            try:
-                chunk = task.result()
-            except ClientDisconnect:
-                raise ClientGone("the client closed the connection before the end of the body") from None
-            if chunk is None:
-                return None
-            self._pace.received_bytes(len(chunk), now=self._clock())
-            if chunk:
-                return chunk
+        self._judge()
+        if self._failure is not None:
+            raise ClientTooSlow(str(self._failure))
+        if self._timer is None:
+            self._arm()
+        task = asyncio.current_task()
+        self._reader = task
+        try:
+            while True:
+                try:
+                    chunk = await anext(self._chunks)
+                except StopAsyncIteration:
+                    return None
+                except ClientDisconnect:
+                    raise ClientGone("the client closed the connection before the end of the body") from None
+                except asyncio.CancelledError:
+                    if not self._cancelled_reader or task is None or task.cancelling() > 1:
+                        raise
+                    self._cancelled_reader = False
+                    task.uncancel()
+                    raise ClientTooSlow(str(self._failure)) from None
+                if chunk:
+                    self._pace.received_bytes(len(chunk), now=self._clock())
+                    return chunk
+        finally:
+            self._reader = None
 
     def close(self) -> None:
-        if self._pending is not None:
-            self._pending.cancel()
-            self._pending = None
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
+    def _judge(self) -> None:
+        if self._failure is None:
+            try:
+                self._pace.check(now=self._clock())
+            except PaceFailure as failure:
+                self._failure = failure
 
-async def _next_chunk(chunks: AsyncIterator[bytes]) -> bytes | None:
-    try:
-        return await anext(chunks)
-    except StopAsyncIteration:
-        return None
+    def _arm(self) -> None:
+        delay = self._pace.wait_seconds(now=self._clock())
+        self._timer = asyncio.get_running_loop().call_later(delay, self._watch)
+
+    def _watch(self) -> None:
+        self._timer = None
+        self._judge()
+        if self._failure is None:
+            self._arm()
+        elif self._reader is not None and not self._reader.done():
+            self._cancelled_reader = True
+            self._reader.cancel()
 
 
 async def _settle(writing: concurrent.futures.Future[Any], pump: asyncio.Task[None]) -> None:

@@ -69,7 +69,7 @@ class UploadClaims:
         key = upload_claim_key(owner)
         for _attempt in range(_ATTEMPTS):
             if self._call(owner, lambda: self._store.put_bytes_if_absent(key, document)) is not None:
-                return claim
+                return self._confirmed(owner, claim)
             held = self._read(owner)
             if held is None:
                 continue  # released meanwhile: try again
@@ -84,10 +84,25 @@ class UploadClaims:
                 )
             self._take_over(owner, held, document)
             if self._call(owner, lambda: self._store.put_bytes_if_absent(key, document)) is not None:
-                return claim
+                return self._confirmed(owner, claim)
         raise _conflict(
             owner, "another upload for it started at the same moment; wait for it to finish or fail"
         )
+
+    def _confirmed(self, owner: Owner, claim: UploadClaim) -> UploadClaim:
+        """Read the claim back: an S3-compatible store that ignores `If-None-Match` lets a second
+        writer replace it, and the first one must then step back instead of both proceeding."""
+        held = self._read(owner)
+        if held is None or held.claim_id != claim.claim_id:
+            log.error(
+                "an upload claim was replaced right after it was created: the object store seems to "
+                "ignore If-None-Match on PutObject, so uploads are not exclusive across replicas",
+                extra={"owner": describe_owner(owner)},
+            )
+            raise _conflict(
+                owner, "another upload for it started at the same moment; wait for it to finish or fail"
+            )
+        return claim
 
     def release(self, owner: Owner, claim: UploadClaim) -> None:
         """Remove `claim` if it still stands; a failure is logged (the claim then lapses on its own)."""

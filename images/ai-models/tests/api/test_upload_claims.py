@@ -1,0 +1,79 @@
+"""Upload claims on a real directory store: one holder per object, lapsed claims taken over once,
+and a store that ignores create-if-absent detected when it replaces a claim just created."""
+
+from __future__ import annotations
+
+import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ai_models.adapters.objectstore import DirectoryStore
+from ai_models.api.problems import ApiProblem
+from ai_models.api.upload_claims import UploadClaims
+from ai_models.domain.artifacts.layout import upload_claim_key
+from ai_models.domain.artifacts.upload_record import UploadClaim
+from ai_models.domain.storage.ledger import Owner
+
+OWNER = Owner(kind="Model", namespace="team-a", name="llama", uid="uid-1")
+NOW = datetime.datetime(2026, 3, 1, 12, 0, tzinfo=datetime.UTC)
+
+
+def claims(store: Any, replica: str, *, at: datetime.datetime = NOW) -> UploadClaims:
+    return UploadClaims(store=store, replica=replica, clock=lambda: at)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> DirectoryStore:
+    return DirectoryStore(tmp_path / "store")
+
+
+def test_one_replica_holds_the_claim_until_it_releases_it(store: DirectoryStore) -> None:
+    first = claims(store, "api-0").take(OWNER, lifetime_seconds=60)
+    with pytest.raises(
+        ApiProblem, match="in progress \\(on api replica api-0 since 2026-03-01T12:00:00Z\\)"
+    ) as refused:
+        claims(store, "api-1").take(OWNER, lifetime_seconds=60)
+    assert refused.value.status == 409
+    stranger = UploadClaim(claim_id="someone-else", replica="api-1", claimed_at=NOW, expires_at=NOW)
+    claims(store, "api-1").release(OWNER, stranger)
+    assert store.head(upload_claim_key(OWNER)) is not None  # only the holder's own claim is removed
+    claims(store, "api-0").release(OWNER, first)
+    assert store.head(upload_claim_key(OWNER)) is None
+    assert claims(store, "api-1").take(OWNER, lifetime_seconds=60).replica == "api-1"
+
+
+def test_a_lapsed_claim_is_taken_over_by_exactly_one_replica(store: DirectoryStore) -> None:
+    claims(store, "api-dead").take(OWNER, lifetime_seconds=60)
+    later = NOW + datetime.timedelta(seconds=61)
+    winner = claims(store, "api-1", at=later).take(OWNER, lifetime_seconds=60)
+    assert winner.replica == "api-1"
+    # The winner's claim is live: nobody else takes it over, whatever they found before.
+    with pytest.raises(ApiProblem, match="in progress"):
+        claims(store, "api-2", at=later).take(OWNER, lifetime_seconds=60)
+
+
+class LaxStore:
+    """A store whose create-if-absent replaces (an S3 service ignoring If-None-Match), with another
+    replica's write landing right after this one's."""
+
+    def __init__(self, inner: DirectoryStore, *, interloper: bytes) -> None:
+        self.inner = inner
+        self.interloper = interloper
+
+    def put_bytes_if_absent(self, key: str, data: bytes) -> Any:
+        info = self.inner.put_bytes(key, data)
+        self.inner.put_bytes(key, self.interloper)
+        return info
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def test_a_claim_replaced_right_after_it_was_created_is_given_up(store: DirectoryStore) -> None:
+    other = claims(store, "api-1").take(OWNER, lifetime_seconds=60)
+    interloper = store.get_bytes(upload_claim_key(OWNER))
+    claims(store, "api-1").release(OWNER, other)
+    with pytest.raises(ApiProblem, match="started at the same moment"):
+        claims(LaxStore(store, interloper=interloper), "api-0").take(OWNER, lifetime_seconds=60)

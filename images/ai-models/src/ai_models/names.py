@@ -84,6 +84,9 @@ COMPONENT_LABEL: Final = "app.kubernetes.io/component"
 UPLOAD_SIGNING_SECRET: Final = "ai-models-upload-signing"
 UPLOAD_SIGNING_KEY: Final = "key"
 ARTIFACTS_CREDENTIALS_SECRET: Final = "ai-models-artifacts-credentials"
+# Where the api takes uploads: the controller builds `status.upload` URLs from it.
+UPLOAD_API_PREFIX: Final = "/api/upload/v1"
+UPLOADS_PATH: Final = f"{UPLOAD_API_PREFIX}/uploads/"
 # The Service of the api in the module namespace (serving, upload and internal lookup).
 API_SERVICE: Final = "ai-models-api"
 # Workload delivery contract: where each model appears in containers.

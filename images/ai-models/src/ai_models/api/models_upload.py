@@ -9,8 +9,9 @@ from pydantic import Field
 
 from ai_models.api.models import Shape
 from ai_models.domain.artifacts.sniff import PayloadFormat
+from ai_models.names import UPLOAD_API_PREFIX
 
-UPLOAD_PREFIX: Final = "/api/upload/v1"
+UPLOAD_PREFIX: Final = UPLOAD_API_PREFIX
 UPLOAD_PATH: Final = f"{UPLOAD_PREFIX}/uploads/{{token}}"
 UPLOAD_CONTRACT_PATH: Final = f"{UPLOAD_PREFIX}/openapi.json"
 SHA256_HEX_PATTERN: Final = r"^[0-9a-f]{64}$"

@@ -80,7 +80,8 @@ class UploadClaims:
                     owner,
                     f"another upload for it is in progress (on api replica {held.replica} since "
                     f"{_timestamp(held.claimed_at)}); wait for it to finish or fail. If that replica "
-                    f"stopped, its claim lapses at {_timestamp(held.expires_at)}",
+                    f"stopped, its claim lapses at {_timestamp(held.expires_at)} (deleting and creating the "
+                    "object again starts afresh at once)",
                 )
             self._take_over(owner, held, document)
             if self._call(owner, lambda: self._store.put_bytes_if_absent(key, document)) is not None:

@@ -42,7 +42,7 @@ from ai_models.api.body_pipe import BodyPipe, ReaderGone
 from ai_models.api.metrics import ApiMetrics
 from ai_models.api.model_objects import ModelObject, ModelReader, ObjectRef
 from ai_models.api.models import ProblemType
-from ai_models.api.models_upload import UPLOAD_PREFIX, UploadReceipt
+from ai_models.api.models_upload import UploadReceipt
 from ai_models.api.problems import ApiProblem, invalid_parameter, object_gone, object_store_error, wrong_phase
 from ai_models.api.signing_keys import SigningKeys, token_expired, token_invalid
 from ai_models.api.upload_claims import CLAIM_MARGIN_SECONDS, UploadClaims
@@ -52,7 +52,7 @@ from ai_models.domain.artifacts.layout import upload_payload_key, upload_record_
 from ai_models.domain.artifacts.sniff import ACCEPTED_DESCRIPTION, SNIFF_BYTES, safe_filename, sniff
 from ai_models.domain.artifacts.upload_record import UploadRecord, record_to_json
 from ai_models.domain.storage.ledger import Owner
-from ai_models.names import ModelKind, ModelPhase
+from ai_models.names import UPLOADS_PATH, ModelKind, ModelPhase
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,6 @@ HANDOFF_BYTES: Final = 1024 * 1024
 DEFAULT_MAX_CONCURRENT_UPLOADS: Final = 64
 # What a client refused for a busy replica is told to wait before trying again.
 BUSY_RETRY_AFTER_SECONDS: Final = 30
-UPLOADS_PATH: Final = f"{UPLOAD_PREFIX}/uploads/"
 # The verb an upload needs on its object: it replaces what the object will serve.
 UPLOAD_VERB: Final = "update"
 

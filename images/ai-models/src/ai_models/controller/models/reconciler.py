@@ -59,6 +59,7 @@ from ai_models.names import (
     MODEL_FINALIZER,
     UPLOAD_SIGNING_KEY,
     UPLOAD_SIGNING_SECRET,
+    UPLOADS_PATH,
     ModelConditionType,
     ModelEvent,
     ModelPhase,
@@ -70,7 +71,6 @@ log = logging.getLogger(__name__)
 # A publication that failed for a reason the publisher calls temporary is retried this many times
 # (each a new Job) before the object is marked Failed.
 MAX_ATTEMPTS = 3
-UPLOAD_PATH = "/api/upload/v1/uploads/"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -482,10 +482,10 @@ class Reconciler:
         token = issue(owner, expires_at=expires_at, key=self._upload_key())
         urls: dict[str, Any] = {
             "expiresAt": timestamp(expires_at),
-            "inCluster": f"{self.settings.upload_in_cluster_url.rstrip('/')}{UPLOAD_PATH}{token}",
+            "inCluster": f"{self.settings.upload_in_cluster_url.rstrip('/')}{UPLOADS_PATH}{token}",
         }
         if self.settings.upload_public_url:
-            urls["external"] = f"{self.settings.upload_public_url.rstrip('/')}{UPLOAD_PATH}{token}"
+            urls["external"] = f"{self.settings.upload_public_url.rstrip('/')}{UPLOADS_PATH}{token}"
         message = (
             f"waiting for the model file: PUT it to the URL in status.upload before {urls['expiresAt']}, "
             "with the bearer token of a subject allowed to update this object (a newer URL replaces it)"

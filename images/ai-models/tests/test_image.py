@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+import importlib.metadata
 import re
 import shutil
 import subprocess
@@ -28,6 +30,38 @@ def test_runtime_dependencies_are_pinned() -> None:
     pinned = re.compile(r"[A-Za-z0-9._-]+(\[[a-z0-9,]+\])?==[0-9][0-9A-Za-z.+-]*")
     for requirement in package["project"]["dependencies"]:
         assert pinned.fullmatch(requirement), requirement
+
+
+def _imported_top_level_modules(package: Path) -> set[str]:
+    modules: set[str] = set()
+    for source in package.rglob("*.py"):
+        for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                modules.update(alias.name.split(".")[0] for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                modules.add(node.module.split(".")[0])
+    # `_typeshed` exists for type checkers only (imported under TYPE_CHECKING).
+    return modules - set(sys.stdlib_module_names) - {"ai_models", "_typeshed"}
+
+
+def _normalized(distribution: str) -> str:
+    return re.sub(r"[-_.]+", "-", distribution).lower()
+
+
+def test_every_distribution_the_package_imports_is_a_pinned_dependency() -> None:
+    # The image installs the package alone: a distribution that arrives only as another one's
+    # dependency floats to whatever version that one allows.
+    package = tomllib.loads((IMAGE_DIR / "pyproject.toml").read_text(encoding="utf-8"))
+    declared = {
+        _normalized(re.split(r"[=\[]", requirement)[0]) for requirement in package["project"]["dependencies"]
+    }
+    providers = importlib.metadata.packages_distributions()
+    undeclared = {
+        module: sorted(providers.get(module, ["(not installed)"]))
+        for module in _imported_top_level_modules(IMAGE_DIR / "src" / "ai_models")
+        if not {_normalized(name) for name in providers.get(module, [])} & declared
+    }
+    assert not undeclared, f"add these to images/ai-models/pyproject.toml dependencies: {undeclared}"
 
 
 def test_the_built_package_carries_the_api_contracts(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ racing for one object, and malformed tokens and headers.
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime
 import hashlib
 import hmac
@@ -21,13 +22,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ai_models.adapters.objectstore import DirectoryStore, ObjectStore, S3Store
+from ai_models.api.upload_claims import CLAIM_LEASE_SECONDS
 from ai_models.domain.artifacts.layout import (
     upload_claim_key,
     upload_payload_key,
     upload_prefix,
     upload_record_key,
 )
-from ai_models.domain.artifacts.upload_record import UploadClaim, claim_to_json
+from ai_models.domain.artifacts.upload_record import UploadClaim, claim_from_json, claim_to_json
 from ai_models.domain.storage.ledger import EntryState, Ledger, LedgerEntry, Owner, Scope
 from cluster.catalog_stack import eventually
 from fakes.model_files import tiny_gguf
@@ -304,6 +306,40 @@ def test_two_replicas_accept_one_upload_for_one_object(
     assert results[0].json()["sha256"] == hashlib.sha256(payload).hexdigest()
     assert store.head(upload_claim_key(owner)) is None  # released once the record was written
     assert [entry.size_bytes for entry in reservations(cluster.ledger())] == [len(payload)]
+
+
+def test_a_claim_stands_for_one_lease_not_for_the_uploads_whole_deadline(
+    cluster: Any, start_api: Any, store: DirectoryStore, editor: Any
+) -> None:
+    # A 100 GiB upload may take up to 12 h at the minimum rate; were its claim to stand that long,
+    # a replica dying mid-upload would block the object for half a day.
+    api = start_api(store, capacity_limit_bytes=1024 * GIB)
+    owner, token = waiting(cluster, "leased")
+    release = threading.Event()
+    announced = 100 * GIB
+
+    def body() -> Iterator[bytes]:
+        yield GGUF
+        assert release.wait(timeout=30)
+
+    def send() -> None:
+        # The body ends short of what it announced: the client's own HTTP library refuses that.
+        with (
+            contextlib.suppress(Exception),
+            httpx.Client(base_url=api.url, timeout=60, headers=bearer(editor)) as client,
+        ):
+            client.put(upload_path(token), content=body(), headers={"Content-Length": str(announced)})
+
+    thread = threading.Thread(target=send)
+    thread.start()
+    try:
+        eventually(lambda: store.head(upload_claim_key(owner)) is not None, what="the upload's claim")
+        held = claim_from_json(store.get_bytes(upload_claim_key(owner)))
+        assert held.expires_at - held.claimed_at <= datetime.timedelta(seconds=CLAIM_LEASE_SECONDS)
+    finally:
+        release.set()
+        thread.join(timeout=30)
+    eventually(lambda: store.head(upload_claim_key(owner)) is None, what="the claim released")
 
 
 def claim(*, expires_in: float) -> bytes:

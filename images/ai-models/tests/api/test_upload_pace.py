@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ai_models.api.upload_pace import Pace, PaceFailure, UploadLimits, claim_lifetime
+from ai_models.api.upload_pace import Pace, PaceFailure, UploadLimits
 
 LIMITS = UploadLimits(
     idle_timeout_seconds=30, min_bytes_per_second=1000, rate_window_seconds=10, max_seconds=3600
@@ -80,8 +80,3 @@ def test_the_receiver_looks_again_at_the_earliest_decision() -> None:
     pace.check(now=21.0)
     assert pace.wait_seconds(now=29.5) == 0.5  # the deadline at 30 s comes before the window's end
     assert pace.wait_seconds(now=31.0) == 0.0
-
-
-def test_a_claim_outlives_the_longest_its_upload_may_take() -> None:
-    assert claim_lifetime(LIMITS, 10_000, margin_seconds=120) == 150
-    assert claim_lifetime(LIMITS, None, margin_seconds=120) == 3720

@@ -5,20 +5,25 @@ prefix with the store's create-if-absent write; of two replicas racing for one o
 creates it, and the other answers 409 without reading a byte of its body. The holder removes the
 claim when the upload ends, however it ends.
 
-A replica that dies mid-upload leaves its claim behind. Every claim carries `expiresAt`, the
-moment its holder had certainly stopped: the upload's own deadline (see `upload_pace`) plus a
-margin. A stale claim is taken over by whoever first creates the takeover marker
-`takeover-<claim id>` (create-if-absent again), so two replicas that both find the same stale
-claim never both replace it (D42).
+A claim is a lease: it carries `expiresAt`, a short while ahead, and its holder renews it while
+the upload runs. A replica that dies mid-upload stops renewing, so its claim lapses within one
+lease, whatever the upload's size. A holder gives up an upload whose claim it could not keep
+(renewed too late, or found replaced): it never records a body another replica may be receiving.
+A stale claim is taken over by whoever first creates the takeover marker `takeover-<claim id>`
+(create-if-absent again), so two replicas that both find the same stale claim never both
+replace it (D42).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import dataclasses
 import datetime
 import logging
 import secrets
-from collections.abc import Callable
-from typing import Final, TypeVar
+from collections.abc import Callable, Coroutine
+from typing import Any, Final, TypeVar
 
 from ai_models.adapters.objectstore import ObjectNotFound, ObjectStore, ObjectStoreError
 from ai_models.api.models import ProblemType
@@ -36,14 +41,22 @@ from ai_models.domain.storage.ledger import Owner
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-# How long after its holder's deadline a claim still stands: the holder's last store calls
-# (deleting what it wrote) and clock differences between replicas.
-CLAIM_MARGIN_SECONDS: Final = 120.0
+# A claim stands this long past its holder's last renewal; the holder renews it every
+# CLAIM_RENEW_SECONDS, so a few store calls may fail in a row before it lapses.
+CLAIM_LEASE_SECONDS: Final = 120.0
+CLAIM_RENEW_SECONDS: Final = 30.0
+# A holder renews only while this much of its lease is left: a replica taking over a lapsed claim
+# and a late renewal can then not overlap unless the replicas' clocks differ by more than this.
+RENEW_SAFETY_SECONDS: Final = 15.0
 _ATTEMPTS: Final = 3
 
 
 def _timestamp(moment: datetime.datetime) -> str:
     return moment.astimezone(datetime.UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+class ClaimLost(Exception):
+    """This replica no longer holds the upload's claim; the message names the object."""
 
 
 def _conflict(owner: Owner, detail: str) -> ApiProblem:
@@ -89,6 +102,21 @@ class UploadClaims:
         raise _conflict(
             owner, "another upload for it started at the same moment; wait for it to finish or fail"
         )
+
+    def renew(self, owner: Owner, claim: UploadClaim, *, lease_seconds: float) -> UploadClaim:
+        """`claim` extended to `lease_seconds` from now; ClaimLost when it is no longer this holder's."""
+        held = self._read(owner)
+        if held is None or held.claim_id != claim.claim_id:
+            raise ClaimLost(f"{describe_owner(owner)}: the upload's claim was removed or taken over")
+        now = self._clock()
+        if now >= held.expires_at - datetime.timedelta(seconds=RENEW_SAFETY_SECONDS):
+            raise ClaimLost(
+                f"{describe_owner(owner)}: the upload's claim could not be renewed before it lapsed at "
+                f"{_timestamp(held.expires_at)}"
+            )
+        renewed = dataclasses.replace(claim, expires_at=now + datetime.timedelta(seconds=lease_seconds))
+        self._call(owner, lambda: self._store.put_bytes(upload_claim_key(owner), claim_to_json(renewed)))
+        return renewed
 
     def _confirmed(self, owner: Owner, claim: UploadClaim) -> UploadClaim:
         """Read the claim back: an S3-compatible store that ignores `If-None-Match` lets a second
@@ -167,3 +195,62 @@ class UploadClaims:
                 f"{describe_owner(owner)}: the object store failed while claiming the upload (the api "
                 "replica logged the cause); nothing was stored, upload again"
             ) from error
+
+
+class ClaimKeeper:
+    """Renews an upload's claim while `run` awaits its body, and stops the body when it is lost.
+
+    A lost claim may belong to another replica by now: the upload is then answered 409 and what it
+    reserved or wrote is left alone (the new holder owns the payload key and the reservation).
+    """
+
+    def __init__(
+        self,
+        claims: UploadClaims,
+        owner: Owner,
+        claim: UploadClaim,
+        *,
+        renew_seconds: float = CLAIM_RENEW_SECONDS,
+        lease_seconds: float = CLAIM_LEASE_SECONDS,
+    ) -> None:
+        self._claims = claims
+        self._owner = owner
+        self._renew_seconds = renew_seconds
+        self._lease_seconds = lease_seconds
+        self.claim = claim
+        self.lost: str | None = None
+
+    async def run(self, work: Coroutine[Any, Any, T]) -> T:
+        task = asyncio.ensure_future(work)
+        keeper = asyncio.ensure_future(self._keep(task))
+        try:
+            return await task
+        except asyncio.CancelledError:
+            if self.lost is None:
+                raise
+            raise _conflict(
+                self._owner,
+                f"{self.lost}, so this replica stopped receiving the upload (another one may be receiving "
+                "it now); nothing of this attempt was recorded, upload again once that one ended",
+            ) from None
+        finally:
+            keeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await keeper
+
+    async def _keep(self, task: asyncio.Future[Any]) -> None:
+        while True:
+            await asyncio.sleep(self._renew_seconds)
+            try:
+                self.claim = await asyncio.to_thread(
+                    self._claims.renew, self._owner, self.claim, lease_seconds=self._lease_seconds
+                )
+            except ClaimLost as lost:
+                log.error("an upload lost its claim", extra={"owner": describe_owner(self._owner)})
+                self.lost = str(lost)
+                task.cancel()
+                return
+            except ApiProblem:
+                # The store failed (logged by _call); the next renewal tries again, and the claim
+                # lapses only if renewals keep failing for a whole lease.
+                continue

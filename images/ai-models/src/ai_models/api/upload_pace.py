@@ -5,7 +5,7 @@ its storage reservation for as long as it likes. So the body is also judged per 
 `rate_window_seconds` it must have brought `min_bytes_per_second * rate_window_seconds` bytes, or it
 is cut off. And the whole upload has a deadline: `max_seconds`, or sooner when the announced size
 would be through long before at the minimum rate (`size / min rate + two windows`): an upload that
-cannot end in time is dropped, and a claim in the store can expire on that same deadline (D41).
+cannot end in time is dropped (D41).
 
 `Pace` is pure: it is told the time and the bytes, and answers how long the receiver may wait for
 the next chunk and whether the body has failed; the receiver owns the clock.
@@ -14,7 +14,6 @@ the next chunk and whether the body has failed; the receiver owns the clock.
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Final
 
 KIB: Final = 1024
@@ -99,8 +98,3 @@ class Pace:
             self.window_started + self.limits.rate_window_seconds,
         )
         return max(0.0, min(moments) - now)
-
-
-def claim_lifetime(limits: UploadLimits, size_bytes: int | None, *, margin_seconds: float) -> float:
-    """Seconds after which a claim of an upload of `size_bytes` is certainly stale."""
-    return math.ceil(limits.duration_for(size_bytes) + margin_seconds)

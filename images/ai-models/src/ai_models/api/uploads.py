@@ -45,9 +45,9 @@ from ai_models.api.models import ProblemType
 from ai_models.api.models_upload import UploadReceipt
 from ai_models.api.problems import ApiProblem, invalid_parameter, object_gone, object_store_error, wrong_phase
 from ai_models.api.signing_keys import SigningKeys, token_expired, token_invalid
-from ai_models.api.upload_claims import CLAIM_MARGIN_SECONDS, UploadClaims
+from ai_models.api.upload_claims import CLAIM_LEASE_SECONDS, ClaimKeeper, UploadClaims
 from ai_models.api.upload_ledger import UploadLedger, describe_owner, size_text
-from ai_models.api.upload_pace import Pace, PaceFailure, UploadLimits, claim_lifetime
+from ai_models.api.upload_pace import Pace, PaceFailure, UploadLimits
 from ai_models.domain.artifacts.layout import upload_payload_key, upload_record_key
 from ai_models.domain.artifacts.sniff import ACCEPTED_DESCRIPTION, SNIFF_BYTES, safe_filename, sniff
 from ai_models.domain.artifacts.upload_record import UploadRecord, record_to_json
@@ -251,10 +251,10 @@ class Uploads:
             )
         with self._slot(ref):
             pace = Pace(limits=self._limits, started=self._monotonic(), size_bytes=length)
-            lifetime = claim_lifetime(self._limits, length, margin_seconds=CLAIM_MARGIN_SECONDS)
             claim = await run_in_threadpool(
-                functools.partial(self._claims.take, owner, lifetime_seconds=lifetime)
+                functools.partial(self._claims.take, owner, lifetime_seconds=CLAIM_LEASE_SECONDS)
             )
+            keeper = ClaimKeeper(self._claims, owner, claim)
             try:
                 # After the claim: an upload that finished on another replica a moment ago has
                 # released its claim only once its record was written.
@@ -269,14 +269,16 @@ class Uploads:
                 if length is not None:
                     await run_in_threadpool(functools.partial(self._ledger.reserve, owner, size_bytes=length))
                 try:
-                    return await self._receive_body(
-                        owner, request, pace=pace, length=length, filename=filename
+                    return await keeper.run(
+                        self._receive_body(owner, request, pace=pace, length=length, filename=filename)
                     )
                 except BaseException:
-                    await asyncio.shield(self._discard(owner, reserved=length is not None))
+                    # A lost claim's payload key and reservation belong to its new holder now.
+                    if keeper.lost is None:
+                        await asyncio.shield(self._discard(owner, reserved=length is not None))
                     raise
             finally:
-                await asyncio.shield(run_in_threadpool(self._claims.release, owner, claim))
+                await asyncio.shield(run_in_threadpool(self._claims.release, owner, keeper.claim))
 
     def _admit(self, ref: ObjectRef, authorization: str | None) -> None:
         try:

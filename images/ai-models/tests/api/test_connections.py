@@ -26,6 +26,7 @@ from typing import Any
 
 import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from ai_models.adapters.objectstore import DirectoryStore
 from ai_models.domain.artifacts.layout import artifact_prefix, file_key, manifest_key
@@ -72,6 +73,20 @@ class ApiProcess:
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
+
+    def metric(self, name: str, **labels: str) -> float:
+        """A sample of the api's own `/metrics` (its listener's port is in the log); 0 when absent."""
+        port = next(
+            int(json.loads(line)["address"].rsplit(":", 1)[1])
+            for line in self.log().splitlines()
+            if line.startswith("{") and '"serving metrics"' in line
+        )
+        text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name == name and sample.labels == labels:
+                    return float(sample.value)
+        return 0.0
 
     def stop(self) -> None:
         if self.process.poll() is None:
@@ -268,7 +283,13 @@ def test_a_reader_that_stops_reading_is_dropped_and_frees_its_slot(
         eventually(lambda: stalled.answered() == 3, what="three answers")
         assert stalled.answered(200) == 1
         assert stalled.answered(429) == 2
+        assert api.metric("d8_ai_models_api_downloads_in_flight") == 1
         eventually(lambda: stalled.dropped() == 3, timeout=20, what="the stalled download to be dropped")
+        assert api.metric("d8_ai_models_api_connections_closed_total", reason="WriteStalled") == 1
+        eventually(
+            lambda: api.metric("d8_ai_models_api_downloads_in_flight") == 0,
+            what="the dropped download's slot",
+        )
         # Its slot is free again, and a reader that keeps reading, however haltingly, is never dropped.
         with (
             httpx.Client(base_url=api.url, timeout=30, headers=_auth(reader)) as http,
@@ -298,6 +319,7 @@ def test_half_sent_requests_are_closed_after_the_header_timeout(
         eventually(lambda: idle.dropped() == 200, timeout=20, what="silent connections closed")
         answers = collections.Counter(half.status_lines())
         assert answers == {b"HTTP/1.1 408 Request Timeout": 200}, answers
+        assert api.metric("d8_ai_models_api_connections_closed_total", reason="HeaderTimeout") == 400
         with httpx.Client(base_url=api.url, timeout=10) as http:
             assert http.get("/healthz").status_code == 200
 
@@ -311,6 +333,7 @@ def test_connections_past_the_cap_are_refused_with_a_problem(
         _problem(response, 503, "replica-busy")
         assert response.headers["retry-after"] == "5"
         assert idle.dropped() == 0
+        assert api.metric("d8_ai_models_api_connections_closed_total", reason="TooManyConnections") >= 1
     eventually(
         lambda: httpx.get(f"{api.url}/healthz", timeout=10).status_code == 200,
         what="an answer once the idle connections are gone",

@@ -17,6 +17,7 @@ import httpx
 import pytest
 
 from ai_models.adapters.objectstore import DirectoryStore
+from ai_models.api import server as server_module
 from ai_models.api.contract import contract_document
 from ai_models.api.metrics import MetricsServer
 from ai_models.catalog.layout import CatalogManifest
@@ -263,3 +264,14 @@ def test_serve_refuses_to_start_without_a_store_or_a_cluster(env: dict[str, str]
     )
     assert result.returncode == 2
     assert message in result.stderr.decode()
+
+
+def test_a_listener_takes_connections_from_the_moment_the_api_says_it_starts() -> None:
+    # The socket is made before "api starting" is logged and served by uvicorn a moment later; a
+    # client that read the line and connected at once was refused while the socket only had a port.
+    listener = server_module._listen("127.0.0.1", 0)
+    try:
+        with socket.create_connection(listener.getsockname()[:2], timeout=5):
+            pass
+    finally:
+        listener.close()

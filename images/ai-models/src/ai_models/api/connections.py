@@ -23,12 +23,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import enum
 import fcntl
 import http
 import logging
 import socket
 import struct
 import termios
+from collections.abc import Callable
 from typing import Any, ClassVar, Final
 
 import h11
@@ -45,11 +47,26 @@ RETRY_AFTER_SECONDS: Final = 5
 _TICKS_PER_TIMEOUT: Final = 4
 
 
+class ClosedBecause(enum.StrEnum):
+    """Why the api closed a connection itself (the `reason` of `connections_closed_total`)."""
+
+    TOO_MANY_CONNECTIONS = "TooManyConnections"
+    HEADER_TIMEOUT = "HeaderTimeout"
+    NOT_HTTP = "NotHttp"
+    WRITE_STALLED = "WriteStalled"
+
+
+def _not_counted(reason: ClosedBecause) -> None:
+    return None
+
+
 @dataclasses.dataclass(frozen=True)
 class ConnectionLimits:
     header_timeout_seconds: float
     write_stall_timeout_seconds: float
     max_connections: int
+    # Called on the event loop each time a limit closes a connection: the process counts them.
+    on_closed: Callable[[ClosedBecause], None] = _not_counted
 
 
 def _raw_problem(problem: ApiProblem) -> bytes:
@@ -120,6 +137,7 @@ class GuardedH11Protocol(H11Protocol):
         if len(self.connections) > self.limits.max_connections:
             self._refused = True
             log.debug("connection refused: too many open connections", extra={"client": self.client})
+            self.limits.on_closed(ClosedBecause.TOO_MANY_CONNECTIONS)
             transport.write(_TOO_MANY_CONNECTIONS)
             transport.close()
             return
@@ -156,12 +174,14 @@ class GuardedH11Protocol(H11Protocol):
         if self.transport.is_closing() or self.conn.their_state is not h11.IDLE:
             return
         log.debug("connection closed: its request head did not arrive in time", extra={"client": self.client})
+        self.limits.on_closed(ClosedBecause.HEADER_TIMEOUT)
         self.transport.write(_HEAD_TIMED_OUT)
         self.transport.close()
 
     def send_400_response(self, msg: str) -> None:
         # uvicorn answers text/plain; every answer of the api is in the problem shape.
         log.debug("connection closed: not HTTP", extra={"client": self.client, "error": msg})
+        self.limits.on_closed(ClosedBecause.NOT_HTTP)
         self.transport.write(_UNPARSEABLE)
         self.transport.close()
 
@@ -215,6 +235,7 @@ class GuardedH11Protocol(H11Protocol):
             self._last_progress = now
         elif now - self._last_progress >= self.limits.write_stall_timeout_seconds:
             log.debug("connection dropped: its reader stopped reading", extra={"client": self.client})
+            self.limits.on_closed(ClosedBecause.WRITE_STALLED)
             self._reset()
             return
         self._schedule_stall_check()

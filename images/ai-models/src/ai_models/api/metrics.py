@@ -82,12 +82,25 @@ class ApiMetrics:
             "Bytes of artifact files and manifests sent by the serving API.",
             registry=r,
         )
+        self.connections_closed = Counter(
+            f"{PREFIX}connections_closed",
+            "Connections the api closed itself, by reason: TooManyConnections (past the cap), "
+            "HeaderTimeout (no request head in time), NotHttp, WriteStalled (its reader stopped reading).",
+            ["reason"],
+            registry=r,
+        )
+        self.downloads_in_flight = Gauge(
+            f"{PREFIX}downloads_in_flight", "File downloads this replica streams now.", registry=r
+        )
         self.ledger_reads = Counter(
             f"{PREFIX}ledger_reads",
             "Reads of the storage ledger Secret for verdicts and the storage summary, by outcome.",
             ["state"],
             registry=r,
         )
+
+    def connection_closed(self, reason: str) -> None:
+        self.connections_closed.labels(reason).inc()
 
     def forget_source(self, source: str) -> None:
         """Drop a source's series once it is no longer served, so dashboards do not show a ghost."""

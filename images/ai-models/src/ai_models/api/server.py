@@ -21,7 +21,7 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, Final
 
 import uvicorn
 from fastapi import FastAPI
@@ -50,6 +50,8 @@ from ai_models.api.uploads import Uploads
 from ai_models.settings import Settings
 
 log = logging.getLogger(__name__)
+# The pending-connection queue of each listener (uvicorn's default).
+LISTEN_BACKLOG: Final = 2048
 
 
 @dataclasses.dataclass
@@ -106,6 +108,13 @@ def build_runtime(settings: ApiSettings, *, store: ObjectStore, api_client: Any)
         on_read=count_read,
     )
     calls = KubeCalls(metrics=metrics)
+    downloads = DownloadSlots(
+        DownloadLimits(
+            per_replica=settings.api_max_concurrent_downloads,
+            per_subject=settings.api_max_concurrent_downloads_per_subject,
+        )
+    )
+    metrics.downloads_in_flight.set_function(lambda: downloads.in_flight)
     models = ModelReader(
         api_client=api_client,
         calls=calls,
@@ -155,12 +164,7 @@ def build_runtime(settings: ApiSettings, *, store: ObjectStore, api_client: Any)
             store=store,
             models=models,
             metrics=metrics,
-            downloads=DownloadSlots(
-                DownloadLimits(
-                    per_replica=settings.api_max_concurrent_downloads,
-                    per_subject=settings.api_max_concurrent_downloads_per_subject,
-                )
-            ),
+            downloads=downloads,
         ),
         lookup=Lookup(models=models, module_namespace=settings.namespace),
         metrics=metrics,
@@ -194,12 +198,15 @@ class _Server(uvicorn.Server):
         super().handle_exit(sig, frame)
 
 
-def connection_limits(settings: ApiSettings) -> ConnectionLimits:
-    return ConnectionLimits(
+def connection_limits(settings: ApiSettings, *, metrics: ApiMetrics | None = None) -> ConnectionLimits:
+    limits = ConnectionLimits(
         header_timeout_seconds=settings.api_header_timeout_seconds,
         write_stall_timeout_seconds=settings.api_write_stall_timeout_seconds,
         max_connections=settings.api_max_connections,
     )
+    if metrics is None:
+        return limits
+    return dataclasses.replace(limits, on_closed=metrics.connection_closed)
 
 
 def _uvicorn_config(
@@ -225,6 +232,7 @@ def _uvicorn_config(
         access_log=False,
         timeout_graceful_shutdown=int(grace_seconds),
         server_header=False,
+        backlog=LISTEN_BACKLOG,
         ssl_certfile=str(tls[0]) if tls else None,
         ssl_keyfile=str(tls[1]) if tls else None,
     )
@@ -243,6 +251,10 @@ def _listen(host: str, port: int) -> socket.socket:
         listener.close()
         raise
     listener.set_inheritable(True)
+    # Listening from here on, before "api starting" is logged: a client that connects between that
+    # line and uvicorn's serving waits in the backlog instead of being refused (uvicorn listens on
+    # the socket again with the same backlog).
+    listener.listen(LISTEN_BACKLOG)
     return listener
 
 
@@ -310,7 +322,7 @@ def _internal_listener(runtime: ApiRuntime, config: ApiSettings, *, host: str) -
         host=host,
         port=config.api_internal_port,
         grace_seconds=config.api_shutdown_grace_seconds,
-        limits=connection_limits(config),
+        limits=connection_limits(config, metrics=runtime.state.metrics),
         tls=tls,
     )
     # Loaded here so an unreadable certificate stops the process with its file names.
@@ -356,7 +368,7 @@ def serve(settings: Settings, *, host: str, port: int) -> int:
                             host=host,
                             port=port,
                             grace_seconds=config.api_shutdown_grace_seconds,
-                            limits=connection_limits(config),
+                            limits=connection_limits(config, metrics=runtime.state.metrics),
                         ),
                         shutting_down=runtime.state.shutting_down,
                     ),

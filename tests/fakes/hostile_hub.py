@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import socket
 import threading
 from collections.abc import Iterator, Mapping
-from types import TracebackType
 from typing import Final
 
 import pytest
 from aiohttp import web
+
+from fakes.aiohttp_server import ThreadedAiohttpServer
 
 MIB: Final = 1024 * 1024
 # One listed model, repeated: a huge listing is valid JSON as far as it goes.
@@ -43,27 +43,18 @@ class _Behaviour:
     size: int = 0
 
 
-class HostileHub:
+class HostileHub(ThreadedAiohttpServer):
+    server_name = "hostile Hub"
+    # A stalled or trickling answer must not hold the server's shutdown for long.
+    shutdown_timeout = 0.5
+
     def __init__(self) -> None:
+        super().__init__()
         self._lock = threading.Lock()
         self._behaviour = _Behaviour("serve")
         self._paths: list[str] = []
-        self._thread: threading.Thread | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._stopping: asyncio.Event | None = None
-        self._socket: socket.socket | None = None
 
     # ----- controls (any thread) -------------------------------------------------------------
-
-    @property
-    def port(self) -> int:
-        if self._socket is None:
-            raise RuntimeError("the hostile Hub is not running")
-        return int(self._socket.getsockname()[1])
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
 
     def serve(self, body: bytes = b"[]", *, headers: Mapping[str, str] | None = None) -> None:
         self._set(_Behaviour("serve", body=body, headers=dict(headers or {})))
@@ -99,61 +90,10 @@ class HostileHub:
 
     # ----- lifecycle -------------------------------------------------------------------------
 
-    def start(self) -> HostileHub:
-        self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self._socket.bind(("127.0.0.1", 0))
-        self._socket.listen(64)
-        ready = threading.Event()
-
-        def run() -> None:
-            loop = asyncio.new_event_loop()
-            self._loop = loop
-            try:
-                loop.run_until_complete(self._serve(ready))
-            finally:
-                loop.close()
-
-        self._thread = threading.Thread(target=run, name="hostile-hub", daemon=True)
-        self._thread.start()
-        if not ready.wait(timeout=10):
-            raise RuntimeError("the hostile Hub did not start")
-        return self
-
-    def stop(self) -> None:
-        if self._loop is not None and self._stopping is not None:
-            self._loop.call_soon_threadsafe(self._stopping.set)
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-        self._thread, self._loop, self._stopping = None, None, None
-        if self._socket is not None:
-            self._socket.close()
-            self._socket = None
-
-    def __enter__(self) -> HostileHub:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-    async def _serve(self, ready: threading.Event) -> None:
-        self._stopping = asyncio.Event()
+    def make_app(self) -> web.Application:
         app = web.Application()
         app.router.add_route("GET", "/{path:.*}", self._answer)
-        # A stalled or trickling answer must not hold the server's shutdown for long.
-        runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
-        await runner.setup()
-        assert self._socket is not None
-        await web.SockSite(runner, self._socket).start()
-        ready.set()
-        try:
-            await self._stopping.wait()
-        finally:
-            await runner.cleanup()
+        return app
 
     async def _answer(self, request: web.Request) -> web.StreamResponse:
         with self._lock:

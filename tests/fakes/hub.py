@@ -37,16 +37,15 @@ import dataclasses
 import hashlib
 import json
 import re
-import socket
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from types import TracebackType
 from typing import Any, Final
 
 import pytest
 from aiohttp import web
 from multidict import MultiMapping
 
+from fakes.aiohttp_server import ThreadedAiohttpServer
 from fakes.hub_corpus import FakeModel, make_corpus, repository
 from fakes.model_files import FileContent, content_chunks
 
@@ -150,8 +149,12 @@ def bucket_of(path: str) -> str:
     return "other"
 
 
-class FakeHub:
+class FakeHub(ThreadedAiohttpServer):
+    server_name = "fake Hub"
+    backlog = 256
+
     def __init__(self, corpus: Iterable[FakeModel] = ()) -> None:
+        super().__init__()
         self._lock = threading.Lock()
         self._models: dict[str, FakeModel] = {model.id: model for model in corpus}
         # Sorted listings by question (filters and sort, not the page): paging through a large
@@ -164,71 +167,10 @@ class FakeHub:
         self._latency = 0.0
         self._log: list[RecordedRequest] = []
         self._record_log = True
-        self._thread: threading.Thread | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._stopping: asyncio.Event | None = None
-        self._socket: socket.socket | None = None
 
     # ----- lifecycle -------------------------------------------------------------------------
 
-    @property
-    def port(self) -> int:
-        if self._socket is None:
-            raise RuntimeError("the fake Hub is not running")
-        return int(self._socket.getsockname()[1])
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self) -> FakeHub:
-        self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self._socket.bind(("127.0.0.1", 0))
-        self._socket.listen(256)
-        ready = threading.Event()
-        failure: list[BaseException] = []
-
-        def serve() -> None:
-            loop = asyncio.new_event_loop()
-            self._loop = loop
-            try:
-                loop.run_until_complete(self._serve(ready))
-            except BaseException as error:  # reported to start() below
-                failure.append(error)
-                ready.set()
-            finally:
-                loop.close()
-
-        self._thread = threading.Thread(target=serve, name="fake-hub", daemon=True)
-        self._thread.start()
-        ready.wait(timeout=10)
-        if failure:
-            raise RuntimeError("the fake Hub did not start") from failure[0]
-        return self
-
-    def stop(self) -> None:
-        if self._loop is not None and self._stopping is not None:
-            self._loop.call_soon_threadsafe(self._stopping.set)
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-        self._thread, self._loop, self._stopping = None, None, None
-        if self._socket is not None:
-            self._socket.close()
-            self._socket = None
-
-    def __enter__(self) -> FakeHub:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-    async def _serve(self, ready: threading.Event) -> None:
-        self._stopping = asyncio.Event()
+    def make_app(self) -> web.Application:
         app = web.Application(middlewares=[self._middleware])
         app.router.add_get("/api/models", self._list_models)
         app.router.add_get("/api/models/{org}/{name}", self._model_info)
@@ -237,15 +179,7 @@ class FakeHub:
         app.router.add_route("HEAD", "/{org}/{name}/resolve/{revision}/{path:.+}", self._resolve)
         app.router.add_route("GET", "/cdn-lfs/{org}/{name}/{revision}/{path:.+}", self._cdn)
         app.router.add_route("HEAD", "/cdn-lfs/{org}/{name}/{revision}/{path:.+}", self._cdn)
-        runner = web.AppRunner(app, access_log=None)
-        await runner.setup()
-        assert self._socket is not None
-        await web.SockSite(runner, self._socket).start()
-        ready.set()
-        try:
-            await self._stopping.wait()
-        finally:
-            await runner.cleanup()
+        return app
 
     # ----- controls (any thread) -------------------------------------------------------------
 

@@ -179,8 +179,8 @@ update the model (every User reads the URL; $AI_MODELS_TOKEN_USER gets 403):
   kubectl apply -f docs/examples/model-upload.yaml
   url=$(kubectl get model my-finetune -n default -o jsonpath='{{.status.upload.inCluster}}')
   curl -T ./model.gguf -H "Authorization: Bearer $AI_MODELS_TOKEN_CLUSTER_ADMIN" "$url"
-A catalog source
-indexes from HF_ENDPOINT (default https://huggingface.co) once it carries the opt-in annotation:
+A catalog source indexes from HF_ENDPOINT (default https://huggingface.co) once it carries the opt-in
+annotation:
   kubectl apply -f docs/examples/modelcatalogsource-hf.yaml
   kubectl get modelcatalogsources -w
   curl -s -H "Authorization: Bearer $AI_MODELS_TOKEN_USER" \\

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Final
 
 from ai_models.api.models import Problem, ProblemType
+
+log = logging.getLogger(__name__)
 
 PROBLEM_MEDIA_TYPE: Final = "application/problem+json"
 
@@ -98,3 +101,10 @@ def object_gone(detail: str) -> ApiProblem:
 
 def object_store_error(detail: str) -> ApiProblem:
     return ApiProblem(ProblemType.OBJECT_STORE_ERROR, 502, detail)
+
+
+def store_failed(error: Exception, detail: str, **context: str) -> ApiProblem:
+    """A 502 for a failed object-store call: the store's own words name its bucket, directory or
+    endpoint, so they are logged (with `context`) and `detail` alone is answered."""
+    log.error("an object store call failed", extra={**context, "detail": detail, "error": str(error)})
+    return object_store_error(detail)

@@ -35,7 +35,7 @@ from ai_models.api.auth import Subject
 from ai_models.api.metrics import ApiMetrics
 from ai_models.api.model_objects import ModelObject, ModelReader, ObjectRef
 from ai_models.api.models import ProblemType
-from ai_models.api.problems import ApiProblem, not_found, object_store_error, wrong_phase
+from ai_models.api.problems import ApiProblem, not_found, object_store_error, store_failed, wrong_phase
 from ai_models.api.ranges import (
     ByteRange,
     RangeNotSatisfiable,
@@ -207,7 +207,9 @@ class ArtifactServer:
         except ManifestFormatError as error:
             raise object_store_error(f"{what} cannot be read ({error}): the artifact is damaged") from error
         except ObjectStoreError as error:
-            raise object_store_error(f"cannot read {what}: {error}") from error
+            raise store_failed(
+                error, f"cannot read {what}: the object store failed (the api replica logged the cause)"
+            ) from error
         served = ServedManifest(
             body=body, etag=quoted(digest), files={item.path: item for item in manifest.files}
         )
@@ -230,8 +232,10 @@ class ArtifactServer:
                 "but missing from the object store: the artifact is damaged; publishing it again repairs it"
             ) from error
         except ObjectStoreError as error:
-            raise object_store_error(
-                f"cannot read file {item.path!r} of {found.ref.describe()}: {error}"
+            raise store_failed(
+                error,
+                f"cannot read file {item.path!r} of {found.ref.describe()}: the object store failed (the "
+                "api replica logged the cause)",
             ) from error
 
     # Answers.

@@ -27,7 +27,7 @@ from typing import Any, Final, TypeVar
 
 from ai_models.adapters.objectstore import ObjectNotFound, ObjectStore, ObjectStoreError
 from ai_models.api.models import ProblemType
-from ai_models.api.problems import ApiProblem, object_store_error
+from ai_models.api.problems import ApiProblem, store_failed
 from ai_models.api.upload_ledger import describe_owner
 from ai_models.domain.artifacts.layout import upload_claim_key, upload_takeover_key
 from ai_models.domain.artifacts.upload_record import (
@@ -189,11 +189,11 @@ class UploadClaims:
         except ObjectNotFound:
             raise
         except ObjectStoreError as error:
-            # The store's own words name its bucket or directory: logged, never answered.
-            log.error("cannot claim an upload", extra={"owner": describe_owner(owner), "error": str(error)})
-            raise object_store_error(
+            raise store_failed(
+                error,
                 f"{describe_owner(owner)}: the object store failed while claiming the upload (the api "
-                "replica logged the cause); nothing was stored, upload again"
+                "replica logged the cause); nothing was stored, upload again",
+                owner=describe_owner(owner),
             ) from error
 
 

@@ -43,7 +43,13 @@ from ai_models.api.metrics import ApiMetrics
 from ai_models.api.model_objects import ModelObject, ModelReader, ObjectRef
 from ai_models.api.models import ProblemType
 from ai_models.api.models_upload import UploadReceipt
-from ai_models.api.problems import ApiProblem, invalid_parameter, object_gone, object_store_error, wrong_phase
+from ai_models.api.problems import (
+    ApiProblem,
+    invalid_parameter,
+    object_gone,
+    store_failed,
+    wrong_phase,
+)
 from ai_models.api.signing_keys import SigningKeys, token_expired, token_invalid
 from ai_models.api.upload_claims import CLAIM_LEASE_SECONDS, ClaimKeeper, UploadClaims
 from ai_models.api.upload_ledger import UploadLedger, describe_owner, size_text
@@ -415,10 +421,9 @@ class Uploads:
         try:
             return await run_in_threadpool(call, *args)
         except ObjectStoreError as error:
-            # The store's own words name its bucket or directory: logged, never answered.
-            log.error("object store call failed during an upload", extra={"error": str(error)})
-            raise object_store_error(
-                "the object store failed (the api replica logged the cause); nothing was kept, upload again"
+            raise store_failed(
+                error,
+                "the object store failed (the api replica logged the cause); nothing was kept, upload again",
             ) from error
 
     async def _discard(self, owner: Owner, *, reserved: bool) -> None:
@@ -584,11 +589,11 @@ def _store_failure(owner: Owner, error: Exception, *, received: int, length: int
             "nothing was kept, upload again",
         )
     if isinstance(error, ObjectStoreError):
-        # The store's own words name its bucket or directory: logged, never answered.
-        log.error("the object store failed storing an upload", extra={"owner": what, "error": str(error)})
-        return object_store_error(
+        return store_failed(
+            error,
             f"{what}: the object store failed storing the upload (the api replica logged the cause); "
-            "nothing was kept, upload again"
+            "nothing was kept, upload again",
+            owner=what,
         )
     log.error("upload failed unexpectedly", exc_info=error, extra={"owner": what})
     return ApiProblem(

@@ -253,6 +253,19 @@ def test_a_zip_whose_directory_lists_a_million_members_is_refused_before_it_is_r
     assert_refused(run, "zip archive's directory lists", "4194304 bytes")
 
 
+def test_a_zip_hiding_its_end_record_signature_in_the_record_is_still_counted(tmp_path: Path) -> None:
+    # The end record's directory offset (a field zipfile does not use) spells the record's own
+    # signature: a search for the last signature lands inside the record.
+    target = tmp_path / "hidden.zip"
+    zip_directory_bomb(target, entries=20_000, data=WEIGHTS)
+    data = bytearray(target.read_bytes())
+    data[-6:-2] = b"PK\x05\x06"
+
+    run = publish_payload(tmp_path / "run", [bytes(data)], PayloadFormat.ZIP)
+
+    assert_refused(run, "zip archive's directory lists", "10000")
+
+
 def test_a_zip_whose_zip64_record_claims_a_huge_directory_is_refused(tmp_path: Path) -> None:
     directory = tmp_path / "zip"
     directory.mkdir()

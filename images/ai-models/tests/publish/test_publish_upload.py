@@ -395,6 +395,22 @@ def test_a_zip_member_that_fails_its_crc_is_unsupported(kit: Kit) -> None:
     assert "CRC" in kit.outcome(settings)["message"]
 
 
+def test_a_zip_name_flagged_utf8_that_is_not_is_unsupported(kit: Kit) -> None:
+    payload = bytearray(zip_of({"model.safetensors": WEIGHTS, "config.json": CONFIG}))
+    directory_at = bytes(payload).index(b"PK\x01\x02")
+    flags_at = directory_at + 8
+    flags = int.from_bytes(payload[flags_at : flags_at + 2], "little") | 0x800
+    payload[flags_at : flags_at + 2] = flags.to_bytes(2, "little")
+    name_at = directory_at + 46
+    payload[name_at] = 0xFF  # "model..." becomes "\xffodel...": not UTF-8
+    digest = kit.stage_upload(bytes(payload), payload_format=PayloadFormat.ZIP)
+    settings = kit.upload_settings(digest)
+
+    assert kit.run(settings) == EXIT_FAILED
+
+    assert kit.outcome(settings)["reason"] == ModelReason.UNSUPPORTED_SOURCE.value
+
+
 def test_content_that_is_not_what_the_record_says_is_unsupported(kit: Kit) -> None:
     digest = kit.stage_upload(
         zip_of(MODEL_DIRECTORY), payload_format=PayloadFormat.GGUF, filename="model.gguf"

@@ -62,7 +62,15 @@ _MAX_ZIP_COMMENT: Final = 65535
 # Where unpacked files wait while the wrapper is put back; a safe member segment starts with a
 # letter or a digit, so no member is ever stored here.
 UNWRAP_STAGING: Final = "_unwrapping"
-ARCHIVE_ERRORS: Final = (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, zlib.error, OSError)
+# UnicodeDecodeError: a zip name flagged UTF-8 that is not.
+ARCHIVE_ERRORS: Final = (
+    zipfile.BadZipFile,
+    zipfile.LargeZipFile,
+    EOFError,
+    zlib.error,
+    OSError,
+    UnicodeDecodeError,
+)
 
 
 @dataclasses.dataclass
@@ -231,8 +239,13 @@ def _check_zip_directory(file: StoreFile, *, size: int) -> None:
     tail_start = max(0, size - _ZIP_END.size - _MAX_ZIP_COMMENT)
     file.seek(tail_start)
     tail = file.read(size - tail_start)
-    at = tail.rfind(b"PK\x05\x06")
-    if at < 0 or len(tail) - at < _ZIP_END.size:
+    # As zipfile looks: the record that ends the file, else the last whole one before a comment.
+    # A bare rfind could land on the signature's bytes inside the record's own fields (its
+    # directory offset, which zipfile does not use) and leave the directory unchecked.
+    at = len(tail) - _ZIP_END.size
+    if at < 0 or tail[at : at + 4] != b"PK\x05\x06":
+        at = tail.rfind(b"PK\x05\x06", 0, max(0, len(tail) - _ZIP_END.size + 4))
+    if at < 0:
         return
     end = _ZIP_END.unpack_from(tail, at)
     entries, directory_bytes = end[4], end[5]

@@ -88,6 +88,24 @@ def test_a_redirect_to_another_port_on_the_same_host_is_not_followed(
     assert str(sink.port) not in raised.value.message
 
 
+def test_a_redirect_to_a_malformed_url_is_refused_as_an_invalid_answer(hostile: HostileHub) -> None:
+    hostile.redirect_to("http://[::1/x")
+
+    with client_of(hostile) as client, pytest.raises(ProviderInvalidResponse) as raised:
+        client.list_page(HubQuery(), None)
+
+    assert "malformed URL" in raised.value.message
+
+
+def test_a_body_that_does_not_decode_is_an_unavailable_endpoint(hostile: HostileHub) -> None:
+    hostile.serve(b"not gzip at all", headers={"Content-Encoding": "gzip"})
+
+    with client_of(hostile) as client, pytest.raises(ProviderUnavailable) as raised:
+        client.list_page(HubQuery(), None)
+
+    assert "DecodingError" in raised.value.message
+
+
 def test_redirects_on_the_same_origin_are_followed_a_bounded_number_of_times(hostile: HostileHub) -> None:
     hostile.redirect_to("/api/models?again=1")
 

@@ -276,7 +276,7 @@ class HubClient:
                 "spec.huggingFace.endpoint at the host that serves the Hub API",
                 endpoint=self._endpoint,
             ) from problem
-        except httpx2.TransportError as error:
+        except httpx2.HTTPError as error:  # transport errors, and bodies that do not decode
             raise self._unreachable(error) from error
 
     def _own_url(self, url: str) -> str:

@@ -217,8 +217,12 @@ class Sender:
             if response.status_code not in REDIRECT_STATUSES or location is None:
                 return response
             response.close()
-            target = urllib.parse.urljoin(str(sent.url), location)
-            if origin(target) != start:
+            try:
+                target = urllib.parse.urljoin(str(sent.url), location)
+                moved = origin(target) != start
+            except ValueError:  # urllib's words on a bad authority, such as an unclosed IPv6 bracket
+                raise RedirectRefused("it redirected to a malformed URL") from None
+            if moved:
                 if not request.other_hosts:
                     raise RedirectRefused(
                         "it redirected to another host, port or scheme; API requests follow redirects "

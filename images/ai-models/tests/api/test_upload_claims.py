@@ -140,3 +140,12 @@ def test_an_upload_whose_claim_was_taken_over_stops_with_a_conflict(store: Direc
     assert recorded == []
     assert keeper.lost is not None
     assert claim_from_json(store.get_bytes(upload_claim_key(OWNER))).claim_id == "newer"
+
+
+def test_each_unreadable_claim_is_taken_over_on_its_own(store: DirectoryStore) -> None:
+    later = NOW + datetime.timedelta(seconds=1)
+    for garbage in (b"not json", b"{also not a claim"):
+        store.put_bytes(upload_claim_key(OWNER), garbage)
+        taken = claims(store, "api-1", at=later).take(OWNER, lifetime_seconds=60)
+        assert taken.replica == "api-1"
+        claims(store, "api-1", at=later).release(OWNER, taken)

@@ -9,10 +9,10 @@ from pydantic import Field
 
 from ai_models.api.models import Shape
 from ai_models.domain.artifacts.sniff import PayloadFormat
-from ai_models.names import UPLOAD_API_PREFIX
+from ai_models.names import UPLOAD_API_PREFIX, UPLOADS_PATH
 
 UPLOAD_PREFIX: Final = UPLOAD_API_PREFIX
-UPLOAD_PATH: Final = f"{UPLOAD_PREFIX}/uploads/{{token}}"
+UPLOAD_PATH: Final = f"{UPLOADS_PATH}{{token}}"
 UPLOAD_CONTRACT_PATH: Final = f"{UPLOAD_PREFIX}/openapi.json"
 SHA256_HEX_PATTERN: Final = r"^[0-9a-f]{64}$"
 

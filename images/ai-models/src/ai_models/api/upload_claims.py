@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import dataclasses
 import datetime
+import hashlib
 import logging
 import secrets
 from collections.abc import Callable, Coroutine
@@ -181,7 +182,10 @@ class UploadClaims:
             # Claims are written whole (atomic writes); an unreadable one was not written by an api
             # replica of this version: treat it as lapsed, so it can never block the object forever.
             epoch = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
-            return UploadClaim(claim_id="unreadable", replica="unknown", claimed_at=epoch, expires_at=epoch)
+            # Named by its bytes: each unreadable claim gets its own takeover marker, so one taken
+            # over before never blocks the takeover of the next.
+            claim_id = f"unreadable-{hashlib.sha256(data).hexdigest()[:16]}"
+            return UploadClaim(claim_id=claim_id, replica="unknown", claimed_at=epoch, expires_at=epoch)
 
     def _call(self, owner: Owner, call: Callable[[], T]) -> T:
         try:

@@ -201,7 +201,7 @@ class HubClient:
             _cancel(futures.values())
 
     def close(self) -> None:
-        """Stop the config threads. The HTTP session is huggingface_hub's and stays open for others."""
+        """Stop the config threads; the HTTP client of `adapters.hub.http` is shared and stays open."""
         with self._pool_lock:
             pool, self._pool = self._pool, None
         if pool is not None:

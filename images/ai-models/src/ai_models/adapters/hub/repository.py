@@ -2,9 +2,9 @@
 
 The controller calls `repository_snapshot` to pin a revision to a commit and to choose the files
 before it creates a publication Job; the publisher calls it again for the profile facts and then
-`open_file` for each chosen file. Both use huggingface_hub's shared HTTP session, its headers
-(`build_hf_headers(token=False)` when no token is given, so a token lying around on the machine
-is never sent) and its error classification, like `HubClient`.
+`open_file` for each chosen file. Requests go through `adapters.hub.http` (its endpoint policy:
+addresses, redirects, body caps; D56), with huggingface_hub's headers (`build_hf_headers(token=False)`
+when no token is given, so a token lying around on the machine is never sent), like `HubClient`.
 
     hub = HubRepository(endpoint="https://huggingface.co", token=None)
     snapshot = hub.repository_snapshot("Qwen/Qwen2.5-0.5B", "main")

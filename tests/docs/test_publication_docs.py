@@ -20,7 +20,6 @@ from ai_models.api.models import Problem
 from ai_models.api.models_lookup import LOOKUP_PATH
 from ai_models.api.models_upload import UPLOAD_PATH
 from ai_models.controller.models import reconciler, runtime
-from ai_models.controller.models.kube import CLUSTER_EVENTS_NAMESPACE
 from ai_models.controller.settings import ControllerSettings
 from ai_models.controller.storage.metrics import LEDGER_METRICS, StorageMetrics
 from ai_models.domain.artifacts import safetensors
@@ -29,6 +28,7 @@ from ai_models.domain.artifacts.sniff import ACCEPTED_DESCRIPTION
 from ai_models.domain.models import status as situations
 from ai_models.domain.storage.codec import LEDGER_SECRET_KEY, LEDGER_SECRET_NAME
 from ai_models.names import (
+    CLUSTER_EVENTS_NAMESPACE,
     COMPONENT_LABEL,
     MODEL_FINALIZER,
     MODULE_NAMESPACE,

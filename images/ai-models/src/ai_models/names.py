@@ -87,6 +87,10 @@ ARTIFACTS_CREDENTIALS_SECRET: Final = "ai-models-artifacts-credentials"
 # Where the api takes uploads: the controller builds `status.upload` URLs from it.
 UPLOAD_API_PREFIX: Final = "/api/upload/v1"
 UPLOADS_PATH: Final = f"{UPLOAD_API_PREFIX}/uploads/"
+# Who writes the controller's Events (source.component and reportingComponent), and where Events
+# about cluster-scoped objects go: `kubectl describe` finds them in `default`.
+EVENTS_COMPONENT: Final = "ai-models-controller"
+CLUSTER_EVENTS_NAMESPACE: Final = "default"
 # The Service of the api in the module namespace (serving, upload and internal lookup).
 API_SERVICE: Final = "ai-models-api"
 # Workload delivery contract: where each model appears in containers.

@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
-from ai_models.controller.informer import LAST_APPLIED_ANNOTATION, Informer, Lister
+from ai_models.adapters.kube.informer import LAST_APPLIED_ANNOTATION, Informer
+from ai_models.adapters.kube.resources import JOBS, SECRETS, Lister
 from ai_models.names import COMPONENT_LABEL, PUBLICATION_COMPONENT
 from kubeemu.pytest_fixtures import EmulatorFactory, RunningEmulator
 
@@ -38,7 +39,8 @@ class Recorder:
         self.changes: list[Change] = []
         self._condition = threading.Condition()
 
-    def __call__(self, name: str, old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> None:
+    def __call__(self, old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> None:
+        name = str((new or old or {})["metadata"]["name"])
         with self._condition:
             self.changes.append((name, old, new))
             self._condition.notify_all()
@@ -125,14 +127,16 @@ def start_informer(kube_api_client: Any) -> Iterator[InformerFactory]:
         api_client = api_client or kube_api_client
         recorder = Recorder()
         what = next(_names)
-        kwargs.setdefault("on_change", recorder)
+        handler = kwargs.pop("on_change", recorder)
         informer = Informer(
-            api_client=api_client,
-            lister=lister or k8s.CoreV1Api(api_client).list_namespaced_secret,
+            api_client,
+            kwargs.pop("resource", SECRETS),
+            lister=lister,
             namespace=NAMESPACE,
-            what=what,
+            name=what,
             **kwargs,
         )
+        informer.add_handler(handler)
         started.append(informer.start())
         return informer, recorder, what
 
@@ -161,13 +165,13 @@ def test_the_initial_list_reports_every_existing_object_as_added(
     assert informer.wait_synced(WAIT)
     assert sorted(recorder.kinds()) == [("a", "added"), ("b", "added")]
     assert sorted(obj["metadata"]["name"] for obj in informer.objects()) == ["a", "b"]
-    stored = informer.get("a")
+    stored = informer.get(NAMESPACE, "a")
     assert stored is not None
     assert stored["metadata"]["namespace"] == NAMESPACE
     assert stored["data"] == {"k": "Zmlyc3Q="}  # plain JSON, as the API serves it
     [(_, _, reported)] = [change for change in recorder.changes if change[0] == "a"]
     assert reported == stored
-    assert informer.get("missing") is None
+    assert informer.get(NAMESPACE, "missing") is None
 
 
 def test_creation_update_and_deletion_arrive_with_old_and_new_objects(
@@ -191,7 +195,7 @@ def test_creation_update_and_deletion_arrive_with_old_and_new_objects(
     assert (before or {})["metadata"].get("labels") in (None, {})
     assert (after or {})["metadata"]["labels"] == {"stage": "two"}
     assert last == after
-    assert informer.get("x") is None
+    assert informer.get(NAMESPACE, "x") is None
     assert informer.objects() == []
 
 
@@ -253,7 +257,7 @@ def test_publication_jobs_are_followed_by_their_label(
             },
         }
 
-    informer, recorder, _ = start_informer(lister=batch.list_namespaced_job, label_selector=JOB_LABEL)
+    informer, recorder, _ = start_informer(resource=JOBS, label_selector=JOB_LABEL)
     assert informer.wait_synced(WAIT)
     batch.create_namespaced_job(NAMESPACE, job("unrelated", {"app": "x"}))
     batch.create_namespaced_job(NAMESPACE, job("publish-1", {COMPONENT_LABEL: PUBLICATION_COMPONENT}))
@@ -273,13 +277,15 @@ def test_a_failing_change_handler_is_logged_and_loses_nothing(
     calls = Calls()
     seen = Recorder()
 
-    def handler(name: str, old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> None:
-        seen(name, old, new)
-        if "poison" in name:
+    def handler(old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> None:
+        seen(old, new)
+        if "poison" in (new or old or {})["metadata"]["name"]:
             raise RuntimeError("handler bug")
 
-    with caplog.at_level(logging.ERROR, logger="ai_models.controller.informer"):
-        informer, _, _ = start_informer(lister=calls.wrap(core.list_namespaced_secret), on_change=handler)
+    with caplog.at_level(logging.ERROR, logger="ai_models.adapters.kube.informer"):
+        informer, _, _ = start_informer(
+            lister=calls.wrap(functools.partial(core.list_namespaced_secret, NAMESPACE)), on_change=handler
+        )
         assert informer.wait_synced(WAIT)
         assert sorted(seen.kinds()) == [("a-poison", "added"), ("b-listed", "added")]
         core.create_namespaced_secret(NAMESPACE, secret("c-poison"))
@@ -287,8 +293,11 @@ def test_a_failing_change_handler_is_logged_and_loses_nothing(
         seen.wait_for(("c-poison", "added"), ("d-watched", "added"))
     assert calls.counts["list"] == 1
     failures = [record for record in caplog.records if record.exc_info]
-    assert sorted(str(getattr(record, "object", None)) for record in failures) == ["a-poison", "c-poison"]
-    assert informer.get("c-poison") is not None
+    assert sorted(str(getattr(record, "object", None)) for record in failures) == [
+        f"{NAMESPACE}/a-poison",
+        f"{NAMESPACE}/c-poison",
+    ]
+    assert informer.get(NAMESPACE, "c-poison") is not None
 
 
 # ----- what the store keeps ------------------------------------------------------------------------------
@@ -343,13 +352,13 @@ def test_stored_objects_keep_neither_managed_fields_nor_the_last_applied_configu
 
     informer, recorder, _ = start_informer()
     assert informer.wait_synced(WAIT)
-    assert_slim(informer.get("listed"), {"team": "a"})
-    assert_slim(informer.get("listed-only-applied"), None)
+    assert_slim(informer.get(NAMESPACE, "listed"), {"team": "a"})
+    assert_slim(informer.get(NAMESPACE, "listed-only-applied"), None)
 
     core.create_namespaced_secret(NAMESPACE, applied("watched", team="b"))
     track_field_managers(kube_emulator, "watched")
     recorder.wait_for(("watched", "added"), ("watched", "modified"))
-    assert_slim(informer.get("watched"), {"team": "b"})
+    assert_slim(informer.get(NAMESPACE, "watched"), {"team": "b"})
     reported = [obj for _, old, new in recorder.changes for obj in (old, new) if obj is not None]
     assert len(reported) == 5  # two listed, one added, the old and new of one modification
     for obj in reported:
@@ -370,7 +379,7 @@ def test_a_watch_the_server_ends_is_resumed_from_where_it_stopped_without_a_reli
 ) -> None:
     calls = Calls()
     calls.hold("watch", 2)  # the watch after the server ended the first one
-    lister = calls.wrap(core.list_namespaced_secret)
+    lister = calls.wrap(functools.partial(core.list_namespaced_secret, NAMESPACE))
     informer, recorder, _ = start_informer(lister=lister, watch_timeout_seconds=1)
     assert informer.wait_synced(WAIT)
     core.create_namespaced_secret(NAMESPACE, secret("during-first-watch"))
@@ -389,7 +398,7 @@ def test_a_watch_the_server_ends_is_resumed_from_where_it_stopped_without_a_reli
         ("during-first-watch", "modified"),
     ]
     assert calls.counts["list"] == 1
-    stored = informer.get("during-first-watch")
+    stored = informer.get(NAMESPACE, "during-first-watch")
     assert stored is not None
     assert stored["metadata"]["labels"] == {"changed": "between"}
 
@@ -407,7 +416,7 @@ def test_an_expired_watch_relists_and_reports_what_changed_meanwhile(
     calls.hold("watch", 2)
     informer, recorder, _ = start_informer(
         api_client=api_client,
-        lister=calls.wrap(core.list_namespaced_secret),
+        lister=calls.wrap(functools.partial(core.list_namespaced_secret, NAMESPACE)),
         label_selector="!skip",
         watch_timeout_seconds=1,
     )
@@ -423,10 +432,10 @@ def test_an_expired_watch_relists_and_reports_what_changed_meanwhile(
 
     recorder.wait_for(("doomed", "deleted"), ("ledger", "modified"))
     assert calls.counts["list"] == 2
-    stored = informer.get("ledger")
+    stored = informer.get(NAMESPACE, "ledger")
     assert stored is not None
     assert stored["data"] == {"k": "bmV3"}
-    assert informer.get("doomed") is None
+    assert informer.get(NAMESPACE, "doomed") is None
     # Still watching after the relist.
     core.create_namespaced_secret(NAMESPACE, secret("later"))
     recorder.wait_for(("later", "added"))
@@ -453,7 +462,9 @@ def test_stop_during_the_initial_list_ends_the_thread_without_opening_a_watch(
 ) -> None:
     calls = Calls()
     calls.hold("list", 1)
-    informer, _, what = start_informer(lister=calls.wrap(core.list_namespaced_secret))
+    informer, _, what = start_informer(
+        lister=calls.wrap(functools.partial(core.list_namespaced_secret, NAMESPACE))
+    )
     calls.wait_arrived("list", 1)
     thread = thread_of(what)
     informer.stop()

@@ -14,8 +14,8 @@ import urllib3
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
+from ai_models.adapters.kube.leases import LeaseTiming, _LeaseApi
 from ai_models.controller import main
-from ai_models.controller.leadership import LeaseTiming, _LeaseApi
 from ai_models.controller.settings import ControllerSettings
 from kubeemu.pytest_fixtures import RunningEmulator
 from support.api_gate import ApiGate
@@ -124,7 +124,7 @@ def test_lease_calls_have_a_timeout_and_an_unreachable_server_is_a_failed_attemp
     api = _LeaseApi(leases, lease="ai-models-controller", timing=LeaseTiming(15, 10, 2))
     refused = urllib3.exceptions.MaxRetryError(None, "/apis/coordination.k8s.io", reason=None)  # type: ignore[arg-type]
     leases.failures = [refused, ConnectionResetError("reset"), ApiException(status=404)]
-    with caplog.at_level(logging.INFO, logger="ai_models.controller.leadership"):
+    with caplog.at_level(logging.INFO, logger="ai_models.adapters.kube.leases"):
         for _ in range(2):
             with pytest.raises(ApiException) as raised:
                 api.read_namespaced_lease("ai-models-controller", "d8-ai-models")

@@ -1,16 +1,15 @@
-"""The controller's work queue: dedup, one holder per key, re-queue after `done`, delayed adds."""
+"""The controller's work queue: dedup, one holder per key, re-queue after `done`, delayed adds,
+per-key backoff."""
 
 from __future__ import annotations
 
 import collections
-import logging
 import random
 import threading
 import time
 
-import pytest
-
-from ai_models.controller.workqueue import WorkQueue, run_workers
+from ai_models.controller.runtime import Controller
+from ai_models.controller.runtime.queue import Backoff, WorkQueue
 
 WAIT = 10.0  # generous bound for "promptly"; tests finish as soon as the awaited thing happens
 
@@ -83,7 +82,6 @@ def test_many_workers_never_hold_one_key_at_once_and_every_add_is_seen() -> None
     key's last seen version catches up with its last version. Holding one key twice would show in
     the per-key holder counter.
     """
-    queue: WorkQueue[int] = WorkQueue()
     keys = list(range(6))
     lock = threading.Lock()
     caught_up = threading.Condition(lock)
@@ -119,7 +117,9 @@ def test_many_workers_never_hold_one_key_at_once_and_every_add_is_seen() -> None
             if rng.random() < 0.05:
                 time.sleep(0)
 
-    workers = run_workers(queue, work, count=8, name="stress")
+    controller: Controller[int] = Controller("stress", work, workers=8)
+    queue = controller.queue
+    controller.start()
     producers = [threading.Thread(target=produce, args=(seed,)) for seed in range(4)]
     for thread in producers:
         thread.start()
@@ -130,10 +130,8 @@ def test_many_workers_never_hold_one_key_at_once_and_every_add_is_seen() -> None
         assert most_holders == dict.fromkeys(keys, 1)
         assert most_keys_at_once > 1  # the workers did run side by side
         assert passes <= sum(version.values())
-    queue.close()
-    for thread in workers:
-        thread.join(WAIT)
-        assert not thread.is_alive()
+    controller.stop()
+    assert controller.join(WAIT)
 
 
 # ----- delayed adds ------------------------------------------------------------------------------
@@ -264,80 +262,28 @@ def test_close_stops_handing_out_queued_keys() -> None:
     assert queue.get(timeout=0) is None
 
 
-# ----- run_workers ---------------------------------------------------------------------------------
+# ----- per-key backoff ---------------------------------------------------------------------------
 
 
-class RecordingQueue(WorkQueue[str]):
-    """Records what `run_workers` asks to look at again, and re-adds it at once."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.again: list[tuple[str, float]] = []
-
-    def add_after(self, key: str, seconds: float) -> None:
-        self.again.append((key, seconds))
-        self.add(key)
-
-
-def test_a_failing_pass_is_logged_and_retried_while_other_keys_go_on(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    queue = RecordingQueue()
-    calls: list[str] = []
-    condition = threading.Condition()
-
-    def work(key: str) -> float | None:
-        with condition:
-            calls.append(key)
-            condition.notify_all()
-            failures = calls.count(key)
-        if key == "bad" and failures == 1:
-            raise RuntimeError("object store unreachable")
-        return None
-
-    with caplog.at_level(logging.ERROR, logger="ai_models.controller.workqueue"):
-        threads = run_workers(queue, work, count=2, name="retry")
-        queue.add("bad")
-        queue.add("good")
-        with condition:
-            assert condition.wait_for(lambda: calls.count("bad") == 2 and "good" in calls, timeout=WAIT)
-        queue.close()
-        for thread in threads:
-            thread.join(WAIT)
-    assert queue.again == [("bad", 5.0)]
-    [record] = [r for r in caplog.records if r.name == "ai_models.controller.workqueue"]
-    assert record.exc_info is not None
-    assert isinstance(record.exc_info[1], RuntimeError)
-    assert getattr(record, "key", None) == "bad"
+def test_a_failing_key_waits_longer_each_time_until_it_is_forgotten() -> None:
+    clock = FakeClock()
+    queue: WorkQueue[str] = WorkQueue(clock=clock, backoff=Backoff(base=1.0, cap=4.0))
+    delays = [queue.add_rate_limited("bad") for _ in range(4)]
+    assert delays == [1.0, 2.0, 4.0, 4.0]
+    assert queue.failures("bad") == 4
+    clock.advance(0.5)
+    assert drain(queue) == []
+    clock.advance(0.5)
+    assert drain(queue) == ["bad"]  # the earliest due add wins, as with add_after
+    queue.forget("bad")
+    assert queue.failures("bad") == 0
+    assert queue.add_rate_limited("bad") == 1.0
 
 
-def test_the_delay_a_pass_returns_adds_the_key_again_after_it() -> None:
-    queue: WorkQueue[str] = WorkQueue()
-    times: list[float] = []
-    condition = threading.Condition()
-
-    def work(key: str) -> float | None:
-        with condition:
-            times.append(time.monotonic())
-            condition.notify_all()
-            return 0.05 if len(times) == 1 else None
-
-    threads = run_workers(queue, work, count=1, name="again")
-    queue.add("a")
-    with condition:
-        assert condition.wait_for(lambda: len(times) == 2, timeout=WAIT)
-    assert times[1] - times[0] >= 0.05
-    queue.close()
-    for thread in threads:
-        thread.join(WAIT)
-
-
-def test_workers_are_named_and_end_when_the_queue_closes() -> None:
-    queue: WorkQueue[str] = WorkQueue()
-    threads = run_workers(queue, lambda key: None, count=3, name="models")
-    assert sorted(thread.name for thread in threads) == ["models-0", "models-1", "models-2"]
-    assert all(thread.daemon and thread.is_alive() for thread in threads)
-    queue.close()
-    for thread in threads:
-        thread.join(WAIT)
-        assert not thread.is_alive()
+def test_backoff_of_one_key_leaves_the_others_alone() -> None:
+    clock = FakeClock()
+    queue: WorkQueue[str] = WorkQueue(clock=clock, backoff=Backoff(base=10.0, cap=60.0))
+    queue.add_rate_limited("bad")
+    queue.add("good")
+    assert drain(queue) == ["good"]
+    assert queue.failures("good") == 0

@@ -13,8 +13,8 @@ from kubernetes import client as k8s
 from prometheus_client import CollectorRegistry
 
 from ai_models.adapters.kube.ledger_store import Change, SecretLedgerStore
+from ai_models.adapters.kube.models import ModelKey, ModelObjects
 from ai_models.adapters.objectstore import DirectoryStore, ObjectStoreError
-from ai_models.controller.models.kube import ModelKey, ModelObjects
 from ai_models.controller.storage.accounting import Accounting
 from ai_models.controller.storage.inventory import InventoryPass
 from ai_models.controller.storage.metrics import StorageMetrics

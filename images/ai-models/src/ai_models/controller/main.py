@@ -15,16 +15,20 @@ from prometheus_client import REGISTRY, start_http_server
 
 from ai_models.adapters.hub import EndpointPolicy, HubClient, set_default_policy
 from ai_models.adapters.kube import KubeConfigError, load_configuration
+from ai_models.adapters.kube.events import EventRecorder
+from ai_models.adapters.kube.informer import Informer
+from ai_models.adapters.kube.leases import LeaseTiming, lead_while_holding_lease
 from ai_models.adapters.kube.ledger_store import SecretLedgerStore
+from ai_models.adapters.kube.resources import MODEL_CATALOG_SOURCES
 from ai_models.adapters.objectstore import open_store
 from ai_models.controller import catalog_sources
 from ai_models.controller.health import ProbeServer, ProbeState
-from ai_models.controller.leadership import LeaseTiming, lead_while_holding_lease
 from ai_models.controller.metrics import ControllerMetrics
 from ai_models.controller.models.runtime import ModelRuntime
 from ai_models.controller.models.snapshots import hub_snapshot
 from ai_models.controller.operator import register_login, run_operator
 from ai_models.controller.prerequisites import PrerequisitesCollector, check, log_verdict
+from ai_models.controller.runtime import Manager
 from ai_models.controller.settings import ControllerSettings
 from ai_models.controller.storage.metrics import LedgerCollector, StorageMetrics
 
@@ -144,16 +148,28 @@ def run(settings: ControllerSettings) -> int:
         registry = kopf.OperatorRegistry()
         register_login(registry)
         catalog_sources.register(registry, runtime)
+        events = EventRecorder(api)
+        manager = Manager()
+        catalog_informer = manager.informer(Informer(api, MODEL_CATALOG_SOURCES))
         ModelRuntime(
-            settings=settings, api_client=api, store=store, metrics=storage_metrics, snapshot=hub_snapshot
-        ).register(registry)
+            settings=settings,
+            api_client=api,
+            store=store,
+            metrics=storage_metrics,
+            snapshot=hub_snapshot,
+            events=events,
+        ).attach(manager, catalog_sources=catalog_informer)
         probes.mark_ready()
 
         def reconcile(stop: threading.Event) -> None:
             metrics.leader.set(1)
+            models = threading.Thread(target=manager.run, args=(stop,), name="manager", daemon=True)
+            models.start()
             try:
                 run_operator(registry=registry, stop=stop)
             finally:
+                stop.set()
+                models.join(15)
                 metrics.leader.set(0)
 
         lead_while_holding_lease(

@@ -1,8 +1,10 @@
-"""Wiring of the model reconciler into the leader: watches, the work queue, resync, inventory.
+"""Wiring of the model reconciler into the one runtime: informers, the controller, the inventory.
 
-kopf delivers Model and ClusterModel events (its cluster-wide watches, already running for the
-catalog); the controller's own informers follow the publication Jobs and the ledger Secret in
-the module namespace. All of it starts and stops with the operator, i.e. only on the leader.
+Models and ClusterModels are followed cluster-wide, the publication Jobs and the ledger Secret in
+the module namespace (a namespaced Role). A Job's change enqueues its owner; a ModelCatalogSource's
+change enqueues the objects that publish from it (an index by source name), so a Model that waited
+for a source or an entry is retried as soon as the source serves. Everything runs on the Lease
+holder only: `attach` adds it all to the leader's `Manager`.
 """
 
 from __future__ import annotations
@@ -15,37 +17,37 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-import kopf
-from kubernetes import client as k8s
-
+from ai_models.adapters.kube.events import EventRecorder
+from ai_models.adapters.kube.informer import Informer
 from ai_models.adapters.kube.ledger_store import SecretLedgerStore
+from ai_models.adapters.kube.models import ModelKey, ModelObjects, key_of
+from ai_models.adapters.kube.resources import CLUSTER_MODELS, JOBS, MODELS, SECRETS
 from ai_models.adapters.objectstore import ObjectStore
-from ai_models.controller.informer import Informer
 from ai_models.controller.models.jobs import JobApi, JobLimits, load_pod_template, owner_key
-from ai_models.controller.models.kube import ModelKey, ModelObjects, key_of
 from ai_models.controller.models.planning import Planner, SnapshotReader
 from ai_models.controller.models.reconciler import Reconciler, ReconcilerSettings
+from ai_models.controller.runtime import Controller, Manager
 from ai_models.controller.settings import ControllerSettings
 from ai_models.controller.storage.accounting import Accounting
 from ai_models.controller.storage.inventory import InventoryPass
 from ai_models.controller.storage.metrics import StorageMetrics
-from ai_models.controller.workqueue import WorkQueue, run_workers
+from ai_models.domain.models.source import catalog_source_of
 from ai_models.domain.storage.codec import (
     LEDGER_SECRET_KEY,
     LEDGER_SECRET_NAME,
     LedgerFormatError,
     ledger_from_json,
 )
-from ai_models.names import (
-    API_GROUP,
-    API_VERSION,
-    COMPONENT_LABEL,
-    PUBLICATION_COMPONENT,
-    ModelKind,
-)
+from ai_models.names import COMPONENT_LABEL, PUBLICATION_COMPONENT, ModelKind
 
 log = logging.getLogger(__name__)
-SYNC_TIMEOUT_SECONDS = 60.0
+BY_CATALOG_SOURCE = "catalog-source"
+METRICS_SECONDS = 15.0
+
+
+def _by_catalog_source(obj: Mapping[str, Any]) -> list[str]:
+    name = catalog_source_of(obj)
+    return [name] if name else []
 
 
 class ModelRuntime:
@@ -57,31 +59,39 @@ class ModelRuntime:
         store: ObjectStore,
         metrics: StorageMetrics,
         snapshot: SnapshotReader,
+        events: EventRecorder | None = None,
     ) -> None:
         self.settings = settings
         self.metrics = metrics
-        self.queue: WorkQueue[ModelKey] = WorkQueue()
         namespace = settings.namespace
-        self.objects = ModelObjects(api_client)
+        self.objects = ModelObjects(api_client, events=events)
+        self.models_informers = {
+            kind: Informer(
+                api_client,
+                resource,
+                indexers={BY_CATALOG_SOURCE: _by_catalog_source},
+                resync_seconds=settings.model_resync_seconds,
+            )
+            for kind, resource in ((ModelKind.MODEL, MODELS), (ModelKind.CLUSTER_MODEL, CLUSTER_MODELS))
+        }
         self.accounting = Accounting(
             SecretLedgerStore(api_client, namespace=namespace), capacity_bytes=settings.capacity_limit_bytes
         )
         self.jobs_informer = Informer(
-            api_client=api_client,
-            lister=k8s.BatchV1Api(api_client).list_namespaced_job,
+            api_client,
+            JOBS,
             namespace=namespace,
-            what="publication-jobs",
+            name="publication-jobs",
             label_selector=f"{COMPONENT_LABEL}={PUBLICATION_COMPONENT}",
-            on_change=self._job_changed,
         )
         self.ledger_informer = Informer(
-            api_client=api_client,
-            lister=k8s.CoreV1Api(api_client).list_namespaced_secret,
+            api_client,
+            SECRETS,
             namespace=namespace,
-            what="ledger",
+            name="ledger",
             field_selector=f"metadata.name={LEDGER_SECRET_NAME}",
-            on_change=self._ledger_changed,
         )
+        self.ledger_informer.add_handler(self._ledger_changed)
         self.reconciler = Reconciler(
             objects=self.objects,
             jobs=JobApi(api_client, namespace=namespace),
@@ -124,13 +134,14 @@ class ModelRuntime:
             max_removal_fraction=settings.inventory_max_removal_fraction,
             metrics=metrics,
         )
+        self.controller: Controller[ModelKey] = Controller(
+            "models", self.reconciler.reconcile, workers=settings.model_workers
+        )
         self._inventory_now = threading.Event()
-        self._stop = threading.Event()
-        self._threads: list[threading.Thread] = []
 
     def _wake(self, keys: set[ModelKey]) -> None:
         for key in keys:
-            self.queue.add(key)
+            self.controller.enqueue(key)
 
     def _pod_template(self) -> Mapping[str, Any]:
         path = self.settings.publish_pod_template_file
@@ -141,62 +152,42 @@ class ModelRuntime:
             )
         return load_pod_template(path)
 
-    # ----- kopf ---------------------------------------------------------------------------------
+    # ----- wiring -------------------------------------------------------------------------------
 
-    def register(self, registry: kopf.OperatorRegistry) -> None:
-        for kind in ModelKind:
-
-            @kopf.on.event(API_GROUP, API_VERSION, kind.plural.value, registry=registry)
-            def model_event(body: kopf.Body, **_: Any) -> None:
-                self.queue.add(key_of({"kind": body.get("kind"), "metadata": body["metadata"]}))
-
-        @kopf.on.startup(registry=registry)
-        def start_models(**_: Any) -> None:
-            self.start()
-
-        @kopf.on.cleanup(registry=registry)
-        def stop_models(**_: Any) -> None:
-            self.stop()
-
-    # ----- lifecycle ------------------------------------------------------------------------------
-
-    def start(self) -> None:
-        self._stop.clear()
-        self.jobs_informer.start()
-        self.ledger_informer.start()
-        if not self.jobs_informer.wait_synced(SYNC_TIMEOUT_SECONDS):
-            log.warning("publication Jobs not listed yet; reconciling anyway")
-        self._threads = [
-            *run_workers(
-                self.queue, self.reconciler.reconcile, count=self.settings.model_workers, name="models"
-            ),
-            self._thread(self._inventory_loop, "inventory"),
-            self._thread(self._resync_loop, "models-resync"),
-        ]
-        log.info("model reconciler started", extra={"workers": self.settings.model_workers})
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._inventory_now.set()
-        self.queue.close()
-        self.jobs_informer.stop()
-        self.ledger_informer.stop()
-
-    def _thread(self, target: Any, name: str) -> threading.Thread:
-        thread = threading.Thread(target=target, name=name, daemon=True)
-        thread.start()
-        return thread
+    def attach(self, manager: Manager, *, catalog_sources: Informer | None = None) -> None:
+        """Add the informers, the controller and the loops to the leader's manager; with the
+        ModelCatalogSource informer, a source's change retries the objects that publish from it."""
+        for informer in self.models_informers.values():
+            manager.informer(informer)
+            self.controller.watch(informer, lambda obj: [key_of(obj)])
+        manager.informer(self.jobs_informer)
+        self.controller.watch(self.jobs_informer, self._owners_of_job)
+        manager.informer(self.ledger_informer)
+        if catalog_sources is not None:
+            catalog_sources.add_handler(self._catalog_source_changed)
+        manager.controller(self.controller)
+        manager.loop("inventory", self._inventory_loop)
+        manager.loop("models-metrics", self._metrics_loop)
+        manager.on_stopping.append(self.request_inventory)  # wakes the inventory loop to stop
 
     # ----- triggers -----------------------------------------------------------------------------
 
-    def _job_changed(self, _name: str, old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> None:
-        key = owner_key(new or old or {})
-        if key is not None:
-            self.queue.add(key)
+    @staticmethod
+    def _owners_of_job(job: Mapping[str, Any]) -> list[ModelKey]:
+        key = owner_key(job)
+        return [key] if key is not None else []
 
-    def _ledger_changed(
-        self, _name: str, _old: Mapping[str, Any] | None, new: Mapping[str, Any] | None
-    ) -> None:
+    def _catalog_source_changed(self, old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> None:
+        if old is not None and new is not None and old.get("status") == new.get("status"):
+            return  # neither appeared nor served anything new; a resync or a metadata change
+        source = (new or old or {}).get("metadata", {}).get("name")
+        if not source:
+            return
+        for informer in self.models_informers.values():
+            for obj in informer.by_index(BY_CATALOG_SOURCE, source):
+                self.controller.enqueue(key_of(obj))
+
+    def _ledger_changed(self, _old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> None:
         data = (new or {}).get("data") or {}
         try:
             readable = (
@@ -209,60 +200,63 @@ class ModelRuntime:
             log.warning("the ledger Secret was deleted, emptied or damaged; running an inventory pass now")
             self._inventory_now.set()
 
+    # ----- loops --------------------------------------------------------------------------------
+
+    def _inventory_loop(self, stop: threading.Event) -> None:
+        while not stop.is_set():
+            self._inventory_now.clear()
+            self._inventory_pass()
+            if stop.is_set():
+                return
+            self._inventory_now.wait(self.settings.inventory_interval_seconds)
+
     def request_inventory(self) -> None:
         self._inventory_now.set()
 
-    # ----- loops --------------------------------------------------------------------------------
+    def _inventory_pass(self) -> None:
+        started = time.monotonic()
+        try:
+            result = self.inventory.run()
+        except Exception as error:
+            log.exception("inventory pass crashed")
+            result = None
+            failure = repr(error)
+        if result is not None and result.clean:
+            self.metrics.inventory_success.set(1)
+            self.metrics.inventory_last_success.set_to_current_time()
+            self.metrics.inventory_passes.labels("success").inc()
+            log.info(
+                "inventory pass confirmed the ledger",
+                extra={
+                    "artifacts": result.artifacts,
+                    "stored_bytes": result.stored_bytes,
+                    "removed": len(result.removed),
+                    "damaged": len(result.damaged),
+                    "seconds": round(time.monotonic() - started, 3),
+                },
+            )
+        else:
+            self.metrics.inventory_success.set(0)
+            self.metrics.inventory_passes.labels("failure").inc()
+            errors = result.errors if result is not None else [failure]
+            log.error(
+                "inventory pass found problems; the ledger stays unconfirmed",
+                extra={"errors": errors[:20], "error_count": len(errors)},
+            )
+        for key, detail in result.damaged if result is not None else ():
+            self.reconciler.mark_damaged(key, detail)
+            self.controller.enqueue(key)
 
-    def _inventory_loop(self) -> None:
-        while not self._stop.is_set():
-            self._inventory_now.clear()
-            started = time.monotonic()
-            try:
-                result = self.inventory.run()
-            except Exception as error:
-                log.exception("inventory pass crashed")
-                result = None
-                failure = repr(error)
-            if result is not None and result.clean:
-                self.metrics.inventory_success.set(1)
-                self.metrics.inventory_last_success.set_to_current_time()
-                self.metrics.inventory_passes.labels("success").inc()
-                log.info(
-                    "inventory pass confirmed the ledger",
-                    extra={
-                        "artifacts": result.artifacts,
-                        "stored_bytes": result.stored_bytes,
-                        "removed": len(result.removed),
-                        "damaged": len(result.damaged),
-                        "seconds": round(time.monotonic() - started, 3),
-                    },
-                )
-            else:
-                self.metrics.inventory_success.set(0)
-                self.metrics.inventory_passes.labels("failure").inc()
-                errors = result.errors if result is not None else [failure]
-                log.error(
-                    "inventory pass found problems; the ledger stays unconfirmed",
-                    extra={"errors": errors[:20], "error_count": len(errors)},
-                )
-            for key, detail in result.damaged if result is not None else ():
-                self.reconciler.mark_damaged(key, detail)
-                self.queue.add(key)
-            self._inventory_now.wait(self.settings.inventory_interval_seconds)
-
-    def _resync_loop(self) -> None:
-        while not self._stop.wait(0 if not self._threads else self.settings.model_resync_seconds):
+    def _metrics_loop(self, stop: threading.Event) -> None:
+        """Objects by kind and phase, counted from the informers' caches (no API calls)."""
+        while True:
             counts: dict[tuple[str, str], int] = {}
-            try:
-                for kind in ModelKind:
-                    for obj in self.objects.list_all(kind):
-                        self.queue.add(key_of(obj))
-                        phase = (obj.get("status") or {}).get("phase") or "Pending"
-                        counts[(kind.value, phase)] = counts.get((kind.value, phase), 0) + 1
-            except Exception as error:
-                log.warning("cannot list models for a resync", extra={"error": str(error)})
-                continue
+            for kind, informer in self.models_informers.items():
+                for obj in informer.objects():
+                    phase = (obj.get("status") or {}).get("phase") or "Pending"
+                    counts[(kind.value, phase)] = counts.get((kind.value, phase), 0) + 1
             self.metrics.models.clear()
             for (kind_name, phase), count in counts.items():
                 self.metrics.models.labels(kind_name, phase).set(count)
+            if stop.wait(METRICS_SECONDS):
+                return

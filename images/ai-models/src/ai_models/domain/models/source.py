@@ -139,3 +139,11 @@ def token_from_secret_data(data: Mapping[str, str]) -> str | None:
         if value and value.strip():
             return value.strip()
     return None
+
+
+def catalog_source_of(obj: Mapping[str, Any]) -> str | None:
+    """The ModelCatalogSource a Model or ClusterModel publishes from (`spec.source.catalog.sourceName`),
+    or None: the key under which the controller finds an object's dependants when a source changes."""
+    catalog = ((obj.get("spec") or {}).get("source") or {}).get("catalog")
+    name = catalog.get("sourceName") if isinstance(catalog, Mapping) else None
+    return name if isinstance(name, str) and name else None

@@ -1,10 +1,9 @@
-"""Thin Kubernetes calls the model reconciler makes: objects, status, finalizers, events, Secrets."""
+"""Typed access to Models and ClusterModels: one key type, reads, status, finalizers, events, Secrets."""
 
 from __future__ import annotations
 
 import base64
 import dataclasses
-import datetime
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -12,13 +11,10 @@ from typing import Any
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
-from ai_models.domain.conditions import timestamp
+from ai_models.adapters.kube.events import EventRecorder
 from ai_models.names import API_GROUP, API_VERSION, MODEL_FINALIZER, ModelKind
 
 log = logging.getLogger(__name__)
-REPORTING_COMPONENT = "ai-models-controller"
-# Events about cluster-scoped objects go to `default`, as kubectl describe looks for them there.
-CLUSTER_EVENTS_NAMESPACE = "default"
 
 
 @dataclasses.dataclass(frozen=True, order=True)
@@ -39,8 +35,15 @@ def key_of(obj: Mapping[str, Any]) -> ModelKey:
 
 
 class ModelObjects:
-    def __init__(self, api_client: Any, *, timeout: tuple[float, float] = (3, 30)) -> None:
+    def __init__(
+        self,
+        api_client: Any,
+        *,
+        events: EventRecorder | None = None,
+        timeout: tuple[float, float] = (3, 30),
+    ) -> None:
         self._client = api_client
+        self.events = events or EventRecorder(api_client)
         self._objects = k8s.CustomObjectsApi(api_client)
         self._core = k8s.CoreV1Api(api_client)
         self._timeout = timeout
@@ -136,40 +139,8 @@ class ModelObjects:
             self.set_finalizers(obj, [item for item in current if item != MODEL_FINALIZER])
 
     def event(self, obj: Mapping[str, Any], *, type_: str, reason: str, message: str) -> None:
-        """Record a Kubernetes Event on the object; failing to record one never fails a reconcile."""
-        meta = obj["metadata"]
-        namespace = meta.get("namespace") or CLUSTER_EVENTS_NAMESPACE
-        now = datetime.datetime.now(datetime.UTC)
-        body = {
-            "apiVersion": "v1",
-            "kind": "Event",
-            # The API server keeps 58 characters of a generateName (the name may have 253).
-            "metadata": {"generateName": f"{meta['name'][:57]}.", "namespace": namespace},
-            "involvedObject": {
-                "apiVersion": f"{API_GROUP}/{API_VERSION}",
-                "kind": obj["kind"],
-                "name": meta["name"],
-                "namespace": meta.get("namespace") or "",
-                "uid": meta.get("uid", ""),
-                "resourceVersion": meta.get("resourceVersion", ""),
-            },
-            "reason": reason,
-            "message": message[:1024],
-            "type": type_,
-            "source": {"component": REPORTING_COMPONENT},
-            "reportingComponent": REPORTING_COMPONENT,
-            "reportingInstance": REPORTING_COMPONENT,
-            "firstTimestamp": timestamp(now),
-            "lastTimestamp": timestamp(now),
-            "count": 1,
-        }
-        try:
-            self._core.create_namespaced_event(namespace, body, _request_timeout=self._timeout)
-        except Exception as error:
-            log.warning(
-                "cannot record an event",
-                extra={"object": meta["name"], "reason": reason, "error": str(error)},
-            )
+        """Record a Kubernetes Event on the object (through the controller's one recorder)."""
+        self.events.record(obj, type_=type_, reason=reason, message=message)
 
     def secret_data(self, namespace: str, name: str) -> dict[str, str] | None:
         """The Secret's data, base64-decoded; None when there is no such Secret."""

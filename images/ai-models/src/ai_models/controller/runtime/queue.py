@@ -1,5 +1,6 @@
-"""A deduplicating work queue with delayed adds, as client-go's: one key is never worked on twice
-at once, and a key added while it is being worked on is worked on again afterwards.
+"""A deduplicating work queue with delayed adds and per-key backoff, as client-go's: one key is never
+worked on twice at once, a key added while it is being worked on is worked on again afterwards, and
+a key that keeps failing waits longer each time (`add_rate_limited`) until it succeeds (`forget`).
 
 Reconcilers are level-triggered: a key says "look at this object again", not what changed, so any
 number of adds before a worker picks the key up collapse into one pass.
@@ -7,22 +8,35 @@ number of adds before a worker picks the key up collapse into one pass.
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import itertools
-import logging
 import threading
 import time
 from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
 
-log = logging.getLogger(__name__)
-
 K = TypeVar("K", bound=Hashable)
 
 
+@dataclasses.dataclass(frozen=True)
+class Backoff:
+    """Per-key exponential backoff: `base` seconds after the first failure, doubling to `cap`."""
+
+    base: float = 1.0
+    cap: float = 300.0
+
+    def delay(self, failures: int) -> float:
+        return float(min(self.base * 2 ** max(failures - 1, 0), self.cap))
+
+
 class WorkQueue(Generic[K]):
-    def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, *, clock: Callable[[], float] = time.monotonic, backoff: Backoff | None = None
+    ) -> None:
         self._clock = clock
+        self._backoff = backoff or Backoff()
+        self._failures: dict[K, int] = {}
         self._condition = threading.Condition()
         self._queue: list[K] = []
         self._dirty: set[K] = set()
@@ -55,6 +69,23 @@ class WorkQueue(Generic[K]):
             self._waiting[key] = due
             heapq.heappush(self._delayed, (due, next(self._sequence), key))
             self._condition.notify()
+
+    def add_rate_limited(self, key: K) -> float:
+        """Look at `key` again after its backoff, one step longer than the last; the delay chosen."""
+        with self._condition:
+            failures = self._failures[key] = self._failures.get(key, 0) + 1
+        delay = self._backoff.delay(failures)
+        self.add_after(key, delay)
+        return delay
+
+    def forget(self, key: K) -> None:
+        """`key` succeeded: its next failure starts the backoff again from the base."""
+        with self._condition:
+            self._failures.pop(key, None)
+
+    def failures(self, key: K) -> int:
+        with self._condition:
+            return self._failures.get(key, 0)
 
     def _promote_due(self) -> float | None:
         """Move due delayed keys into the queue; the seconds until the next one, if any."""
@@ -106,33 +137,3 @@ class WorkQueue(Generic[K]):
     def __len__(self) -> int:
         with self._condition:
             return len(self._queue)
-
-
-def run_workers(
-    queue: WorkQueue[K], work: Callable[[K], float | None], *, count: int, name: str
-) -> list[threading.Thread]:
-    """Start `count` threads that call `work(key)` until the queue closes.
-
-    `work` returns seconds after which to look at the key again (None: only on the next event). An
-    exception is logged and the key retried after 5 s, so one bad object never stops the others.
-    """
-
-    def loop() -> None:
-        while True:
-            key = queue.get()
-            if key is None:
-                return
-            try:
-                again = work(key)
-            except Exception:
-                log.exception("reconcile failed; retrying", extra={"key": str(key)})
-                again = 5.0
-            finally:
-                queue.done(key)
-            if again is not None:
-                queue.add_after(key, again)
-
-    threads = [threading.Thread(target=loop, name=f"{name}-{index}", daemon=True) for index in range(count)]
-    for thread in threads:
-        thread.start()
-    return threads

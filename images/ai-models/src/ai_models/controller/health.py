@@ -5,6 +5,9 @@ healthy controller. Nor may a client that connects and says nothing: each connec
 timeout, and at most `max_handlers` are handled at once; one past them is closed at once rather
 than given a thread (kubelet probes are one short request each, so the bound only ever bites a
 flood).
+
+Each listener logs the address it bound ("serving probes", "serving metrics", with `address`): a
+port of 0 picks a free one, and the log line is how whoever started the process learns which.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ import logging
 import socket
 import threading
 from typing import Any, Final
+
+from prometheus_client import REGISTRY, CollectorRegistry, start_http_server
 
 log = logging.getLogger(__name__)
 
@@ -121,8 +126,23 @@ class ProbeServer:
 
     def start(self) -> ProbeServer:
         self._thread.start()
+        log.info("serving probes", extra={"address": _address(self._server.server_address)})
         return self
 
     def stop(self) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+
+def serve_metrics(*, address: str, port: int, registry: CollectorRegistry = REGISTRY) -> int:
+    """`/metrics` of `registry` on its own listener (port 0 picks a free one); logs the address it
+    bound and returns the port."""
+    server, _thread = start_http_server(port, addr=address, registry=registry)
+    bound = int(server.server_port)
+    log.info("serving metrics", extra={"address": _address((address, bound)), "path": "/metrics"})
+    return bound
+
+
+def _address(bound: Any) -> str:
+    host, port = bound[0], bound[1]
+    return f"[{host}]:{port}" if ":" in str(host) else f"{host}:{port}"

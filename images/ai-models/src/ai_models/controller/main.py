@@ -11,7 +11,7 @@ from types import FrameType
 
 import kopf
 from kubernetes import client as k8s
-from prometheus_client import REGISTRY, start_http_server
+from prometheus_client import REGISTRY
 
 from ai_models.adapters.hub import EndpointPolicy, HubClient, set_default_policy
 from ai_models.adapters.kube import KubeConfigError, load_configuration
@@ -22,7 +22,7 @@ from ai_models.adapters.kube.ledger_store import SecretLedgerStore
 from ai_models.adapters.kube.resources import MODEL_CATALOG_SOURCES
 from ai_models.adapters.objectstore import open_store
 from ai_models.controller import catalog_sources
-from ai_models.controller.health import ProbeServer, ProbeState
+from ai_models.controller.health import ProbeServer, ProbeState, serve_metrics
 from ai_models.controller.metrics import ControllerMetrics
 from ai_models.controller.models.runtime import ModelRuntime
 from ai_models.controller.models.snapshots import hub_snapshot
@@ -111,7 +111,7 @@ def run(settings: ControllerSettings) -> int:
         state=probes, address=settings.controller_health_address, port=settings.controller_health_port
     ).start()
     metrics = ControllerMetrics(REGISTRY)
-    start_http_server(settings.controller_metrics_port, addr=settings.controller_metrics_address)
+    serve_metrics(address=settings.controller_metrics_address, port=settings.controller_metrics_port)
     try:
         api = _load_kube_configuration()
         # Every replica reports the verdict at once, before waiting for the lease: in a cluster

@@ -17,6 +17,15 @@ API_VERSION: Final = "v1alpha1"
 CATALOG_SYNC_ANNOTATION: Final = "ai.deckhouse.io/catalog-sync"
 CATALOG_SYNC_ENABLED: Final = "Enabled"
 CATALOG_SYNC_REQUESTED_AT_ANNOTATION: Final = "ai.deckhouse.io/catalog-sync-requested-at"
+# On a Model or ClusterModel: an RFC 3339 time newer than `status.lastFailureTime` retries a Failed
+# object at once.
+RETRY_REQUESTED_AT_ANNOTATION: Final = "ai.deckhouse.io/retry-requested-at"
+# The controller's finalizer on every ModelCatalogSource (the one kopf wrote before issue 11, so
+# sources created then are cleaned up too): removed once the source's index is gone.
+CATALOG_FINALIZER: Final = "ai.deckhouse.io/catalog-controller"
+# Prefix of the bookkeeping annotations kopf wrote on sources before issue 11; the controller
+# removes them once from every source it sees.
+KOPF_ANNOTATION_PREFIX: Final = "controller.ai.deckhouse.io/"
 
 # Virtual cluster-scoped resource the catalog API authorizes against.
 CATALOG_IMPORTS_RESOURCE: Final = "catalogimports"
@@ -57,6 +66,7 @@ class CatalogSourceReason(enum.StrEnum):
     TOKEN_SECRET_NOT_FOUND = "TokenSecretNotFound"
     OBJECT_STORE_UNAVAILABLE = "ObjectStoreUnavailable"
     INVALID_SPEC = "InvalidSpec"
+    INVALID_SYNC_REQUEST = "InvalidSyncRequest"
 
 
 class CatalogSourceEvent(enum.StrEnum):
@@ -64,6 +74,14 @@ class CatalogSourceEvent(enum.StrEnum):
     INDEXING_RESUMED = "IndexingResumed"
     INDEXING_SUCCEEDED = "IndexingSucceeded"
     INDEXING_FAILED = "IndexingFailed"
+    INVALID_SYNC_REQUEST = "InvalidSyncRequest"
+
+
+class CatalogSourceStatus(enum.StrEnum):
+    """Fields of a ModelCatalogSource's status the controller reads back for its decisions."""
+
+    FAILED_PASSES = "failedPasses"
+    RETRY_NOT_BEFORE = "retryNotBefore"
 
 
 # ----- Model and ClusterModel ---------------------------------------------------------------------
@@ -141,6 +159,14 @@ class ModelReason(enum.StrEnum):
     FAILED = "Failed"
 
 
+class ModelStatus(enum.StrEnum):
+    """Fields of a Model's or ClusterModel's status the controller reads back for its decisions."""
+
+    FAILED_ATTEMPTS = "failedAttempts"
+    LAST_FAILURE_TIME = "lastFailureTime"
+    LAST_FAILURE_DEPENDENCY = "lastFailureDependency"
+
+
 class ModelEvent(enum.StrEnum):
     """Reasons of the Kubernetes Events recorded on a Model or ClusterModel."""
 
@@ -150,6 +176,7 @@ class ModelEvent(enum.StrEnum):
     PUBLICATION_FAILED = "PublicationFailed"
     ARTIFACT_DAMAGED = "ArtifactDamaged"
     CLEANUP_FAILED = "CleanupFailed"
+    INVALID_RETRY_REQUEST = "InvalidRetryRequest"
 
 
 class SourceType(enum.StrEnum):
@@ -170,3 +197,89 @@ INVENTORY_ORPHANED_ARTIFACTS_METRIC: Final = "d8_ai_models_storage_inventory_orp
 INVENTORY_ORPHANED_BYTES_METRIC: Final = "d8_ai_models_storage_inventory_orphaned_bytes"
 INVENTORY_REMOVAL_BLOCKED_METRIC: Final = "d8_ai_models_storage_inventory_removal_blocked"
 INVENTORY_REMOVAL_BLOCKED_ALERT: Final = "D8AIModelsStorageMassRemovalBlocked"
+
+
+# ----- Processes, Jobs and hooks: names an operator sees in the module namespace ----------------
+
+# Every `ai-models` process reads its settings from variables with this prefix; pydantic-settings
+# derives the rest of each name from the settings field (`store_url` is AI_MODELS_STORE_URL), and
+# `Settings.variable(field)` spells one for a message.
+ENV_PREFIX: Final = "AI_MODELS_"
+# The Lease the controller replicas elect their leader with.
+CONTROLLER_LEASE: Final = "ai-models-controller"
+# Internal base URL of the api Service, from which `status.upload.inCluster` is built.
+API_IN_CLUSTER_URL: Final = f"http://{API_SERVICE}.{MODULE_NAMESPACE}.svc"
+# The api's certificate (signed by the module CA) and the CA itself, rendered by the chart from
+# `aiModels.internal.apiCert` / `rootCA` and read back by the internal_tls hook.
+ROOT_CA_SECRET: Final = "ai-models-root-ca"
+API_TLS_SECRET: Final = "ai-models-api-tls"
+CA_COMMON_NAME: Final = "ai-models-ca"
+# The copy of the object store's CA (setting artifacts.caSecretName), next to the credentials.
+ARTIFACTS_CA_SECRET: Final = "ai-models-artifacts-ca"
+# The publisher pod template Helm renders for the controller (mounted into it).
+PUBLISHER_TEMPLATE_CONFIGMAP: Final = "ai-models-publisher-template"
+# The storage ledger (ARCHITECTURE.md section 6) and the labels of that Secret.
+STORAGE_ACCOUNTING_SECRET: Final = "ai-models-storage-accounting"
+STORAGE_ACCOUNTING_COMPONENT: Final = "storage-accounting"
+NAME_LABEL: Final = "app.kubernetes.io/name"
+# Shared claims of SharedPVC delivery: `SHARED_PVC_LABEL=SHARED_PVC_LABEL_VALUE`.
+SHARED_PVC_LABEL: Final = "ai.deckhouse.io/shared-pvc"
+SHARED_PVC_LABEL_VALUE: Final = "true"
+# On a publication Job: the digest of the artifact it publishes.
+ARTIFACT_DIGEST_ANNOTATION: Final = "ai.deckhouse.io/artifact-digest"
+# Publication Jobs and their token Secrets are named from the owner's UID: `publish-<uid>` and
+# `publish-<uid>-token`.
+PUBLICATION_JOB_PREFIX: Final = "publish-"
+PUBLICATION_TOKEN_SECRET_SUFFIX: Final = "-token"
+
+# Public, serving and internal HTTP APIs (ARCHITECTURE.md section 5).
+CATALOG_IMPORT_API_PREFIX: Final = "/api/catalog-import/v1"
+SERVING_API_PREFIX: Final = "/api/serving/v1"
+INTERNAL_API_PREFIX: Final = "/api/internal/v1"
+MODELS_LOOKUP_PATH: Final = f"{INTERNAL_API_PREFIX}/models/lookup"
+
+
+class PublishVariable(enum.StrEnum):
+    """What the controller tells a publish Job (`domain.publication.request` writes and reads them)."""
+
+    OWNER_KIND = "AI_MODELS_PUBLISH_OWNER_KIND"
+    OWNER_NAMESPACE = "AI_MODELS_PUBLISH_OWNER_NAMESPACE"
+    OWNER_NAME = "AI_MODELS_PUBLISH_OWNER_NAME"
+    OWNER_UID = "AI_MODELS_PUBLISH_OWNER_UID"
+    DIGEST = "AI_MODELS_PUBLISH_DIGEST"
+    SOURCE_TYPE = "AI_MODELS_PUBLISH_SOURCE_TYPE"
+    REPOSITORY = "AI_MODELS_PUBLISH_REPOSITORY"
+    REVISION = "AI_MODELS_PUBLISH_REVISION"
+    ENDPOINT = "AI_MODELS_PUBLISH_ENDPOINT"
+    FILES = "AI_MODELS_PUBLISH_FILES"
+    TERMINATION_MESSAGE_PATH = "AI_MODELS_PUBLISH_TERMINATION_MESSAGE_PATH"
+    REPORT_PROGRESS = "AI_MODELS_PUBLISH_REPORT_PROGRESS"
+    # Only ever from the token Secret (secretKeyRef), never a plain value in the Job.
+    TOKEN = "AI_MODELS_PUBLISH_TOKEN"
+
+
+# ----- Metrics (monitoring contract) --------------------------------------------------------------
+
+CONTROLLER_LEADER_METRIC: Final = "d8_ai_models_controller_leader"
+CATALOG_INDEXED_MODELS_METRIC: Final = "d8_ai_models_catalog_source_indexed_models"
+CATALOG_LAST_SUCCESS_METRIC: Final = "d8_ai_models_catalog_source_last_successful_sync_timestamp_seconds"
+CATALOG_INDEXING_METRIC: Final = "d8_ai_models_catalog_source_indexing"
+CATALOG_SYNC_FAILING_METRIC: Final = "d8_ai_models_catalog_source_sync_failing"
+CATALOG_SYNC_FAILURES_METRIC: Final = "d8_ai_models_catalog_source_sync_failures"
+STORAGE_CAPACITY_METRIC: Final = "d8_ai_models_storage_capacity_bytes"
+STORAGE_LEDGER_PRESENT_METRIC: Final = "d8_ai_models_storage_ledger_present"
+STORAGE_LEDGER_CONFIRMED_METRIC: Final = "d8_ai_models_storage_ledger_confirmed"
+STORAGE_USED_METRIC: Final = "d8_ai_models_storage_used_bytes"
+STORAGE_RESERVED_METRIC: Final = "d8_ai_models_storage_reserved_bytes"
+STORAGE_ARTIFACTS_METRIC: Final = "d8_ai_models_storage_artifacts"
+INVENTORY_PASS_SUCCESS_METRIC: Final = "d8_ai_models_storage_inventory_pass_success"
+INVENTORY_LAST_SUCCESS_METRIC: Final = "d8_ai_models_storage_inventory_last_success_timestamp_seconds"
+INVENTORY_PASSES_METRIC: Final = "d8_ai_models_storage_inventory_passes"
+PUBLICATIONS_METRIC: Final = "d8_ai_models_publications"
+MODELS_METRIC: Final = "d8_ai_models_models"
+# Computed by the controller on every scrape and by the storage_prerequisites hook (metric group
+# STORAGE_PREREQUISITES_METRIC_GROUP); alert D8AIModelsStoragePrerequisitesNotSatisfied.
+STORAGE_PREREQUISITES_METRIC: Final = "d8_ai_models_storage_prerequisites_satisfied"
+STORAGE_PREREQUISITES_METRIC_GROUP: Final = "d8_ai_models_storage_prerequisites"
+# Every api metric starts with this prefix (api/metrics.py lists them).
+API_METRICS_PREFIX: Final = "d8_ai_models_api_"

@@ -15,6 +15,8 @@ import socket
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from ai_models.names import ENV_PREFIX, MODULE_NAMESPACE
+
 _QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$")
 _SUFFIXES: dict[str | None, int] = {
     None: 1,
@@ -50,7 +52,7 @@ class LogFormat(enum.StrEnum):
 class Settings(BaseSettings):
     """Settings shared by every `ai-models` sub-command."""
 
-    model_config = SettingsConfigDict(env_prefix="AI_MODELS_", case_sensitive=False, extra="ignore")
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, case_sensitive=False, extra="ignore")
 
     log_level: LogLevel = Field(default=LogLevel.INFO, description="Verbosity of logs.")
     log_format: LogFormat = Field(
@@ -86,7 +88,7 @@ class Settings(BaseSettings):
         ge=1,
         description="Storage budget (setting artifacts.capacityLimit): bytes or a Kubernetes quantity.",
     )
-    namespace: str = Field(default="d8-ai-models", description="Namespace of the module's own objects.")
+    namespace: str = Field(default=MODULE_NAMESPACE, description="Namespace of the module's own objects.")
 
     pod_name: str = Field(
         default_factory=socket.gethostname, description="This replica's identity (leader election, logs)."
@@ -99,6 +101,13 @@ class Settings(BaseSettings):
         if isinstance(value, str) and value.strip():
             return parse_quantity(value)
         return None if value == "" else value
+
+    @classmethod
+    def variable(cls, field: str) -> str:
+        """The environment variable of a settings field, for messages that tell what to change."""
+        if field not in cls.model_fields:
+            raise KeyError(f"{cls.__name__} has no setting {field!r}")
+        return f"{ENV_PREFIX}{field.upper()}"
 
     def effective_log_format(self) -> LogFormat:
         if self.log_format is not LogFormat.AUTO:

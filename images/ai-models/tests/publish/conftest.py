@@ -1,4 +1,4 @@
-"""Fixtures of the publisher tests: settings as the controller sets them, a fast retry policy, the
+"""Fixtures of the publisher tests: requests as the controller makes them, a fast retry policy, the
 fake Hub with real file contents, directory stores in tmp_path, moto S3 and the API emulator."""
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic import SecretStr
 
 from ai_models.adapters.hub.repository import repository_snapshot
 from ai_models.adapters.objectstore import DirectoryStore, ObjectStore
@@ -25,12 +24,19 @@ from ai_models.domain.artifacts.manifest import ArtifactManifest, manifest_from_
 from ai_models.domain.artifacts.selection import select_files
 from ai_models.domain.artifacts.sniff import PayloadFormat
 from ai_models.domain.artifacts.upload_record import UploadRecord, record_to_json
+from ai_models.domain.publication.request import (
+    FileSpec,
+    HuggingFaceSource,
+    PublicationRequest,
+    PublicationSource,
+    UploadSource,
+)
 from ai_models.domain.storage.ledger import Owner
-from ai_models.names import ModelKind, SourceType
+from ai_models.names import ModelKind
 from ai_models.publish.main import publish
 from ai_models.publish.progress import Report
 from ai_models.publish.retry import RetryPolicy
-from ai_models.publish.settings import FileSpec, PublishSettings
+from ai_models.publish.settings import PublishJob, PublishSettings
 from fakes.hub import FakeHub
 from fakes.model_files import FileContent, content_sha256, safetensors_bytes
 from fakes.s3 import moto_s3, s3_bucket  # noqa: F401  (fixtures used by this package's tests)
@@ -101,15 +107,6 @@ def plan(hub: FakeHub, repository: str, *, token: str | None = None) -> Plan:
     )
 
 
-def owner_settings(owner: Owner) -> dict[str, Any]:
-    return {
-        "publish_owner_kind": owner.kind,
-        "publish_owner_namespace": owner.namespace,
-        "publish_owner_name": owner.name,
-        "publish_owner_uid": owner.uid,
-    }
-
-
 @dataclasses.dataclass
 class Kit:
     """What a publisher test needs, bound to its tmp_path and directory store.
@@ -141,26 +138,48 @@ class Kit:
         token: str | None = None,
         store_url: str | None = None,
         files: Sequence[Mapping[str, Any]] | None = None,
+        report_progress: bool = False,
         **extra: Any,
-    ) -> PublishSettings:
-        return PublishSettings(
-            **owner_settings(owner),
-            publish_digest=job.digest,
-            publish_source_type=SourceType.HUGGING_FACE,
-            publish_repository=job.repository,
-            publish_revision=job.revision,
-            publish_endpoint=hub.url,
-            publish_token=SecretStr(token) if token is not None else None,
-            publish_files=[
+    ) -> PublishJob:
+        source = HuggingFaceSource(
+            repository=job.repository,
+            revision=job.revision,
+            endpoint=hub.url,
+            files=tuple(
                 FileSpec.model_validate(item) for item in (files if files is not None else job.files)
-            ],
-            **{
-                "publish_termination_message_path": self.tmp_path / "termination-log",
-                "publish_report_progress": False,
-                "store_url": store_url or self.store_url,
-                **extra,
-            },
+            ),
         )
+        return self._job(
+            owner,
+            job.digest,
+            source,
+            token=token,
+            report_progress=report_progress,
+            store_url=store_url,
+            **extra,
+        )
+
+    def _job(
+        self,
+        owner: Owner,
+        digest: str,
+        source: PublicationSource,
+        *,
+        token: str | None,
+        report_progress: bool,
+        store_url: str | None,
+        **extra: Any,
+    ) -> PublishJob:
+        request = PublicationRequest(
+            owner=owner,
+            digest=digest,
+            source=source,
+            hub_token=token is not None,
+            termination_message_path=str(self.tmp_path / "termination-log"),
+            report_progress=report_progress,
+        )
+        settings = PublishSettings(**{"store_url": store_url or self.store_url, **extra})
+        return PublishJob(request=request, settings=settings, token=token)
 
     def stage_upload(
         self,
@@ -186,21 +205,25 @@ class Kit:
         return upload_digest(sha256)
 
     def upload_settings(
-        self, digest: str, *, owner: Owner = OWNER, store_url: str | None = None, **extra: Any
-    ) -> PublishSettings:
-        return PublishSettings(
-            **owner_settings(owner),
-            publish_digest=digest,
-            publish_source_type=SourceType.UPLOAD,
-            **{
-                "publish_termination_message_path": self.tmp_path / "termination-log",
-                "publish_report_progress": False,
-                "store_url": store_url or self.store_url,
-                **extra,
-            },
+        self,
+        digest: str,
+        *,
+        owner: Owner = OWNER,
+        store_url: str | None = None,
+        report_progress: bool = False,
+        **extra: Any,
+    ) -> PublishJob:
+        return self._job(
+            owner,
+            digest,
+            UploadSource(),
+            token=None,
+            report_progress=report_progress,
+            store_url=store_url,
+            **extra,
         )
 
-    def run(self, settings: PublishSettings, *, report: Report | None = None, interval: float = 2.0) -> int:
+    def run(self, settings: PublishJob, *, report: Report | None = None, interval: float = 2.0) -> int:
         return publish(
             settings,
             retry=FAST_RETRY,
@@ -208,8 +231,8 @@ class Kit:
             reporter=(lambda _settings: report) if report is not None else None,
         )
 
-    def outcome(self, settings: PublishSettings) -> dict[str, Any]:
-        document: dict[str, Any] = json.loads(settings.publish_termination_message_path.read_text())
+    def outcome(self, settings: PublishJob) -> dict[str, Any]:
+        document: dict[str, Any] = json.loads(settings.termination_message_path.read_text())
         return document
 
     def manifest(

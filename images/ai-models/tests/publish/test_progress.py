@@ -167,7 +167,7 @@ def test_progress_is_patched_into_the_owner_status(
         landed.append(str(read_status(api, owner).get("progress")))
 
     recorder = Recorder(patch_and_read)
-    settings = kit.hf_settings(hub, job, owner=owner, publish_report_progress=True)
+    settings = kit.hf_settings(hub, job, owner=owner, report_progress=True)
 
     assert kit.run(settings, report=recorder, interval=0.1) == EXIT_PUBLISHED
 
@@ -185,7 +185,7 @@ def test_a_failing_patch_does_not_fail_the_publication(
     hub.set_latency(0.3)
     caplog.set_level(logging.WARNING, logger="ai_models.publish.progress")
     # The publisher's own reporter (KUBECONFIG); the Model it patches does not exist.
-    settings = kit.hf_settings(hub, job, publish_report_progress=True)
+    settings = kit.hf_settings(hub, job, report_progress=True)
 
     assert kit.run(settings, interval=0.05) == EXIT_PUBLISHED
 
@@ -204,7 +204,7 @@ def test_without_a_kubernetes_client_the_publication_goes_on(
     job = kit.plan(hub, "acme/tiny-llama")
     caplog.set_level(logging.WARNING, logger="ai_models.publish.progress")
 
-    assert kit.run(kit.hf_settings(hub, job, publish_report_progress=True)) == EXIT_PUBLISHED
+    assert kit.run(kit.hf_settings(hub, job, report_progress=True)) == EXIT_PUBLISHED
 
     assert any(
         record.getMessage() == "progress is not reported: no Kubernetes client" for record in caplog.records

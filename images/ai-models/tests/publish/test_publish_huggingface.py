@@ -66,7 +66,7 @@ def test_publishes_the_selected_files_verified_with_the_manifest_last(kit: Kit, 
         for item in published.files
     ]
     assert manifest_time >= max(file_times)
-    assert outcome_from_json(settings.publish_termination_message_path.read_text()) is not None
+    assert outcome_from_json(settings.termination_message_path.read_text()) is not None
     assert kit.outcome(settings) == {
         "reason": "ArtifactPublished",
         "digest": job.digest,
@@ -474,7 +474,7 @@ def test_the_termination_message_is_the_outcome_json(kit: Kit, hub: FakeHub) -> 
 
     assert kit.run(settings) == EXIT_FAILED
 
-    text = settings.publish_termination_message_path.read_text()
+    text = settings.termination_message_path.read_text()
     parsed = outcome_from_json(text)
     assert parsed is not None
     assert parsed.reason is ModelReason.SOURCE_NOT_FOUND

@@ -17,13 +17,13 @@ from ai_models.adapters.hub.repository import HubRepository, RepositorySnapshot
 from ai_models.adapters.objectstore import ObjectStoreError, SizeMismatch
 from ai_models.domain.artifacts.manifest import ArtifactFile
 from ai_models.domain.models.source import revision_problem
+from ai_models.domain.publication.request import FileSpec
 from ai_models.names import ModelReason
 from ai_models.publish.artifact import ArtifactWriter
 from ai_models.publish.failures import PublicationFailure, source_failure, store_failure
 from ai_models.publish.parallel import files_at_once, run_parallel
 from ai_models.publish.progress import Progress
 from ai_models.publish.retry import RetryPolicy
-from ai_models.publish.settings import FileSpec
 
 logger = logging.getLogger(__name__)
 

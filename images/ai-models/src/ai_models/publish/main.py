@@ -2,7 +2,8 @@
 
     files -> verified in the store -> profile read back from them -> manifest (last)
 
-The outcome goes to the Pod's termination message (`AI_MODELS_PUBLISH_TERMINATION_MESSAGE_PATH`)
+What to publish is the controller's `PublicationRequest` (`domain.publication.request`). The
+outcome goes to the Pod's termination message (the request's `termination_message_path`)
 in the Model's reason vocabulary, on success and on failure. Exit codes: 0 published, 1 failed
 with an outcome written, 2 bad settings.
 """
@@ -18,8 +19,6 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
 from ai_models.adapters.hub.http import EndpointPolicy
 from ai_models.adapters.hub.repository import HubRepository
 from ai_models.adapters.objectstore import ObjectStore, ObjectStoreError, open_store
@@ -28,13 +27,14 @@ from ai_models.domain.artifacts.profile import ProfileInputs, ResolvedProfile, r
 from ai_models.domain.artifacts.selection import select_files
 from ai_models.domain.catalog.record import WeightsFormat
 from ai_models.domain.publication.outcome import PublicationOutcome, outcome_to_json
-from ai_models.names import ModelReason, SourceType
+from ai_models.domain.publication.request import DEFAULT_TERMINATION_MESSAGE_PATH, HuggingFaceSource
+from ai_models.names import ENV_PREFIX, ModelReason, PublishVariable, SourceType
 from ai_models.publish import huggingface, readback
 from ai_models.publish.artifact import ArtifactWriter
 from ai_models.publish.failures import PublicationFailure, store_failure, unexpected_failure
 from ai_models.publish.progress import DEFAULT_INTERVAL_SECONDS, Progress, Report, kube_reporter
 from ai_models.publish.retry import RetryPolicy
-from ai_models.publish.settings import DEFAULT_TERMINATION_MESSAGE_PATH, PublishSettings
+from ai_models.publish.settings import BadSettings, PublishJob, PublishSettings
 from ai_models.publish.upload import publish_upload, read_record
 
 logger = logging.getLogger(__name__)
@@ -48,22 +48,18 @@ def main(
     *,
     retry: RetryPolicy | None = None,
     progress_interval: float = DEFAULT_INTERVAL_SECONDS,
-    reporter: Callable[[PublishSettings], Report | None] | None = None,
+    reporter: Callable[[PublishJob], Report | None] | None = None,
 ) -> int:
-    """Read the settings from the environment and publish; the exit code of the command."""
+    """Read the request and the settings from the environment and publish; the exit code."""
     try:
-        settings = PublishSettings()  # type: ignore[call-arg]  # the values come from the environment
-    except ValidationError as error:
+        job = PublishJob.from_environment(os.environ)
+    except BadSettings as error:
         return bad_settings(error)
-    return publish(settings, retry=retry, progress_interval=progress_interval, reporter=reporter)
+    return publish(job, retry=retry, progress_interval=progress_interval, reporter=reporter)
 
 
-def bad_settings(error: ValidationError) -> int:
-    problems = []
-    for problem in error.errors():
-        field = ".".join(str(part) for part in problem["loc"])
-        where = f"AI_MODELS_{field.upper()}" if field else "the AI_MODELS_PUBLISH_* settings"
-        problems.append(f"invalid setting {where}: {problem['msg']}")
+def bad_settings(error: BadSettings) -> int:
+    problems = [f"invalid setting {problem}" for problem in error.problems]
     for line in problems:
         logger.error(line)
         print(f"ai-models publish: {line}", file=sys.stderr, flush=True)
@@ -80,37 +76,38 @@ def bad_settings(error: ValidationError) -> int:
 
 
 def publish(
-    settings: PublishSettings,
+    job: PublishJob,
     *,
     retry: RetryPolicy | None = None,
     progress_interval: float = DEFAULT_INTERVAL_SECONDS,
-    reporter: Callable[[PublishSettings], Report | None] | None = None,
+    reporter: Callable[[PublishJob], Report | None] | None = None,
 ) -> int:
-    owner, digest = settings.owner, settings.publish_digest
+    owner, digest, settings = job.owner, job.digest, job.settings
     facts = {"owner_kind": owner.kind, "namespace": owner.namespace, "model": owner.name, "digest": digest}
     try:
         store = open_store(settings)
     except ValueError as error:
         logger.error("invalid store settings", extra={**facts, "error": str(error)})
         _write_outcome(
-            settings.publish_termination_message_path,
+            job.termination_message_path,
             PublicationOutcome(
                 ModelReason.PUBLICATION_FAILED,
-                "the publish Job cannot use its object store settings (AI_MODELS_STORE_URL, "
-                "AI_MODELS_S3_*: a module configuration problem); the log of the publish Job says which",
+                "the publish Job cannot use its object store settings "
+                f"({PublishSettings.variable('store_url')}, {ENV_PREFIX}S3_*: a module configuration "
+                "problem); the log of the publish Job says which",
                 digest,
             ),
         )
         return EXIT_BAD_SETTINGS
     report = None
-    if settings.publish_report_progress:
-        report = (reporter or _kube_reporter)(settings)
+    if job.request.report_progress:
+        report = (reporter or _kube_reporter)(job)
     started = time.monotonic()
     writer = ArtifactWriter(store, owner, digest)
-    logger.info("publication started", extra={**facts, "source": settings.publish_source_type.value})
+    logger.info("publication started", extra={**facts, "source": job.request.source.type.value})
     try:
         with Progress(total=0, report=report, interval=progress_interval) as progress:
-            manifest = _publish(settings, store, writer, progress, retry or RetryPolicy())
+            manifest = _publish(job, store, writer, progress, retry or RetryPolicy())
     except PublicationFailure as failure:
         writer.discard()
         logger.error(
@@ -122,13 +119,13 @@ def publish(
                 "error": failure.message,
             },
         )
-        _write_outcome(settings.publish_termination_message_path, failure.outcome(digest))
+        _write_outcome(job.termination_message_path, failure.outcome(digest))
         return EXIT_FAILED
     except Exception as error:
         # A bug or an error nobody foresaw: say so, and let the controller's bounded retries decide.
         logger.exception("publication failed unexpectedly", extra=facts)
         writer.discard()
-        _write_outcome(settings.publish_termination_message_path, unexpected_failure(error).outcome(digest))
+        _write_outcome(job.termination_message_path, unexpected_failure(error).outcome(digest))
         return EXIT_FAILED
     seconds = time.monotonic() - started
     logger.info(
@@ -145,7 +142,7 @@ def publish(
         },
     )
     _write_outcome(
-        settings.publish_termination_message_path,
+        job.termination_message_path,
         PublicationOutcome(
             ModelReason.ARTIFACT_PUBLISHED,
             f"published {len(manifest.files)} files, {manifest.size_bytes} bytes, as {digest}",
@@ -156,7 +153,7 @@ def publish(
 
 
 def _publish(
-    settings: PublishSettings,
+    job: PublishJob,
     store: ObjectStore,
     writer: ArtifactWriter,
     progress: Progress,
@@ -168,19 +165,24 @@ def _publish(
             logger.info("artifact already published by an earlier attempt", extra={"digest": writer.digest})
             return existing
         writer.begin()
-        if settings.publish_source_type is SourceType.HUGGING_FACE:
-            return _from_hugging_face(settings, writer, progress, retry)
-        return _from_upload(store, settings, writer, progress)
+        source = job.request.source
+        if isinstance(source, HuggingFaceSource):
+            return _from_hugging_face(job, source, writer, progress, retry)
+        return _from_upload(store, job, writer, progress)
     except ObjectStoreError as error:
         raise store_failure(error) from error
 
 
 def _from_hugging_face(
-    settings: PublishSettings, writer: ArtifactWriter, progress: Progress, retry: RetryPolicy
+    job: PublishJob,
+    source: HuggingFaceSource,
+    writer: ArtifactWriter,
+    progress: Progress,
+    retry: RetryPolicy,
 ) -> ArtifactManifest:
-    repository, revision = settings.publish_repository or "", settings.publish_revision or ""
+    repository, revision, files = source.repository, source.revision, source.files
     # The controller chose the files; their weights format is what the profile describes.
-    selection = select_files(item.path for item in settings.publish_files)
+    selection = select_files(item.path for item in files)
     if selection.format is None:
         raise PublicationFailure(
             ModelReason.UNSUPPORTED_SOURCE,
@@ -188,9 +190,9 @@ def _from_hugging_face(
             f"{selection.refusal}",
         )
     hub = HubRepository(
-        endpoint=settings.endpoint,
-        token=settings.token,
-        policy=EndpointPolicy(allow_link_local=settings.sources_allow_link_local_endpoints),
+        endpoint=job.endpoint,
+        token=job.token,
+        policy=EndpointPolicy(allow_link_local=job.settings.sources_allow_link_local_endpoints),
     )
     snapshot = huggingface.read_snapshot(hub, repository, revision, retry)
     if snapshot.sha != revision:
@@ -201,12 +203,12 @@ def _from_hugging_face(
             extra={"repository": repository, "revision": revision, "commit": snapshot.sha},
         )
         revision = snapshot.sha
-    huggingface.check_listing(settings.publish_files, snapshot, repository=repository, revision=revision)
-    progress.total = sum(item.size or 0 for item in settings.publish_files)
+    huggingface.check_listing(files, snapshot, repository=repository, revision=revision)
+    progress.total = sum(item.size or 0 for item in files)
     huggingface.publish_files(
         hub,
         writer,
-        settings.publish_files,
+        files,
         repository=repository,
         revision=revision,
         snapshot=snapshot,
@@ -228,17 +230,17 @@ def _from_hugging_face(
             f"the weights of {repository} at revision {revision} are not valid: {error}; publish a "
             "revision whose weights load",
         ) from error
-    source = ArtifactSource(
-        type=SourceType.HUGGING_FACE, repository=repository, revision=revision, endpoint=settings.endpoint
+    published = ArtifactSource(
+        type=SourceType.HUGGING_FACE, repository=repository, revision=revision, endpoint=job.endpoint
     )
-    return writer.commit(source, profile.resolved, _now())
+    return writer.commit(published, profile.resolved, _now())
 
 
 def _from_upload(
-    store: ObjectStore, settings: PublishSettings, writer: ArtifactWriter, progress: Progress
+    store: ObjectStore, job: PublishJob, writer: ArtifactWriter, progress: Progress
 ) -> ArtifactManifest:
-    record = read_record(store, settings.owner)
-    selection = publish_upload(store, settings.owner, record, writer, progress)
+    record = read_record(store, job.owner)
+    selection = publish_upload(store, job.owner, record, writer, progress)
     assert selection.format is not None  # an accepted selection has a format
     try:
         profile = _profile(writer, weights_format=selection.format)
@@ -280,8 +282,8 @@ def _profile(
     return profile
 
 
-def _kube_reporter(settings: PublishSettings) -> Report | None:
-    return kube_reporter(settings.owner)
+def _kube_reporter(job: PublishJob) -> Report | None:
+    return kube_reporter(job.owner)
 
 
 def _write_outcome(path: Path, outcome: PublicationOutcome) -> None:
@@ -292,9 +294,9 @@ def _write_outcome(path: Path, outcome: PublicationOutcome) -> None:
 
 
 def _termination_path_from_environment() -> Path:
-    # The settings did not validate, so the one variable this needs is read by hand.
-    value = os.environ.get("AI_MODELS_PUBLISH_TERMINATION_MESSAGE_PATH")
-    return Path(value) if value else DEFAULT_TERMINATION_MESSAGE_PATH
+    # The request did not validate, so the one variable this needs is read by hand.
+    value = os.environ.get(PublishVariable.TERMINATION_MESSAGE_PATH.value)
+    return Path(value or DEFAULT_TERMINATION_MESSAGE_PATH)
 
 
 def _now() -> str:

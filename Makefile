@@ -33,7 +33,7 @@ bench: install
 	done; exit $$status
 
 dev: install
-	PYTHONPATH=tests $(BIN)/python -m kubeemu.devstack
+	PYTHONPATH=tests $(BIN)/python -m testbed.devstack
 
 clean:
 	rm -rf $(VENV) .dev out

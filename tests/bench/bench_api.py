@@ -52,10 +52,10 @@ from ai_models.domain.storage.ledger import Ledger, Owner
 from ai_models.names import API_GROUP, API_VERSION, UPLOAD_SIGNING_KEY, UPLOAD_SIGNING_SECRET, SourceType
 from bench.checks import Check
 from fakes.model_files import GIB, MIB, synthetic_safetensors
-from kubeemu.access_levels import grant_access_level
 from kubeemu.authn import Identity, new_token
 from kubeemu.pytest_fixtures import REPO_CRDS, RunningEmulator, start_emulator
 from support.module_install import MODULE_NAMESPACE, install_module
+from testbed.access_levels import grant_access_level
 
 UPLOAD_BYTES = 2 * GIB
 PEAK_RSS_TARGET_MB = 200.0

@@ -22,13 +22,15 @@ from kubernetes import client as typed_client
 from fakes.hub import FakeHub
 from fakes.s3 import S3Bucket
 from kubeemu.authn import Identity, new_token
-from kubeemu.jobrunner import JobRunner
 from kubeemu.pytest_fixtures import RunningEmulator
 from support.module_install import MODULE_NAMESPACE, InstalledModule, install_module
 from support.processes import ModuleProcess, free_port
 from support.render import render_chart
 from support.tcpproxy import TcpProxy
 from support.values import module_values
+from testbed.access_levels import grant_access_level
+from testbed.jobrunner import JobRunner
+from testbed.module import module_job_runner
 
 client: Any = typed_client
 GROUP, VERSION = "ai.deckhouse.io", "v1alpha1"
@@ -254,7 +256,7 @@ class ModelStack:
         """A subject with an access level (default: may update every Model and ClusterModel)."""
         name = f"uploader-{level.lower()}-{namespace or 'cluster'}"
         identity = self.emulator.add_identity(Identity(name=name, token=new_token(), groups=("team",)))
-        self.emulator.grant(identity, level, namespace=namespace)
+        grant_access_level(self.emulator.cluster, identity, level, namespace=namespace)
         return identity
 
     def upload(
@@ -348,7 +350,7 @@ def model_stack(
     template_file = workdir / "publisher-template.yaml"
     template_file.write_text(config_map["data"]["template.yaml"])
     image = yaml.safe_load(template_file.read_text())["spec"]["containers"][0]["image"]
-    runner = JobRunner(emulator, image_matches=lambda candidate: candidate == image, workdir=workdir / "jobs")
+    runner = module_job_runner(emulator, image=image, workdir=workdir / "jobs")
     stack = ModelStack(
         module=module,
         hub=hub,

@@ -14,11 +14,11 @@ import pytest
 from kubernetes import client as typed_client
 from kubernetes.client.exceptions import ApiException
 
-from kubeemu.access_levels import ACCESS_LEVELS
 from kubeemu.authn import Identity, new_token
-from kubeemu.devstack import module_rbac_objects
 from kubeemu.pytest_fixtures import RunningEmulator
 from support.access_matrix import GUIDES, RESOURCES, Matrix, documented_matrix
+from testbed.access_levels import ACCESS_LEVELS, grant_access_level
+from testbed.devstack import module_rbac_objects
 
 client: Any = typed_client  # the generated client's pydantic types reject plain dict bodies
 
@@ -86,7 +86,7 @@ def test_cluster_wide_levels_enforce_exactly_the_documented_matrix(
     enforced: Matrix = {}
     for level in ACCESS_LEVELS:
         identity = _identity(cluster, f"{level.lower()}-subject")
-        cluster.grant(identity, level)
+        grant_access_level(cluster.cluster, identity, level)
         enforced[level] = _enforced(api, identity, namespace=NAMESPACE)
     assert enforced == documented_matrix(guide)
 
@@ -96,7 +96,7 @@ def test_namespace_limited_user_reads_models_there_and_nothing_cluster_scoped(
 ) -> None:
     api = cluster.api_client()
     user = _identity(cluster, "limited-user")
-    cluster.grant(user, "User", namespace=NAMESPACE)
+    grant_access_level(cluster.cluster, user, "User", namespace=NAMESPACE)
     assert _enforced(api, user, namespace=NAMESPACE) == {
         "models": frozenset({"read"}),
         "clustermodels": frozenset(),
@@ -108,7 +108,7 @@ def test_namespace_limited_user_reads_models_there_and_nothing_cluster_scoped(
 
 def test_forbidden_reads_and_writes_are_refused_by_the_api_itself(cluster: RunningEmulator) -> None:
     user = _identity(cluster, "limited-user")
-    cluster.grant(user, "User", namespace=NAMESPACE)
+    grant_access_level(cluster.cluster, user, "User", namespace=NAMESPACE)
     objects = client.CustomObjectsApi(cluster.api_client(user))
     assert objects.list_namespaced_custom_object(GROUP, "v1alpha1", NAMESPACE, "models")["items"] == []
     with pytest.raises(ApiException) as listing:
@@ -129,7 +129,7 @@ def test_forbidden_reads_and_writes_are_refused_by_the_api_itself(cluster: Runni
 
 def test_token_review_names_the_subject_a_component_will_authorize(cluster: RunningEmulator) -> None:
     user = _identity(cluster, "catalog-browser")
-    cluster.grant(user, "User")
+    grant_access_level(cluster.cluster, user, "User")
     review = client.AuthenticationV1Api(cluster.api_client()).create_token_review(
         {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": user.token}}
     )

@@ -1,7 +1,11 @@
-"""kubeemu: the project's Kubernetes API emulator (a test bed, not product).
+"""kubeemu: the project's Kubernetes API emulator (a test tool, not product).
+
+A generic API server: it knows Kubernetes, not this repository's module (a test asserts it names
+nothing of it). What plays cluster controllers for the module (running its Jobs, ...) is the test
+bed beside it (`tests/testbed`), which uses this package and is never imported by it.
 
 An aiohttp server that behaves like a Kubernetes 1.34 apiserver for the official `kubernetes`
-client, kopf and kubectl 1.36: discovery (legacy and aggregated), OpenAPI v3, CRUD with
+client and kubectl 1.36: discovery (legacy and aggregated), OpenAPI v3, CRUD with
 resourceVersion/generation/finalizer/GC semantics, all patch types, watches, Tables, RBAC with
 token identities, review APIs, and CRDs enforced like the apiserver (structural schemas, pruning,
 defaulting, OpenAPI validation and CEL). It serves HTTPS on 127.0.0.1 with a throwaway self-signed
@@ -13,15 +17,14 @@ Layout (lower modules never import higher ones):
 - store                                               objects, resourceVersion counter, event log, watches
 - patching, conversion, metavalidation, crds          write-path building blocks
 - crdvalidation/                                      CRD schemas: structural, prune/default, OpenAPI, CEL
-- authn, authz, access_levels, reviews                identities, RBAC, Deckhouse access levels, review APIs
+- authn, authz, reviews                               identities, RBAC, review APIs
 - cluster                                             the apiserver's object semantics, HTTP-free
 - requestinfo, discovery, openapi, tables, watch,
   protobuf, handlers                                  the HTTP front
 - tlscert, kubeconfig, server, __main__               serving and client configuration
-- jobrunner                                           Job controller + kubelet for the module image
-- pytest_fixtures, devstack                           test-suite fixtures and `make dev`
+- pytest_fixtures                                     test-suite fixtures
 
 Entry points: `python -m kubeemu --crds DIR --kubeconfig PATH` (standalone),
-`python -m kubeemu.devstack` (`make dev`), `kubeemu.pytest_fixtures` (fixtures for test suites),
+`kubeemu.pytest_fixtures` (fixtures for test suites),
 `kubeemu.server.EmulatorServer` (in-process), `kubeemu.crdvalidation` (CRD checks without a server).
 """

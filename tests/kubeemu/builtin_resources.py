@@ -118,4 +118,4 @@ BUILTIN_RESOURCES: tuple[ResourceType, ...] = (
 )
 
 # Namespaces every cluster (and so the emulator) starts with.
-INITIAL_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease", "d8-system")
+INITIAL_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")

@@ -54,7 +54,7 @@ class APIError(Exception):
 
 
 def qualified(resource: str, group: str) -> str:
-    """`resource.group` as the apiserver prints a GroupResource (`configmaps`, `models.ai.deckhouse.io`)."""
+    """`resource.group` as the apiserver prints a GroupResource (`configmaps`, `widgets.example.com`)."""
     return f"{resource}.{group}" if group else resource
 
 

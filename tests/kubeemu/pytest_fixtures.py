@@ -10,14 +10,14 @@ Import them into a conftest.py::
   teardown.
 - `kube_emulator`: one running emulator with the repository's `crds/` loaded.
 - `kube_api_client`: a superuser `kubernetes.client.ApiClient` for `kube_emulator`.
-- `kubectl`: runs the venv's kubectl against `kube_emulator` (`kubectl("get", "models", "-A")`).
-- `job_runner`: a `kubeemu.jobrunner.JobRunner` on `kube_emulator` that runs the Jobs whose image is
-  `module_image()` (the image the rendered chart gives the module's containers) as local processes.
+- `kubectl`: runs the venv's kubectl against `kube_emulator` (`kubectl("get", "widgets", "-A")`).
+
+Nothing here plays a cluster controller: what runs a project's Jobs (or, later, its Deployments) lives
+with that project's test bed, beside this package.
 """
 
 from __future__ import annotations
 
-import functools
 import http.client
 import json
 import os
@@ -32,15 +32,11 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from kubeemu.access_levels import grant_access_level
 from kubeemu.authn import Identity
 from kubeemu.cluster import Cluster
 from kubeemu.crds import load_crd_manifests
-from kubeemu.jobrunner import JobRunner
 from kubeemu.kubeconfig import kubeconfig_document, write_kubeconfig
 from kubeemu.server import DEFAULT_BOOKMARK_INTERVAL, EmulatorServer
-from support.render import render_chart
-from support.values import module_values
 
 REPO_CRDS = Path(__file__).resolve().parents[2] / "crds"
 KUBECTL = Path(sys.executable).parent / "kubectl"
@@ -76,10 +72,6 @@ class RunningEmulator:
         self.cluster.authn.add(identity)
         self._identities[identity.name] = identity
         return identity
-
-    def grant(self, identity: Identity, level: str, *, namespace: str | None = None) -> None:
-        """Bind `identity` to the module's access-level roles (see kubeemu.access_levels)."""
-        grant_access_level(self.cluster, identity, level, namespace=namespace)
 
     def api_client(self, identity: Identity | None = None) -> Any:
         client = self.server.api_client(identity)
@@ -231,22 +223,3 @@ def kube_api_client(kube_emulator: RunningEmulator) -> Any:
 @pytest.fixture
 def kubectl(kube_emulator: RunningEmulator) -> Callable[..., subprocess.CompletedProcess[str]]:
     return kube_emulator.kubectl
-
-
-@functools.cache
-def module_image() -> str:
-    """The module image exactly as the rendered controller Deployment names it for its container
-    (`<registry base>@<global.modulesImages.digests.aiModels.aiModels>`); the controller gives its
-    publish Jobs the same image, so a `JobRunner` picks them by it."""
-    deployment = render_chart(module_values()).get("Deployment", "ai-models-controller", "d8-ai-models")
-    containers = deployment["spec"]["template"]["spec"]["containers"]
-    image: str = next(c["image"] for c in containers if c["name"] == "controller")
-    return image
-
-
-@pytest.fixture
-def job_runner(kube_emulator: RunningEmulator) -> Iterator[JobRunner]:
-    """Runs the module image's Jobs of `kube_emulator` as local processes (see kubeemu.jobrunner)."""
-    image = module_image()
-    with JobRunner(kube_emulator, image_matches=lambda candidate: candidate == image) as runner:
-        yield runner

@@ -14,11 +14,11 @@ import yaml
 
 from kubeemu.authn import Identity
 from kubeemu.cluster import Cluster
-from kubeemu.jobrunner import JobRunner, ServedCluster
 from kubeemu.kubeconfig import kubeconfig_document, write_kubeconfig
-from kubeemu.pytest_fixtures import module_image
 from support.processes import ModuleProcess
 from support.render import RenderedChart
+from testbed.jobrunner import JobRunner, ServedCluster
+from testbed.module import module_job_runner
 
 DEFAULT_HF_ENDPOINT = "https://huggingface.co"
 
@@ -38,10 +38,8 @@ DEV_JOB_BACKOFF_SECONDS = 1.0
 def start_job_runner(*, cluster: Cluster, url: str, ca_pem: str, out_dir: Path) -> JobRunner:
     """Run the Jobs whose image is the module image as local processes (Pod directories with the
     log and termination message under `<out>/jobs/<namespace>/<pod>/`)."""
-    image = module_image()
-    return JobRunner(
+    return module_job_runner(
         ServedCluster(cluster=cluster, url=url, ca_pem=ca_pem, workdir=out_dir),
-        image_matches=lambda candidate: candidate == image,
         backoff_seconds=DEV_JOB_BACKOFF_SECONDS,
     )
 

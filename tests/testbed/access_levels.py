@@ -1,4 +1,5 @@
-"""Deckhouse access levels (user-authz) mapped onto RBAC bindings in the emulator.
+"""Deckhouse access levels (user-authz) mapped onto RBAC bindings in the emulator: what Deckhouse's
+user-authz module would bind for a subject given a level.
 
 Levels are cumulative as in Deckhouse: PrivilegedUser ⊃ User, Editor ⊃ PrivilegedUser,
 Admin ⊃ Editor, ClusterEditor ⊃ Editor (but not Admin), ClusterAdmin ⊃ ClusterEditor and Admin.
@@ -16,10 +17,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from ai_models import names
 from kubeemu.authn import Identity
 from kubeemu.cluster import Cluster
 
-MODULE = "ai-models"
+MODULE = names.MODULE
 ACCESS_LEVELS = ("User", "PrivilegedUser", "Editor", "Admin", "ClusterEditor", "ClusterAdmin")
 _INCLUDES = {
     "User": ("User",),

@@ -15,9 +15,9 @@ and serves until Ctrl-C/SIGTERM (exit 0; the files stay). `<out>` is `AI_MODELS_
 (default 18443, 0 = any).
 
 Also runs the module's controller and api as their ServiceAccounts with a directory store in
-`<out>/store` (logs in `<out>/logs/`), and a `kubeemu.jobrunner.JobRunner` that runs the Jobs with
-the module image (the controller's publish Jobs) as local processes (Pod logs in `<out>/jobs/`).
-Run as `PYTHONPATH=tests .venv/bin/python -m kubeemu.devstack`.
+`<out>/store` (logs in `<out>/logs/`), and the test bed's Job runner (`testbed.jobrunner`) that runs
+the Jobs with the module image (the controller's publish Jobs) as local processes (Pod logs in
+`<out>/jobs/`). Run as `PYTHONPATH=tests .venv/bin/python -m testbed.devstack`.
 """
 
 from __future__ import annotations
@@ -35,7 +35,6 @@ from typing import Any
 
 import yaml
 
-from kubeemu.access_levels import grant_access_level
 from kubeemu.authn import Identity, new_token
 from kubeemu.cluster import Cluster
 from kubeemu.crds import load_crd_manifests
@@ -45,12 +44,15 @@ from support.devcomponents import DevPorts, start_components, start_job_runner
 from support.module_install import install_rbac
 from support.render import RenderedChart, render_chart
 from support.values import module_values
+from testbed.access_levels import grant_access_level
 
-log = logging.getLogger("kubeemu.devstack")
+log = logging.getLogger("testbed.devstack")
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_PORT = 18443
 MODULE_NAMESPACE = "d8-ai-models"
+# Deckhouse's own namespace, where an admin keeps what the module copies (e.g. S3 credentials).
+PLATFORM_NAMESPACE = "d8-system"
 # Templates whose objects the stack loads (the module's RBAC for users).
 ROLE_TEMPLATES = ("templates/user-authz-cluster-roles.yaml", "templates/rbacv2/")
 
@@ -106,7 +108,8 @@ def build_stack(*, out_dir: Path, crd_dir: Path = REPO_ROOT / "crds") -> DevStac
     ]
     cluster = Cluster(identities=[d.identity for d in dev])
     cluster.load_crds(load_crd_manifests(crd_dir))
-    cluster.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": MODULE_NAMESPACE}})
+    for namespace in (PLATFORM_NAMESPACE, MODULE_NAMESPACE):
+        cluster.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
     chart = render_chart(module_values())
     for obj in module_rbac_objects(chart):
         cluster.apply(obj)
@@ -228,7 +231,7 @@ async def run_stack(stack: DevStack, *, host: str, port: int, ports: DevPorts, s
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m kubeemu.devstack",
+        prog="python -m testbed.devstack",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -284,6 +287,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s %(message)s")
     logging.getLogger("kubeemu").setLevel(logging.DEBUG if args.debug else logging.INFO)
+    logging.getLogger("testbed").setLevel(logging.DEBUG if args.debug else logging.INFO)
     asyncio.run(_main(args))
     return 0
 

@@ -1,8 +1,8 @@
-"""A Job controller and kubelet for the module's own image, so Jobs the module creates actually run.
+"""The Job controller and the kubelet of one node, for Jobs whose image the test bed can run.
 
-The emulator has no controllers: a Job stays a stored object. `JobRunner` watches Jobs in the
-emulator's store and, for each Job whose pod template has exactly one container running the module
-image (`image_matches`), does what the Job controller and the kubelet would do on one node:
+kubeemu has no controllers: a Job stays a stored object. `JobRunner` watches Jobs in the
+emulator's store and, for each Job whose pod template has exactly one container with an image it
+runs (`image_matches`), does what the Job controller and the kubelet would do on one node:
 
 - creates the Pod (`generateName: <job>-`, labels `job-name`/`controller-uid` and their
   `batch.kubernetes.io/` forms, a controller ownerReference to the Job, `spec.nodeName`);
@@ -10,12 +10,12 @@ image (`image_matches`), does what the Job controller and the kubelet would do o
   `valueFrom.secretKeyRef`/`configMapKeyRef`/`fieldRef`, `envFrom.secretRef`/`configMapRef`; a
   missing Secret, ConfigMap or key that is not `optional` keeps the Pod Pending with the container
   waiting in `CreateContainerConfigError` (retried every second, as the kubelet retries);
-- runs the container's command and args as a LOCAL process: `ai-models` (also the image's
-  ENTRYPOINT when the container has no command) is the console entry point next to the test venv's
-  Python; a test may map more command names to scripts (`commands`); anything else is refused with
-  the runtime's `StartError`. The process authenticates as the Pod's ServiceAccount through a
-  kubeconfig with a freshly minted token (the stand-in for the projected token volume), and does not
-  inherit the test process's `AI_MODELS_*` variables or `KUBECONFIG`;
+- runs the container's command and args as a LOCAL process: `commands` maps command names to local
+  programs (the image's ENTRYPOINT, `entrypoint`, runs when the container has no command); anything
+  else is refused with the runtime's `StartError`. The process authenticates as the Pod's
+  ServiceAccount through a kubeconfig with a freshly minted token (the stand-in for the projected
+  token volume), and inherits neither `KUBECONFIG` nor the test process's variables that
+  `withheld_env` names (the settings of the program under test must come from the Pod spec);
 - reports Pod status (Pending → Running → Succeeded/Failed with `state.terminated` and the
   termination message: the file's content, or with `FallbackToLogsOnError` after a failure with an
   empty file, the tail of the log) and Job status as Kubernetes 1.31+ does (`active`/`ready`,
@@ -24,10 +24,10 @@ image (`image_matches`), does what the Job controller and the kubelet would do o
   `completionTime`; `activeDeadlineSeconds` kills the running process and fails the Job with
   `DeadlineExceeded`). All status writes go through the status subresource.
 
-The one thing specific to this module: the kubelet would mount a file at the container's
-`terminationMessagePath` (`/dev/termination-log`), which a local process cannot have. The runner
-creates a per-Pod file instead and points `AI_MODELS_PUBLISH_TERMINATION_MESSAGE_PATH` (the variable
-through which `ai-models publish` learns that path) at it, overriding the Job's value.
+The kubelet would mount a file at the container's `terminationMessagePath` (`/dev/termination-log`),
+which a local process cannot have. The runner creates a per-Pod file instead and, when the program
+learns that path from a variable (`termination_message_env`), points that variable at it,
+overriding the Job's value. `testbed.module.module_job_runner` passes this module's values.
 
 Deliberately not emulated: Jobs whose containers use another image get no Pods at all (a kubelet
 without that image would leave them Pending; nothing here could run them), nor do suspended Jobs,
@@ -60,7 +60,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -73,14 +73,10 @@ from kubeemu.cluster import Cluster
 from kubeemu.kubeconfig import kubeconfig_document, write_kubeconfig
 from kubeemu.resources import ResourceType
 from kubeemu.store import WatchEvent
+from support.eventually import eventually
 
-log = logging.getLogger("kubeemu.jobrunner")
+log = logging.getLogger("testbed.jobrunner")
 
-MODULE_COMMAND = "ai-models"
-ENTRY_POINT = Path(sys.executable).parent / MODULE_COMMAND
-# The module image's ENTRYPOINT (images/ai-models/Dockerfile): what runs when a container has no command.
-IMAGE_ENTRYPOINT = (MODULE_COMMAND,)
-TERMINATION_MESSAGE_ENV = "AI_MODELS_PUBLISH_TERMINATION_MESSAGE_PATH"
 DEFAULT_BACKOFF_LIMIT = 6
 MAX_BACKOFF_SECONDS = 360.0
 # kubelet limits (pkg/kubelet/container): the file is read up to 4 KiB; the log fallback keeps the
@@ -261,12 +257,16 @@ def _qos_class(container: Mapping[str, Any]) -> str:
 
 
 class JobRunner:
-    """Runs the module image's Jobs of an emulator as local processes; see the module docstring.
+    """Runs an emulator's Jobs of the images it has as local processes; see the module docstring.
 
     `image_matches` picks the Jobs to run; `namespace` limits the watch (default: all namespaces);
-    `commands` maps more container command names to local programs (`.py` files run with this
-    Python); `workdir` holds per-Pod directories (log, termination file, kubeconfig; default
-    `<emulator workdir>/jobs`); `backoff_seconds` is the first retry delay (doubling, capped at 6 min).
+    `commands` maps container command names to local programs (`.py` files run with this Python);
+    `entrypoint` is the image's ENTRYPOINT (what runs when a container has no command);
+    `termination_message_env` names the variable through which the program learns its termination
+    message path (None: the program writes no termination file); `withheld_env(name)` is True for
+    the test process's variables the Pod's process must not inherit; `workdir` holds per-Pod
+    directories (log, termination file, kubeconfig; default `<emulator workdir>/jobs`);
+    `backoff_seconds` is the first retry delay (doubling, capped at 6 min).
     """
 
     def __init__(
@@ -276,6 +276,9 @@ class JobRunner:
         image_matches: Callable[[str], bool],
         namespace: str | None = None,
         commands: Mapping[str, Path] | None = None,
+        entrypoint: Sequence[str] = (),
+        termination_message_env: str | None = None,
+        withheld_env: Callable[[str], bool] = lambda name: False,
         workdir: Path | None = None,
         backoff_seconds: float = 0.0,
     ) -> None:
@@ -284,6 +287,9 @@ class JobRunner:
         self.image_matches = image_matches
         self.namespace = namespace
         self.commands: dict[str, Path] = dict(commands or {})
+        self.entrypoint = tuple(entrypoint)
+        self.termination_message_env = termination_message_env
+        self.withheld_env = withheld_env
         self.workdir = workdir or emulator.workdir / "jobs"
         self.backoff_seconds = backoff_seconds
         self._jobs = self._type("batch", "v1", "jobs")
@@ -308,7 +314,7 @@ class JobRunner:
                 initial, _ = store.subscribe(rtype.storage_key, feed, since=None)
                 for event in initial:
                     self._events.put((feed.kind, event))
-        self._dispatcher = threading.Thread(target=self._dispatch, name="kubeemu-jobrunner", daemon=True)
+        self._dispatcher = threading.Thread(target=self._dispatch, name="testbed-jobrunner", daemon=True)
         self._dispatcher.start()
 
     def _type(self, group: str, version: str, plural: str) -> ResourceType:
@@ -367,12 +373,13 @@ class JobRunner:
         return path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
 
     def wait_for_log(self, pod: str, text: str, namespace: str = "default", timeout: float = 30) -> None:
-        deadline = time.monotonic() + timeout
-        # A file, not the API: a short sleep is how `kubectl logs -f` follows it too.
-        while text not in self.log(pod, namespace):
-            if time.monotonic() > deadline:
-                raise AssertionError(f"{text!r} not in the log of {pod}:\n{self.log(pod, namespace)[-3000:]}")
-            time.sleep(0.05)
+        # A file, not the API: polling it is how `kubectl logs -f` follows it too.
+        eventually(
+            lambda: text in self.log(pod, namespace),
+            timeout=timeout,
+            interval=0.05,
+            message=lambda: f"{text!r} in the log of {pod}:\n{self.log(pod, namespace)[-3000:]}",
+        )
 
     def wait_for_job(
         self, name: str, namespace: str = "default", condition: JobCondition = "Complete", timeout: float = 30
@@ -524,7 +531,7 @@ class JobRunner:
             return f"{len(containers)} containers (the runner runs single-container Jobs only)"
         image = str(containers[0].get("image") or "")
         if not self.image_matches(image):
-            return f"image {image!r} is not the module image (no kubelet here has it: no Pods)"
+            return f"image {image!r} is not one the runner has (no kubelet here has it: no Pods)"
         if spec.get("suspend"):
             return "suspended"
         if pod_spec.get("initContainers"):
@@ -792,13 +799,14 @@ class _JobRun:
             **{
                 key: value
                 for key, value in os.environ.items()
-                if not key.startswith("AI_MODELS_") and key not in _INHERITED_EXCLUDED
+                if key not in _INHERITED_EXCLUDED and not self.runner.withheld_env(key)
             },
             "HOSTNAME": pod.name,
             **env,
             "KUBECONFIG": str(kubeconfig),
-            TERMINATION_MESSAGE_ENV: str(pod.termination_path),
         }
+        if self.runner.termination_message_env:
+            environment[self.runner.termination_message_env] = str(pod.termination_path)
         started = rfc3339()
         with self.runner._changed:
             if pod.gone or self._stopped():
@@ -930,19 +938,20 @@ class _JobRun:
             resolved = self._value_from(pod, value_from)
             if resolved is not None:
                 values[name] = resolved
-        command = [expand(str(p), values) for p in container.get("command") or IMAGE_ENTRYPOINT]
+        command = [expand(str(p), values) for p in container.get("command") or self.runner.entrypoint]
         args = [expand(str(p), values) for p in container.get("args") or []]
+        if not command:
+            raise _StartError("no command specified (the image has no ENTRYPOINT here)")
         return values, [*self._program(command[0]), *command[1:], *args]
 
     def _program(self, name: str) -> list[str]:
-        if name == MODULE_COMMAND:
-            return [str(ENTRY_POINT)]
         mapped = self.runner.commands.get(name)
         if mapped is not None:
             return [sys.executable, str(mapped)] if mapped.suffix == ".py" else [str(mapped)]
-        known = ", ".join([MODULE_COMMAND, *sorted(self.runner.commands)])
+        known = ", ".join(sorted(self.runner.commands))
         raise _StartError(
-            f'exec: "{name}": executable file not found in $PATH (the kubeemu job runner runs only: {known})'
+            f'exec: "{name}": executable file not found in $PATH '
+            f"(the test bed's job runner runs only: {known})"
         )
 
     def _data(self, kind: str, ref: Mapping[str, Any]) -> dict[str, str] | None:

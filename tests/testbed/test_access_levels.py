@@ -8,13 +8,15 @@ from typing import Any
 import pytest
 from kubernetes import client as typed_client
 
-from kubeemu.access_levels import ACCESS_LEVELS, included_levels, module_role_name
 from kubeemu.authn import Identity
 from kubeemu.pytest_fixtures import EmulatorFactory, RunningEmulator
+from testbed.access_levels import ACCESS_LEVELS, grant_access_level, included_levels, module_role_name
 
 # The generated client types its parameters as pydantic models; tests pass plain dicts, as
 # callers do at runtime, so the client is used untyped here.
 client: Any = typed_client
+# The emulator's own fixture CRDs (Widget, namespaced; Gadget, cluster-scoped).
+EMULATOR_FIXTURES = Path(__file__).parents[1] / "emulator" / "fixtures"
 
 # One marker rule per level, so every binding can be told apart by what it allows.
 _MARKERS = {
@@ -42,7 +44,7 @@ def _role(level: str) -> dict[str, Any]:
 
 @pytest.fixture
 def levelled(kube_emulator_factory: EmulatorFactory) -> RunningEmulator:
-    emulator = kube_emulator_factory(crd_dirs=[Path(__file__).parent / "fixtures"])
+    emulator = kube_emulator_factory(crd_dirs=[EMULATOR_FIXTURES])
     for level in ACCESS_LEVELS:
         emulator.cluster.apply(_role(level))
     return emulator
@@ -77,7 +79,7 @@ def test_levels_are_cumulative_like_deckhouse() -> None:
 @pytest.mark.parametrize("level", ACCESS_LEVELS)
 def test_cluster_wide_grant_binds_every_included_level(levelled: RunningEmulator, level: str) -> None:
     who = levelled.add_identity(Identity(name=f"user-{level.lower()}", token=f"t-{level}"))
-    levelled.grant(who, level)
+    grant_access_level(levelled.cluster, who, level)
     for marker_level, (verb, resource) in _MARKERS.items():
         expected = marker_level in included_levels(level)
         namespace = "default" if resource == "widgets" else ""
@@ -86,7 +88,7 @@ def test_cluster_wide_grant_binds_every_included_level(levelled: RunningEmulator
 
 def test_namespace_limited_grant_stays_in_its_namespace(levelled: RunningEmulator) -> None:
     who = levelled.add_identity(Identity(name="ns-user", token="t-ns"))
-    levelled.grant(who, "ClusterEditor", namespace="default")
+    grant_access_level(levelled.cluster, who, "ClusterEditor", namespace="default")
     assert _can(levelled, who, "get", "widgets", "default")
     assert not _can(levelled, who, "get", "widgets", "kube-system")
     assert not _can(levelled, who, "create", "gadgets")  # cluster-scoped kinds stay out of reach
@@ -95,8 +97,8 @@ def test_namespace_limited_grant_stays_in_its_namespace(levelled: RunningEmulato
 def test_cluster_admin_gets_the_deckhouse_stand_in_for_core_kinds(levelled: RunningEmulator) -> None:
     admin = levelled.add_identity(Identity(name="dev-admin", token="t-admin"))
     user = levelled.add_identity(Identity(name="dev-user", token="t-user"))
-    levelled.grant(admin, "ClusterAdmin")
-    levelled.grant(user, "User")
+    grant_access_level(levelled.cluster, admin, "ClusterAdmin")
+    grant_access_level(levelled.cluster, user, "User")
     client.CoreV1Api(levelled.api_client(admin)).create_namespace({"metadata": {"name": "made-by-admin"}})
     assert levelled.request("GET", "/api/v1/namespaces", identity=user)[0] == 403
     assert (

@@ -20,8 +20,9 @@ import yaml
 from fakes.hub import FakeHub
 from fakes.hub_corpus import repository
 from fakes.model_files import GGML_F32, gguf_bytes, safetensors_bytes
-from kubeemu.pytest_fixtures import KUBECTL, module_image
+from kubeemu.pytest_fixtures import KUBECTL
 from support.processes import free_port
+from testbed.module import module_image
 
 REPO = Path(__file__).resolve().parents[2]
 API_PORT = free_port()
@@ -43,7 +44,7 @@ def devstack(tmp_path: Path, fake_hub: FakeHub) -> Iterator[tuple[subprocess.Pop
     }
     env.pop("KUBECONFIG", None)
     process = subprocess.Popen(
-        [sys.executable, "-m", "kubeemu.devstack"],
+        [sys.executable, "-m", "testbed.devstack"],
         cwd=REPO,
         env=env,
         text=True,

@@ -1,5 +1,5 @@
 """The test bed's Job runner: module-image Jobs run as local processes with Pod and Job status as
-the Job controller and the kubelet report them (see kubeemu.jobrunner)."""
+the Job controller and the kubelet report them (see testbed.jobrunner)."""
 
 from __future__ import annotations
 
@@ -14,9 +14,10 @@ from typing import Any
 import pytest
 
 from kubeemu.cluster import Cluster
-from kubeemu.jobrunner import TERMINATION_MESSAGE_ENV, JobRunner, expand, finished
-from kubeemu.pytest_fixtures import RunningEmulator, module_image
+from kubeemu.pytest_fixtures import RunningEmulator
 from support.values import IMAGE_DIGEST
+from testbed.jobrunner import JobRunner, expand, finished
+from testbed.module import TERMINATION_MESSAGE_ENV, module_image, module_job_runner
 
 FAKE_PUBLISHER = Path(__file__).parent / "fake_publisher.py"
 NAMESPACE = "default"
@@ -27,12 +28,7 @@ ACCOUNT = "publisher"
 def runner(kube_emulator: RunningEmulator) -> Iterator[JobRunner]:
     """A runner that also runs `fake-publisher` (this directory's stand-in for `ai-models publish`)."""
     add_service_account(kube_emulator.cluster)
-    image = module_image()
-    with JobRunner(
-        kube_emulator,
-        image_matches=lambda candidate: candidate == image,
-        commands={"fake-publisher": FAKE_PUBLISHER},
-    ) as started:
+    with module_job_runner(kube_emulator, commands={"fake-publisher": FAKE_PUBLISHER}) as started:
         yield started
 
 
@@ -545,7 +541,7 @@ def test_a_command_the_image_has_not_is_a_start_error(runner: JobRunner) -> None
     assert (pod["status"]["phase"], end["exitCode"], end["reason"]) == ("Failed", 128, "StartError")
     assert end["message"] == (
         'exec: "sh": executable file not found in $PATH '
-        "(the kubeemu job runner runs only: ai-models, fake-publisher)"
+        "(the test bed's job runner runs only: ai-models, fake-publisher)"
     )
 
 
@@ -586,10 +582,7 @@ def test_paused_runner_creates_no_pods_until_resumed(runner: JobRunner) -> None:
 
 def test_close_kills_what_the_runner_started(kube_emulator: RunningEmulator, tmp_path: Path) -> None:
     add_service_account(kube_emulator.cluster)
-    image = module_image()
-    runner = JobRunner(
-        kube_emulator, image_matches=lambda c: c == image, commands={"fake-publisher": FAKE_PUBLISHER}
-    )
+    runner = module_job_runner(kube_emulator, commands={"fake-publisher": FAKE_PUBLISHER})
     with runner:
         runner.cluster.apply(job("left", "fake-publisher", args=["sleep", "--marker", str(tmp_path / "m")]))
         [pod] = runner.wait_for_pods("left")

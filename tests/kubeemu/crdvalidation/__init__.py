@@ -45,7 +45,7 @@ from kubeemu.crdvalidation.schema import Admission, CRDSchema
 
 
 def invalid_message(*, kind: str, group: str, name: str, errors: list[FieldError]) -> str:
-    """`Model.ai.deckhouse.io "m1" is invalid: spec.source: Invalid value: ...` (brackets for several)."""
+    """`Widget.example.com "w1" is invalid: spec.source: Invalid value: ...` (brackets for several)."""
     qualified = f"{kind}.{group}" if group else kind
     rendered = [str(e) for e in errors]
     if not rendered:

@@ -39,6 +39,7 @@ from support.module_install import install_module
 from support.render import RenderedChart, render_chart
 from support.scenarios import generated_certificate
 from support.values import module_values
+from testbed.access_levels import grant_access_level
 
 MODULE_NAMESPACE = "d8-ai-models"
 INDEXED_AT = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
@@ -152,7 +153,7 @@ class ApiCluster:
 
     def user(self, name: str, *, level: str = "User", namespace: str | None = None) -> Identity:
         identity = self.emulator.add_identity(Identity(name=name, token=new_token(), groups=("team",)))
-        self.emulator.grant(identity, level, namespace=namespace)
+        grant_access_level(self.emulator.cluster, identity, level, namespace=namespace)
         return identity
 
     def put_ledger(self, ledger: Ledger | None, *, raw: bytes | None = None) -> None:

@@ -50,9 +50,9 @@ from ai_models.domain.storage.ledger import Ledger, Owner
 from ai_models.names import SourceType
 from fakes.model_files import tiny_gguf
 from fakes.upload_clients import offer
-from kubeemu.access_levels import grant_access_level
 from kubeemu.authn import Identity, new_token
 from kubeemu.pytest_fixtures import REPO_CRDS, RunningEmulator, start_emulator
+from testbed.access_levels import grant_access_level
 
 RecordMaker = Callable[..., CatalogRecord]
 GenerationWriter = Callable[..., CatalogManifest]

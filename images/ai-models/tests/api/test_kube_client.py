@@ -17,6 +17,7 @@ from ai_models.adapters.kube import ClientOptions, KubeConfigError, new_api_clie
 from ai_models.adapters.kube import client as kube_client
 from kubeemu.authn import Identity
 from kubeemu.pytest_fixtures import RunningEmulator
+from testbed.access_levels import grant_access_level
 
 
 def test_a_kubeconfig_client_reaches_the_cluster_with_bounded_retries(kube_emulator: RunningEmulator) -> None:
@@ -36,7 +37,7 @@ def test_the_pod_service_account_is_used_inside_a_pod(
     kube_emulator: RunningEmulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     account = kube_emulator.add_identity(Identity.service_account("default", "reader"))
-    kube_emulator.grant(account, "User")
+    grant_access_level(kube_emulator.cluster, account, "User")
     token, ca = tmp_path / "token", tmp_path / "ca.crt"
     token.write_text(account.token)
     ca.write_text(kube_emulator.server.ca_pem or "")

@@ -1,0 +1,73 @@
+"""What the stand-in controllers must know about this module's image: its digest as the chart
+renders it, its entry point, and how its programs learn their settings.
+
+The stand-ins themselves (`testbed.jobrunner`, ...) take these as parameters; this file is the one
+place that fills them in for ai-models.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+from ai_models.settings import Settings
+from support.module_install import MODULE_NAMESPACE
+from support.render import render_chart
+from support.values import module_values
+from testbed.jobrunner import Emulator, JobRunner
+
+MODULE_COMMAND = "ai-models"
+# The console entry point next to the test venv's Python: what the image's `ai-models` is here.
+ENTRY_POINT = Path(sys.executable).parent / MODULE_COMMAND
+# The module image's ENTRYPOINT (images/ai-models/Dockerfile): what runs when a container has no command.
+IMAGE_ENTRYPOINT = (MODULE_COMMAND,)
+# Every setting of the module's processes is an environment variable with this prefix.
+SETTINGS_ENV_PREFIX: str = Settings.model_config.get("env_prefix") or ""
+# Through this variable `ai-models publish` learns the file the kubelet mounts for its outcome.
+TERMINATION_MESSAGE_ENV = f"{SETTINGS_ENV_PREFIX}PUBLISH_TERMINATION_MESSAGE_PATH"
+# The controller deployment of the rendered chart, whose image the module gives its Jobs too.
+CONTROLLER_DEPLOYMENT = "ai-models-controller"
+CONTROLLER_CONTAINER = "controller"
+
+
+@functools.cache
+def module_image() -> str:
+    """The module image exactly as the rendered controller Deployment names it for its container
+    (`<registry base>@<global.modulesImages.digests.aiModels.aiModels>`); the controller gives its
+    publish Jobs the same image, so a `JobRunner` picks them by it."""
+    deployment = render_chart(module_values()).get("Deployment", CONTROLLER_DEPLOYMENT, MODULE_NAMESPACE)
+    containers = deployment["spec"]["template"]["spec"]["containers"]
+    image: str = next(c["image"] for c in containers if c["name"] == CONTROLLER_CONTAINER)
+    return image
+
+
+def withheld_from_pods(name: str) -> bool:
+    """The test process's own module settings never reach a Pod: its settings come from its spec."""
+    return name.startswith(SETTINGS_ENV_PREFIX)
+
+
+def module_job_runner(
+    emulator: Emulator,
+    *,
+    image: str | None = None,
+    commands: Mapping[str, Path] | None = None,
+    namespace: str | None = None,
+    workdir: Path | None = None,
+    backoff_seconds: float = 0.0,
+) -> JobRunner:
+    """A `JobRunner` for the Jobs with the module image (default: `module_image()`): `ai-models` is
+    the venv's entry point, also without a command; `commands` adds more programs (test stand-ins)."""
+    wanted = image or module_image()
+    return JobRunner(
+        emulator,
+        image_matches=lambda candidate: candidate == wanted,
+        commands={MODULE_COMMAND: ENTRY_POINT, **(commands or {})},
+        entrypoint=IMAGE_ENTRYPOINT,
+        termination_message_env=TERMINATION_MESSAGE_ENV,
+        withheld_env=withheld_from_pods,
+        namespace=namespace,
+        workdir=workdir,
+        backoff_seconds=backoff_seconds,
+    )

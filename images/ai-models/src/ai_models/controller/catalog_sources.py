@@ -1,4 +1,7 @@
-"""The ModelCatalogSource reconciler: one kopf daemon per source runs its indexing passes.
+"""The ModelCatalogSource reconciler of kopf, kept only until `controller.main` runs
+`controller.catalog` (the reconciler on the controller runtime) instead; then this module goes.
+
+One kopf daemon per source runs its indexing passes.
 
 The daemon loops over a pure decision (`domain.catalog.schedule.decide`) made from the live
 object, so every trigger — opt-in, spec change, request annotation, timer, resume after a
@@ -10,16 +13,15 @@ chunk; nothing reaches the provider before the opt-in annotation.
 from __future__ import annotations
 
 import asyncio
-import base64
 import dataclasses
 import datetime
 import logging
+import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import kopf
 from kubernetes import client as k8s
-from kubernetes.client.exceptions import ApiException
 
 from ai_models.adapters.hub import HubClient
 from ai_models.adapters.hub.errors import (
@@ -32,15 +34,31 @@ from ai_models.adapters.objectstore import ObjectStore, ObjectStoreError
 from ai_models.catalog.indexing import Checkpoint, PassResult, run_pass
 from ai_models.catalog.layout import source_prefix
 from ai_models.catalog.source import SourceSpec
+from ai_models.controller.catalog.token import TokenSecretMissing, source_token
 from ai_models.controller.metrics import ControllerMetrics
 from ai_models.controller.settings import ControllerSettings
-from ai_models.controller.source_status import SourceStatusWriter, checkpoint_of, observe
-from ai_models.domain.catalog.schedule import Action, Decision, backoff, decide
-from ai_models.domain.conditions import timestamp
-from ai_models.names import API_GROUP, API_VERSION, CatalogConditionType, Plural
+from ai_models.domain.catalog.schedule import (
+    Action,
+    Decision,
+    SourceObservation,
+    backoff,
+    decide,
+    parse_duration,
+)
+from ai_models.domain.conditions import set_condition, timestamp
+from ai_models.names import (
+    API_GROUP,
+    API_VERSION,
+    CATALOG_SYNC_ANNOTATION,
+    CATALOG_SYNC_ENABLED,
+    CATALOG_SYNC_REQUESTED_AT_ANNOTATION,
+    CatalogConditionType,
+    Plural,
+)
 from ai_models.names import CatalogSourceEvent as Event
 from ai_models.names import CatalogSourceReason as Reason
 
+__all__ = ["CatalogRuntime", "TokenSecretMissing", "register", "source_token"]
 log = logging.getLogger(__name__)
 READY = CatalogConditionType.READY
 INDEXING = CatalogConditionType.INDEXING
@@ -51,33 +69,6 @@ STATUS_ECHO_TIMEOUT = datetime.timedelta(seconds=10)
 
 def utcnow() -> datetime.datetime:
     return datetime.datetime.now(datetime.UTC)
-
-
-class TokenSecretMissing(Exception):
-    """The Secret named in spec.huggingFace.tokenSecretRef is missing or has no `token` key."""
-
-
-def source_token(api: Any, namespace: str, body: Mapping[str, Any]) -> str | None:
-    """The Hub token of a ModelCatalogSource (Secret `spec.huggingFace.tokenSecretRef` in the module
-    namespace, key `token`); None without a reference. Raises TokenSecretMissing naming the fix."""
-    reference = ((body.get("spec") or {}).get("huggingFace") or {}).get("tokenSecretRef")
-    if not reference:
-        return None
-    try:
-        secret = k8s.CoreV1Api(api).read_namespaced_secret(reference["name"], namespace)
-    except ApiException as error:
-        if error.status == 404:
-            raise TokenSecretMissing(
-                f"Secret {namespace}/{reference['name']} named in spec.huggingFace.tokenSecretRef "
-                "does not exist; create it with the Hub token under the key `token`"
-            ) from error
-        raise
-    data = secret.data or {}
-    if "token" not in data:
-        raise TokenSecretMissing(
-            f"Secret {namespace}/{reference['name']} has no key `token`; put the Hub token under that key"
-        )
-    return base64.b64decode(data["token"]).decode().strip()
 
 
 class InvalidSourceSpec(Exception):
@@ -190,7 +181,7 @@ class SourceLoop:
         generation = int(body["metadata"].get("generation") or 0)
         if self._reported_waiting_for == generation:
             return
-        writer = SourceStatusWriter.for_body(self.runtime.api, body)
+        writer = _SourceStatusWriter.for_body(self.runtime.api, body)
         message = "add the annotation ai.deckhouse.io/catalog-sync=Enabled to start indexing"
         served = bool((body.get("status") or {}).get("servedGeneration"))
         conditions = {INDEXING: (False, Reason.WAITING_FOR_OPT_IN, message)}
@@ -203,7 +194,7 @@ class SourceLoop:
         runtime = self.runtime
         generation = int(body["metadata"].get("generation") or 0)
         resume = checkpoint_of(body) if decision.action is Action.RESUME else None
-        writer = SourceStatusWriter.for_body(runtime.api, body)
+        writer = _SourceStatusWriter.for_body(runtime.api, body)
         status = body.get("status") or {}
         served = status.get("servedGeneration")
         started = utcnow()
@@ -254,7 +245,7 @@ class SourceLoop:
         body: kopf.Body,
         stopped: kopf.DaemonStopped,
         *,
-        writer: SourceStatusWriter,
+        writer: _SourceStatusWriter,
         resume: Checkpoint | None,
         generation: int,
     ) -> PassResult | None:
@@ -286,7 +277,7 @@ class SourceLoop:
 
         return await asyncio.to_thread(index)
 
-    async def _succeeded(self, body: kopf.Body, writer: SourceStatusWriter, result: PassResult) -> None:
+    async def _succeeded(self, body: kopf.Body, writer: _SourceStatusWriter, result: PassResult) -> None:
         now = utcnow()
         self.failures, self.retry_not_before = 0, None
         message = f"{result.models} models served from generation {result.generation}"
@@ -312,7 +303,7 @@ class SourceLoop:
         log.info("indexing pass completed", extra={"source": self.name, "models": result.models})
 
     async def _failed(
-        self, body: kopf.Body, writer: SourceStatusWriter, *, error: Exception, served: str | None
+        self, body: kopf.Body, writer: _SourceStatusWriter, *, error: Exception, served: str | None
     ) -> None:
         settings = self.runtime.settings
         now = utcnow()
@@ -348,4 +339,115 @@ class SourceLoop:
         metrics.catalog_sync_failing.labels(self.name).set(1)
         log.warning(
             "indexing pass failed", extra={"source": self.name, "reason": reason, "error": str(error)}
+        )
+
+
+DEFAULT_SYNC_INTERVAL = "24h"
+
+
+def parse_time(value: object) -> datetime.datetime | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        parsed = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=datetime.UTC)
+
+
+def observe(body: Mapping[str, Any], *, retry_not_before: datetime.datetime | None) -> SourceObservation:
+    """What the schedule needs to know, from the live object."""
+    meta = body.get("metadata", {})
+    annotations = meta.get("annotations") or {}
+    status = body.get("status") or {}
+    spec = body.get("spec") or {}
+    return SourceObservation(
+        opted_in=annotations.get(CATALOG_SYNC_ANNOTATION) == CATALOG_SYNC_ENABLED,
+        generation=int(meta.get("generation") or 0),
+        observed_generation=status.get("observedGeneration"),
+        sync_interval=parse_duration(spec.get("syncInterval") or DEFAULT_SYNC_INTERVAL),
+        sync_requested_at=parse_time(annotations.get(CATALOG_SYNC_REQUESTED_AT_ANNOTATION)),
+        last_sync_start=parse_time(status.get("lastSyncStartTime")),
+        last_success=parse_time(status.get("lastSuccessfulSyncTime")),
+        has_checkpoint=bool(status.get("resume")),
+        retry_not_before=retry_not_before,
+    )
+
+
+def checkpoint_of(body: Mapping[str, Any]) -> Checkpoint | None:
+    resume = (body.get("status") or {}).get("resume") or {}
+    if not resume.get("generation"):
+        return None
+    return Checkpoint(
+        generation=str(resume["generation"]),
+        cursor=resume.get("cursor") or None,
+        processed_models=int(resume.get("processedModels") or 0),
+    )
+
+
+def checkpoint_status(checkpoint: Checkpoint) -> dict[str, Any]:
+    resume: dict[str, Any] = {
+        "generation": checkpoint.generation,
+        "processedModels": checkpoint.processed_models,
+    }
+    if checkpoint.cursor:
+        resume["cursor"] = checkpoint.cursor
+    return resume
+
+
+@dataclasses.dataclass
+class _SourceStatusWriter:
+    """Patches `status` of one source. Thread-safe: the indexing thread writes checkpoints."""
+
+    api: Any
+    name: str
+    generation: int
+    conditions: list[dict[str, Any]]
+    _lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
+
+    @classmethod
+    def for_body(cls, api: Any, body: Mapping[str, Any]) -> _SourceStatusWriter:
+        status = body.get("status") or {}
+        return cls(
+            api=api,
+            name=body["metadata"]["name"],
+            generation=int(body["metadata"].get("generation") or 0),
+            conditions=[dict(item) for item in status.get("conditions") or []],
+        )
+
+    def update(
+        self,
+        *,
+        now: datetime.datetime,
+        fields: Mapping[str, Any] | None = None,
+        conditions: Mapping[CatalogConditionType, tuple[bool, str, str]] | None = None,
+    ) -> None:
+        """Merge `fields` into status and set `conditions` ({type: (status, reason, message)})."""
+        with self._lock:
+            for type_, (state, reason, message) in (conditions or {}).items():
+                self.conditions = set_condition(
+                    self.conditions,
+                    type_=type_,
+                    status=state,
+                    reason=reason,
+                    message=message,
+                    observed_generation=self.generation,
+                    now=now,
+                )
+            status: dict[str, Any] = {**(fields or {}), "conditions": self.conditions}
+            k8s.CustomObjectsApi(self.api).patch_cluster_custom_object_status(
+                API_GROUP, API_VERSION, Plural.MODEL_CATALOG_SOURCES, self.name, {"status": status}
+            )
+
+    def checkpoint(self, checkpoint: Checkpoint, *, now: datetime.datetime) -> None:
+        self.update(
+            now=now,
+            fields={"resume": checkpoint_status(checkpoint)},
+            conditions={
+                CatalogConditionType.INDEXING: (
+                    True,
+                    Reason.INDEXING,
+                    f"{checkpoint.processed_models} models indexed into generation {checkpoint.generation}",
+                )
+            },
         )

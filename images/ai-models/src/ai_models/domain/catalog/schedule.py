@@ -1,10 +1,15 @@
-"""When a catalog source needs an indexing pass: a pure decision from what the controller observes.
+"""What a catalog source needs next: a pure decision from what the controller observes.
 
 Triggers (ARCHITECTURE.md §4): the opt-in annotation, a spec change, a newer
 `ai.deckhouse.io/catalog-sync-requested-at` timestamp, and the `syncInterval` timer. A pass
-interrupted by a restart or a provider error resumes from its checkpoint; failures back off, but
-a spec change or an explicit request never waits for the backoff, because the user may just
-have fixed the cause.
+interrupted by a restart or a provider error resumes from its checkpoint; failures back off
+(`status.failedPasses`, `status.retryNotBefore`: kept in the object, so a new leader keeps the
+backoff), but a spec change or an explicit request never waits for the backoff, because the user
+may just have fixed the cause.
+
+The decision also says when to look again (`requeue_after`): the timer or the end of the backoff
+for a sleeping source, never for one waiting for its opt-in, since any change of the object
+brings it back to the controller.
 """
 
 from __future__ import annotations
@@ -12,10 +17,14 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import enum
+import math
 import re
 
 
 class Action(enum.StrEnum):
+    ADOPT = "Adopt"  # add the finalizer and drop kopf's leftover annotations (one metadata patch)
+    CLEAN_UP = "CleanUp"  # deleted: remove the source's index, then the finalizer
+    IDLE = "Idle"  # deleted and cleaned up: nothing left to do
     WAIT_FOR_OPT_IN = "WaitForOptIn"
     START = "Start"
     RESUME = "Resume"
@@ -31,6 +40,18 @@ class Trigger(enum.StrEnum):
     INTERRUPTED = "PassInterrupted"
 
 
+# A pass started by the admin's own act (a new spec, an explicit request) begins a fresh backoff.
+ADMIN_TRIGGERS = frozenset({Trigger.SPEC_CHANGED, Trigger.SYNC_REQUESTED})
+
+
+@dataclasses.dataclass(frozen=True)
+class SyncRequest:
+    """The request annotation: a timestamp, or the text that is not one (reported, not ignored)."""
+
+    at: datetime.datetime | None = None
+    invalid: str | None = None
+
+
 @dataclasses.dataclass(frozen=True)
 class SourceObservation:
     opted_in: bool
@@ -42,6 +63,11 @@ class SourceObservation:
     last_success: datetime.datetime | None
     has_checkpoint: bool
     retry_not_before: datetime.datetime | None = None
+    failed_passes: int = 0
+    invalid_sync_request: str | None = None
+    deleting: bool = False
+    has_finalizer: bool = True
+    kopf_leftovers: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,9 +75,22 @@ class Decision:
     action: Action
     trigger: Trigger | None = None
     wake_at: datetime.datetime | None = None
+    # A request annotation that is not a timestamp, to report while the source sleeps.
+    invalid_sync_request: str | None = None
+
+    def requeue_after(self, now: datetime.datetime) -> float | None:
+        """Seconds until the source must be looked at again without any change; None: on the next
+        change only. The steps of the other actions say for themselves (they change the object)."""
+        if self.action is Action.SLEEP and self.wake_at is not None:
+            return max((self.wake_at - now).total_seconds(), 0.0)
+        return None
 
 
 def decide(source: SourceObservation, *, now: datetime.datetime) -> Decision:
+    if source.deleting:
+        return Decision(Action.CLEAN_UP) if source.has_finalizer else Decision(Action.IDLE)
+    if not source.has_finalizer or source.kopf_leftovers:
+        return Decision(Action.ADOPT)
     if not source.opted_in:
         return Decision(Action.WAIT_FOR_OPT_IN)
     if source.observed_generation != source.generation:
@@ -61,8 +100,9 @@ def decide(source: SourceObservation, *, now: datetime.datetime) -> Decision:
     )
     if requested:
         return Decision(Action.START, Trigger.SYNC_REQUESTED)
+    invalid = source.invalid_sync_request
     if source.retry_not_before is not None and now < source.retry_not_before:
-        return Decision(Action.SLEEP, wake_at=source.retry_not_before)
+        return Decision(Action.SLEEP, wake_at=source.retry_not_before, invalid_sync_request=invalid)
     if source.has_checkpoint:
         return Decision(Action.RESUME, Trigger.INTERRUPTED)
     if source.last_success is None:
@@ -72,7 +112,7 @@ def decide(source: SourceObservation, *, now: datetime.datetime) -> Decision:
     due = source.last_success + source.sync_interval
     if now >= due:
         return Decision(Action.START, Trigger.INTERVAL_ELAPSED)
-    return Decision(Action.SLEEP, wake_at=due)
+    return Decision(Action.SLEEP, wake_at=due, invalid_sync_request=invalid)
 
 
 def backoff(failures: int, *, base: datetime.timedelta, cap: datetime.timedelta) -> datetime.timedelta:
@@ -81,6 +121,46 @@ def backoff(failures: int, *, base: datetime.timedelta, cap: datetime.timedelta)
         return datetime.timedelta(0)
     delay: datetime.timedelta = base * (2 ** min(failures - 1, 30))
     return min(delay, cap)
+
+
+def retry_not_before(
+    *,
+    now: datetime.datetime,
+    failed_passes: int,
+    retry_after: datetime.timedelta | None,
+    base: datetime.timedelta,
+    cap: datetime.timedelta,
+) -> datetime.datetime:
+    """When a source that failed `failed_passes` times in a row may be tried again: the provider's
+    Retry-After when it named one, else the backoff. Rounded up to the whole second, the precision
+    of a status timestamp, so the written time never shortens the wait."""
+    delay = retry_after if retry_after is not None else backoff(failed_passes, base=base, cap=cap)
+    moment = now + delay
+    whole = moment.replace(microsecond=0)
+    return whole if whole == moment else whole + datetime.timedelta(seconds=1)
+
+
+def parse_sync_request(value: object) -> SyncRequest:
+    """The request annotation's value: absent or empty is no request; an RFC 3339 timestamp is one;
+    anything else is kept as text for the report."""
+    if value is None or value == "":
+        return SyncRequest()
+    at = parse_timestamp(value)
+    return SyncRequest(at=at) if at is not None else SyncRequest(invalid=str(value))
+
+
+# RFC 3339 date-time: a date, `T`, a time with optional fraction, and `Z` or an offset.
+_RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$")
+
+
+def parse_timestamp(value: object) -> datetime.datetime | None:
+    """An RFC 3339 timestamp (as `date -u +%FT%TZ` writes it) in UTC; None for anything else."""
+    if not isinstance(value, str) or not _RFC3339.match(value):
+        return None
+    try:
+        return datetime.datetime.fromisoformat(value.upper().replace("Z", "+00:00")).astimezone(datetime.UTC)
+    except ValueError:
+        return None  # the shape of a timestamp, not a real one (month 13)
 
 
 _DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ns|us|µs|ms|s|m|h)")
@@ -103,6 +183,6 @@ def parse_duration(text: str) -> datetime.timedelta:
             break
         seconds += float(match.group(1)) * _UNITS[match.group(2)]
         position = match.end()
-    if position != len(text) or not text:
+    if position != len(text) or not text or not math.isfinite(seconds):
         raise ValueError(f"{text!r} is not a duration such as 30m or 24h")
     return datetime.timedelta(seconds=seconds)

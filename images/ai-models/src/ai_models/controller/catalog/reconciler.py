@@ -1,0 +1,166 @@
+"""The ModelCatalogSource reconciler on the controller runtime: read, decide, one step, requeue.
+
+`reconcile(name)` reads the source from the informer's cache, makes the pure decision
+(`domain.catalog.schedule.decide`) and runs its step: adopt the source, report that it waits for
+its opt-in, run or resume an indexing pass, or clean up after its deletion. It goes on deciding
+until the source only has to wait, and returns when to look again: the timer or the end of the
+backoff, or None while it waits for a change (every change of the object enqueues it again).
+
+The cache lags this reconciler's own writes by a watch event. Deciding on a cache that does not
+show the status just written would take a finished pass's checkpoint for an interrupted pass, or
+miss the backoff just written; so the object each write returns is used until the informer has
+delivered that very version (`keys_of` sees it), or for ECHO_TIMEOUT at most (a relist may skip
+it). Watch events arrive in resourceVersion order, so a cache that has not shown our write yet is
+older than the object the write returned.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from kubernetes.client.exceptions import ApiException
+
+from ai_models.controller.catalog import lifecycle, passes
+from ai_models.controller.catalog.context import CatalogRuntime
+from ai_models.controller.source_status import SourceStatusWriter, observe
+from ai_models.domain.catalog.outcomes import invalid_sync_request, waiting_for_opt_in
+from ai_models.domain.catalog.schedule import Action, decide
+
+log = logging.getLogger(__name__)
+ECHO_TIMEOUT_SECONDS = 10.0
+# Decisions one reconcile makes at most (adopt, pass, its outcome, sleep take four); past it the
+# source is looked at again shortly instead of looping within one worker.
+MAX_STEPS = 8
+CONFLICT_RETRY_SECONDS = 0.5
+
+
+@dataclasses.dataclass
+class _Written:
+    version: str
+    obj: dict[str, Any]
+    at: float
+
+
+@dataclasses.dataclass
+class CatalogSourceReconciler:
+    runtime: CatalogRuntime
+    get_source: Callable[[str], dict[str, Any] | None]
+    # The controller's own event, set when it stops: a running pass ends at its next checkpoint.
+    stopping: threading.Event = dataclasses.field(default_factory=threading.Event)
+    monotonic: Callable[[], float] = time.monotonic
+    _written: dict[str, _Written] = dataclasses.field(default_factory=dict)
+    _lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
+
+    # ----- wiring -------------------------------------------------------------------------------
+
+    def keys_of(self, obj: Mapping[str, Any]) -> list[str]:
+        """The key of a changed source (its name), noting that the cache now shows that version."""
+        meta = obj.get("metadata") or {}
+        name = str(meta.get("name") or "")
+        with self._lock:
+            written = self._written.get(name)
+            if written is not None and written.version == meta.get("resourceVersion"):
+                del self._written[name]
+        return [name] if name else []
+
+    def _remember(self, obj: dict[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        with self._lock:
+            self._written[str(meta["name"])] = _Written(
+                version=str(meta.get("resourceVersion") or ""), obj=obj, at=self.monotonic()
+            )
+
+    def _current(self, name: str) -> dict[str, Any] | None:
+        with self._lock:
+            written = self._written.get(name)
+            if written is not None:
+                if self.monotonic() - written.at < ECHO_TIMEOUT_SECONDS:
+                    return copy.deepcopy(written.obj)
+                del self._written[name]
+        return self.get_source(name)
+
+    # ----- reconcile ----------------------------------------------------------------------------
+
+    def reconcile(self, name: str) -> float | None:
+        try:
+            return self._reconcile(name)
+        except ApiException as error:
+            if error.status == 404:
+                return None  # deleted meanwhile: nothing of it is left to look at
+            if error.status == 409:
+                # Someone wrote the source since our view of it: look again at the newer one.
+                log.info(
+                    "the catalog source changed while it was written; looking again", extra={"source": name}
+                )
+                return CONFLICT_RETRY_SECONDS
+            raise
+
+    def _reconcile(self, name: str) -> float | None:
+        for _ in range(MAX_STEPS):
+            if self.stopping.is_set():
+                return None
+            obj = self._current(name)
+            if obj is None:
+                return None
+            now = self.runtime.clock()
+            decision = decide(observe(obj), now=now)
+            action = decision.action
+            if action is Action.IDLE:
+                return None
+            if action is Action.ADOPT:
+                self._remember(lifecycle.adopt(self.runtime, obj))
+            elif action is Action.CLEAN_UP:
+                lifecycle.clean_up(self.runtime, obj)
+                return None
+            elif action is Action.WAIT_FOR_OPT_IN:
+                served = bool((obj.get("status") or {}).get("servedGeneration"))
+                self._writer(obj).apply(waiting_for_opt_in(served=served), now=now)
+                return None
+            elif action is Action.SLEEP:
+                if decision.invalid_sync_request is not None:
+                    self._report_invalid_request(obj, decision.invalid_sync_request)
+                return decision.requeue_after(now)
+            else:
+                passes.index(self.runtime, self._writer(obj), decision, should_stop=self._should_stop(obj))
+        log.warning(
+            "catalog source still changing after several steps; looking again soon", extra={"source": name}
+        )
+        return 1.0
+
+    def _writer(self, obj: dict[str, Any]) -> SourceStatusWriter:
+        return SourceStatusWriter(api=self.runtime.api, obj=obj, written=self._remember)
+
+    def _report_invalid_request(self, obj: dict[str, Any], value: str) -> None:
+        change = invalid_sync_request(value)
+        writer = self._writer(obj)
+        if writer.apply(change, now=self.runtime.clock()) and change.event is not None:
+            event = change.event
+            self.runtime.record_event(
+                writer.obj, type_=event.type_, reason=event.reason, message=event.message
+            )
+            log.warning(
+                "catalog sync request is not a timestamp", extra={"source": writer.name, "value": value[:64]}
+            )
+
+    def _should_stop(self, obj: Mapping[str, Any]) -> Callable[[], bool]:
+        name = str(obj["metadata"]["name"])
+        generation = obj["metadata"].get("generation")
+
+        def should_stop() -> bool:
+            # A spec change, the source's deletion or the controller stopping (losing the Lease)
+            # ends the pass at its last checkpoint.
+            if self.stopping.is_set():
+                return True
+            cached = self.get_source(name)
+            if cached is None:
+                return True
+            meta = cached["metadata"]
+            return bool(meta.get("deletionTimestamp")) or meta.get("generation") != generation
+
+        return should_stop

@@ -21,6 +21,7 @@ from ai_models.controller.models.jobs import (
     publication_job,
     token_env,
 )
+from ai_models.domain.publication.request import UploadPublication
 from ai_models.domain.storage.ledger import Owner
 from support.manifest_schemas import validate_object
 from support.manifests import ClusterExpectations, review
@@ -39,7 +40,7 @@ def template_of(item: Scenario) -> dict[str, Any]:
 
 
 def job_for(item: Scenario) -> dict[str, Any]:
-    env = publication_env(OWNER, digest=DIGEST, source={"AI_MODELS_PUBLISH_SOURCE_TYPE": "Upload"})
+    env = publication_env(OWNER, digest=DIGEST, source=UploadPublication())
     env.append(token_env(OWNER))
     return publication_job(
         template_of(item),

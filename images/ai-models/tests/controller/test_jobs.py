@@ -32,6 +32,7 @@ from ai_models.controller.models.jobs import (
     token_secret,
 )
 from ai_models.controller.models.kube import ModelKey
+from ai_models.domain.publication.request import FileSpec, HuggingFacePublication
 from ai_models.domain.storage.ledger import Owner
 from ai_models.names import MODULE_NAMESPACE, ModelKind
 from support.render import render_chart
@@ -40,7 +41,12 @@ from support.values import module_values
 OWNER = Owner(kind="Model", namespace="team-a", name="qwen", uid="6f1c2a44-0d3e-4b7f-9c1a-2e5d8b7a9f10")
 DIGEST = "sha256:" + "ab" * 32
 LIMITS = JobLimits(backoff_limit=2, deadline_seconds=7200)
-SOURCE_ENV = {"AI_MODELS_PUBLISH_SOURCE_TYPE": "HuggingFace", "AI_MODELS_PUBLISH_REPOSITORY": "Qwen/Qwen2.5"}
+SOURCE = HuggingFacePublication(
+    repository="Qwen/Qwen2.5",
+    revision="c0ffee" + "0" * 34,
+    files=(FileSpec(path="model.safetensors", size=10, lfsSha256="ef" * 32),),
+    endpoint="https://huggingface.co",
+)
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +67,7 @@ def template(rendered_template_text: str, tmp_path: Path) -> dict[str, Any]:
 
 
 def build(template: dict[str, Any]) -> dict[str, Any]:
-    env = [*publication_env(OWNER, digest=DIGEST, source=SOURCE_ENV), token_env(OWNER)]
+    env = [*publication_env(OWNER, digest=DIGEST, source=SOURCE), token_env(OWNER)]
     return publication_job(
         template, owner=OWNER, namespace=MODULE_NAMESPACE, digest=DIGEST, env=env, limits=LIMITS
     )
@@ -191,6 +197,12 @@ def test_the_publication_env_is_appended_to_the_templates(template: dict[str, An
         {"name": "AI_MODELS_PUBLISH_TERMINATION_MESSAGE_PATH", "value": TERMINATION_MESSAGE_PATH},
         {"name": "AI_MODELS_PUBLISH_SOURCE_TYPE", "value": "HuggingFace"},
         {"name": "AI_MODELS_PUBLISH_REPOSITORY", "value": "Qwen/Qwen2.5"},
+        {"name": "AI_MODELS_PUBLISH_REVISION", "value": SOURCE.revision},
+        {
+            "name": "AI_MODELS_PUBLISH_FILES",
+            "value": '[{"path":"model.safetensors","size":10,"lfsSha256":"' + "ef" * 32 + '"}]',
+        },
+        {"name": "AI_MODELS_PUBLISH_ENDPOINT", "value": "https://huggingface.co"},
         {
             "name": "AI_MODELS_PUBLISH_TOKEN",
             "valueFrom": {"secretKeyRef": {"name": f"publish-{OWNER.uid}-token", "key": "token"}},
@@ -260,7 +272,7 @@ def test_the_api_accepts_the_job_and_secret_of_an_owner_whose_name_is_longer_tha
         kind=kind.value, namespace="team-a" if kind is ModelKind.MODEL else "", name=name, uid=OWNER.uid
     )
     k8s.CoreV1Api(kube_api_client).create_namespace({"metadata": {"name": MODULE_NAMESPACE}})
-    env = [*publication_env(owner, digest=DIGEST, source=SOURCE_ENV), token_env(owner)]
+    env = [*publication_env(owner, digest=DIGEST, source=SOURCE), token_env(owner)]
     job = publication_job(
         template, owner=owner, namespace=MODULE_NAMESPACE, digest=DIGEST, env=env, limits=LIMITS
     )

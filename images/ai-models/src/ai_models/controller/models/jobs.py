@@ -22,9 +22,18 @@ import yaml
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
-from ai_models.controller.models.kube import ModelKey
+from ai_models.domain.models.reference import ModelKey
+from ai_models.domain.publication.request import (
+    DEFAULT_TERMINATION_MESSAGE_PATH,
+    TOKEN_SECRET_KEY,
+    PublicationRequest,
+    PublicationSource,
+    token_reference,
+    token_secret_name,
+)
 from ai_models.domain.storage.ledger import Owner
 from ai_models.names import (
+    ARTIFACT_DIGEST_ANNOTATION,
     COMPONENT_LABEL,
     OWNER_KIND_LABEL,
     OWNER_NAME_ANNOTATION,
@@ -32,13 +41,15 @@ from ai_models.names import (
     OWNER_NAMESPACE_LABEL,
     OWNER_UID_LABEL,
     PUBLICATION_COMPONENT,
+    PUBLICATION_JOB_PREFIX,
+    PUBLISHER_TEMPLATE_CONFIGMAP,
     ModelKind,
 )
 
-DIGEST_ANNOTATION: Final = "ai.deckhouse.io/artifact-digest"
-TERMINATION_MESSAGE_PATH: Final = "/dev/termination-log"
+DIGEST_ANNOTATION: Final = ARTIFACT_DIGEST_ANNOTATION
+TERMINATION_MESSAGE_PATH: Final = DEFAULT_TERMINATION_MESSAGE_PATH
 PUBLISHER_CONTAINER: Final = "publish"
-TOKEN_KEY: Final = "token"
+TOKEN_KEY: Final = TOKEN_SECRET_KEY
 # Exit codes of `ai-models publish` that mean "the outcome is final for this Job": a new Pod would
 # fail the same way, so the Job must not spend its retries on it (1: failure with an outcome,
 # 2: bad settings). Anything else (a killed or evicted Pod) is retried by the Job.
@@ -66,7 +77,7 @@ def load_pod_template(path: Path) -> dict[str, Any]:
     ):
         raise PodTemplateError(
             f"the publisher pod template {path} has no container named {PUBLISHER_CONTAINER!r}; "
-            "it comes from the ConfigMap ai-models-publisher-template rendered by the module's Helm chart"
+            f"it comes from the ConfigMap {PUBLISHER_TEMPLATE_CONFIGMAP} rendered by the module's Helm chart"
         )
     result: dict[str, Any] = document
     return result
@@ -74,11 +85,7 @@ def load_pod_template(path: Path) -> dict[str, Any]:
 
 def job_name(owner: Owner) -> str:
     # From the UID (36 characters), never the name: a Job name is a label value of its Pods.
-    return f"publish-{owner.uid}"
-
-
-def token_secret_name(owner: Owner) -> str:
-    return f"publish-{owner.uid}-token"
+    return f"{PUBLICATION_JOB_PREFIX}{owner.uid}"
 
 
 def label_value(text: str) -> str:
@@ -126,24 +133,17 @@ def owner_key(obj: Mapping[str, Any]) -> ModelKey | None:
     return ModelKey(kind, labels.get(OWNER_NAMESPACE_LABEL, ""), name)
 
 
-def publication_env(owner: Owner, *, digest: str, source: Mapping[str, str]) -> list[dict[str, Any]]:
-    env: list[dict[str, Any]] = [
-        {"name": "AI_MODELS_PUBLISH_OWNER_KIND", "value": owner.kind},
-        {"name": "AI_MODELS_PUBLISH_OWNER_NAMESPACE", "value": owner.namespace},
-        {"name": "AI_MODELS_PUBLISH_OWNER_NAME", "value": owner.name},
-        {"name": "AI_MODELS_PUBLISH_OWNER_UID", "value": owner.uid},
-        {"name": "AI_MODELS_PUBLISH_DIGEST", "value": digest},
-        {"name": "AI_MODELS_PUBLISH_TERMINATION_MESSAGE_PATH", "value": TERMINATION_MESSAGE_PATH},
-    ]
-    env.extend({"name": name, "value": value} for name, value in source.items())
-    return env
+def publication_env(owner: Owner, *, digest: str, source: PublicationSource) -> list[dict[str, Any]]:
+    """The variables of the publication request (`domain.publication.request`), without the token."""
+    request = PublicationRequest(
+        owner=owner, digest=digest, source=source, termination_message_path=TERMINATION_MESSAGE_PATH
+    )
+    return request.to_env()
 
 
 def token_env(owner: Owner) -> dict[str, Any]:
-    return {
-        "name": "AI_MODELS_PUBLISH_TOKEN",
-        "valueFrom": {"secretKeyRef": {"name": token_secret_name(owner), "key": TOKEN_KEY}},
-    }
+    """The request's token variable: a secretKeyRef to the token Secret, never the value."""
+    return token_reference(owner)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -9,13 +9,13 @@ upload API recorded.
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
+from pydantic import ValidationError
 
 from ai_models.adapters.hub.errors import (
     ProviderError,
@@ -23,14 +23,15 @@ from ai_models.adapters.hub.errors import (
     ProviderNotFound,
     ProviderUnauthorized,
 )
+from ai_models.adapters.kube.models import ModelObjects
 from ai_models.adapters.objectstore import ObjectNotFound, ObjectStore, ObjectStoreError
 from ai_models.catalog.reading import ManifestInvalid, iter_records, read_manifest
 from ai_models.controller.catalog_sources import TokenSecretMissing, source_token
-from ai_models.controller.models.kube import ModelObjects
 from ai_models.domain.artifacts.digest import SourceFile, repository_digest, upload_digest
 from ai_models.domain.artifacts.layout import upload_record_key
 from ai_models.domain.artifacts.selection import select_files
 from ai_models.domain.artifacts.upload_record import UploadRecord, UploadRecordError, record_from_json
+from ai_models.domain.models.plan import AwaitingUpload, Deferred, Outcome, Plan, Refused
 from ai_models.domain.models.source import (
     CatalogSource,
     HuggingFaceSource,
@@ -39,8 +40,20 @@ from ai_models.domain.models.source import (
     UploadSource,
     token_from_secret_data,
 )
+from ai_models.domain.publication.request import FileSpec, HuggingFacePublication, UploadPublication
 from ai_models.domain.storage.ledger import Owner
 from ai_models.names import API_GROUP, API_VERSION, ModelReason, Plural, SourceType
+
+__all__ = [
+    "AwaitingUpload",
+    "Deferred",
+    "Outcome",
+    "Plan",
+    "Planner",
+    "Refused",
+    "Snapshot",
+    "SnapshotReader",
+]
 
 log = logging.getLogger(__name__)
 PROVIDER_RETRY_SECONDS = 60.0
@@ -57,40 +70,6 @@ class Snapshot(Protocol):
 
 
 SnapshotReader = Callable[[str, str | None, str, str], Snapshot]  # endpoint, token, repository, revision
-
-
-@dataclasses.dataclass(frozen=True)
-class Plan:
-    resolved_type: SourceType
-    revision: str | None
-    digest: str
-    size_bytes: int
-    env: Mapping[str, str]  # source-specific AI_MODELS_PUBLISH_* variables
-    token: str | None = dataclasses.field(default=None, repr=False)
-
-
-@dataclasses.dataclass(frozen=True)
-class Refused:
-    """The source cannot be published; `reason` is a Model failure reason."""
-
-    reason: ModelReason
-    message: str
-
-
-@dataclasses.dataclass(frozen=True)
-class Deferred:
-    """Not now (the provider is unavailable or rate-limits us); look again later."""
-
-    message: str
-    retry_seconds: float
-
-
-@dataclasses.dataclass(frozen=True)
-class AwaitingUpload:
-    pass
-
-
-Outcome = Plan | Refused | Deferred | AwaitingUpload
 
 
 @dataclasses.dataclass
@@ -137,7 +116,7 @@ class Planner:
             revision=None,
             digest=upload_digest(record.sha256),
             size_bytes=record.size_bytes,
-            env={"AI_MODELS_PUBLISH_SOURCE_TYPE": SourceType.UPLOAD.value},
+            source=UploadPublication(),
         )
 
     # ----- Hugging Face -----------------------------------------------------------------------
@@ -196,20 +175,25 @@ class Planner:
         if not selection.accepted:
             return Refused(ModelReason.UNSUPPORTED_SOURCE, f"{where}: {selection.refusal}")
         chosen = [item for item in snapshot.files if item.path in set(selection.files)]
-        listed = [{"path": item.path, "size": item.size, "lfsSha256": item.lfs_sha256} for item in chosen]
-        env = {
-            "AI_MODELS_PUBLISH_SOURCE_TYPE": SourceType.HUGGING_FACE.value,
-            "AI_MODELS_PUBLISH_REPOSITORY": repository,
-            "AI_MODELS_PUBLISH_REVISION": snapshot.sha,
-            "AI_MODELS_PUBLISH_ENDPOINT": endpoint,
-            "AI_MODELS_PUBLISH_FILES": json.dumps(listed, separators=(",", ":")),
-        }
+        try:
+            files = tuple(
+                FileSpec(path=item.path, size=item.size, lfsSha256=item.lfs_sha256) for item in chosen
+            )
+        except ValidationError:
+            # The listing's own words stay out of the status: a hostile endpoint chose them.
+            return Refused(
+                ModelReason.UNSUPPORTED_SOURCE,
+                f"{where} lists a selected file whose path or checksum cannot be published",
+            )
+        publication = HuggingFacePublication(
+            repository=repository, revision=snapshot.sha, files=files, endpoint=endpoint
+        )
         return Plan(
             resolved_type=resolved_type,
             revision=snapshot.sha,
             digest=repository_digest(repository, snapshot.sha, chosen),
             size_bytes=sum(item.size or 0 for item in chosen),
-            env=env,
+            source=publication,
             token=token,
         )
 

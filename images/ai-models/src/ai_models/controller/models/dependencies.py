@@ -1,0 +1,62 @@
+"""The objects a Model's failure may depend on, read as they are now (one cheap GET each).
+
+A Model with `spec.source.authSecretRef` depends on that Secret, one with `spec.source.catalog` on
+its ModelCatalogSource. Their resourceVersion is what a failure records and what a later read is
+compared with: a Failed object is retried at once when it differs. The controller may only `get`
+Secrets (no cluster-wide list or watch, by design), so Secrets are read again every few seconds
+while their dependant is Failed; ModelCatalogSources are watched, and a change enqueues the
+objects that name them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
+
+from ai_models.domain.models.decision import Dependency, DependencyKind
+from ai_models.domain.models.source import CatalogSource, HuggingFaceSource, ParsedSource
+from ai_models.names import API_GROUP, API_VERSION, Plural
+
+
+class DependencyReader:
+    def __init__(self, api_client: Any, *, timeout: tuple[float, float] = (3, 10)) -> None:
+        self._core = k8s.CoreV1Api(api_client)
+        self._objects = k8s.CustomObjectsApi(api_client)
+        self._timeout = timeout
+
+    def read(self, source: ParsedSource) -> Dependency | None:
+        if isinstance(source, HuggingFaceSource) and source.secret_name and source.secret_namespace:
+            return Dependency(
+                DependencyKind.SECRET,
+                source.secret_name,
+                self._secret(source.secret_namespace, source.secret_name),
+            )
+        if isinstance(source, CatalogSource):
+            return Dependency(
+                DependencyKind.MODEL_CATALOG_SOURCE,
+                source.source_name,
+                self._catalog_source(source.source_name),
+            )
+        return None
+
+    def _secret(self, namespace: str, name: str) -> str:
+        try:
+            secret = self._core.read_namespaced_secret(name, namespace, _request_timeout=self._timeout)
+        except ApiException as error:
+            if error.status == 404:
+                return ""
+            raise
+        return str(secret.metadata.resource_version or "")
+
+    def _catalog_source(self, name: str) -> str:
+        try:
+            found = self._objects.get_cluster_custom_object(
+                API_GROUP, API_VERSION, Plural.MODEL_CATALOG_SOURCES, name, _request_timeout=self._timeout
+            )
+        except ApiException as error:
+            if error.status == 404:
+                return ""
+            raise
+        return str((found.get("metadata") or {}).get("resourceVersion") or "")

@@ -1,0 +1,52 @@
+"""Publication slots (`publication.maxConcurrentPublications`), kept by the one process that
+creates publication Jobs: the leader.
+
+The Job cache alone cannot say how many publications run: it lags the Jobs this process has just
+created, and several workers may look at it at the same moment, each seeing a free slot (8 Models
+applied at once ran 6 Jobs against a limit of 4). So a publication counts as running while the
+cache shows its Job running, or while this process created it and the cache has not shown it
+yet; and a slot is taken under one lock, so two workers never take the last one.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from ai_models.controller.models.jobs import is_running
+
+
+class SlotKeeper:
+    def __init__(self, *, limit: int, job_cache: Callable[[], Iterable[Mapping[str, Any]]]) -> None:
+        self.limit = limit
+        self._job_cache = job_cache
+        self._lock = threading.Lock()
+        self._created: set[str] = set()  # Job names created here that the cache has not shown yet
+
+    def running(self) -> int:
+        with self._lock:
+            return len(self._running())
+
+    def acquire(self, job: str) -> tuple[bool, int]:
+        """Take a slot for the Job named `job` (about to be created); (taken, publications running)."""
+        with self._lock:
+            running = self._running()
+            if job in running:
+                return True, len(running)  # a Job of this name runs or is being created already
+            if len(running) >= self.limit:
+                return False, len(running)
+            self._created.add(job)
+            return True, len(running) + 1
+
+    def release(self, job: str) -> None:
+        """The Job was not created after all, or it was removed."""
+        with self._lock:
+            self._created.discard(job)
+
+    def _running(self) -> set[str]:
+        cached = list(self._job_cache())
+        shown = {str(job["metadata"]["name"]) for job in cached}
+        # Once the cache shows a Job, the cache says whether it runs.
+        self._created -= shown
+        return {str(job["metadata"]["name"]) for job in cached if is_running(job)} | self._created

@@ -1,0 +1,79 @@
+"""Fail, RetryPublication and NoteBadRetryRequest: a failed attempt is recorded in the status
+(`failedAttempts`, `lastFailureTime`, `lastFailureDependency`), where a restarted controller or a
+new leader reads it back, and reported with a Warning Event."""
+
+from __future__ import annotations
+
+from ai_models.controller.models.jobs import job_name
+from ai_models.controller.models.steps.artifacts import remove_partial
+from ai_models.controller.models.steps.context import StepContext, Subject
+from ai_models.controller.models.steps.status import failure_fields, release_reservation, show, write
+from ai_models.domain.models import status as situations
+from ai_models.domain.models.decision import (
+    Fail,
+    NoteBadRetryRequest,
+    RetryPublication,
+    bad_retry_request_note,
+)
+from ai_models.names import ModelEvent
+
+
+def fail(action: Fail, *, ctx: StepContext, subject: Subject) -> float | None:
+    remove_partial(ctx, subject, action.digest)
+    release_reservation(ctx, subject)
+    fields = failure_fields(attempts=action.attempts, at=ctx.clock(), dependency=action.dependency)
+    situation = situations.failed(action.reason, action.message)
+    if situations.shows(subject.obj.get("status"), situation):
+        write(ctx, subject, fields)  # the same failure again: only the timer restarts
+    else:
+        show(ctx, subject, situation, extra={"progress": None, **fields})
+        ctx.objects.event(
+            subject.obj,
+            type_="Warning",
+            reason=ModelEvent.PUBLICATION_FAILED,
+            message=f"{action.reason}: {action.message}",
+        )
+    if action.job_ended:
+        end_job(ctx, subject)
+        ctx.notify.published("failed")
+    return action.requeue
+
+
+def retry_publication(action: RetryPublication, *, ctx: StepContext, subject: Subject) -> float | None:
+    remove_partial(ctx, subject, action.digest)
+    # Recorded before the Job is removed: a controller that stops in between counts this attempt
+    # once more rather than not at all.
+    write(
+        ctx,
+        subject,
+        failure_fields(attempts=action.attempt, at=ctx.clock(), dependency=subject.seen.dependency),
+    )
+    event = ModelEvent.ARTIFACT_DAMAGED if action.damaged else ModelEvent.PUBLICATION_FAILED
+    ctx.objects.event(
+        subject.obj,
+        type_="Warning",
+        reason=event,
+        message=f"attempt {action.attempt} of {action.of} failed: {action.detail}; retrying",
+    )
+    end_job(ctx, subject)
+    return action.requeue
+
+
+def note_bad_retry_request(
+    action: NoteBadRetryRequest, *, ctx: StepContext, subject: Subject
+) -> float | None:
+    show(ctx, subject, situations.failed(action.reason, action.message))
+    ctx.objects.event(
+        subject.obj,
+        type_="Warning",
+        reason=ModelEvent.INVALID_RETRY_REQUEST,
+        message=bad_retry_request_note(action.value),
+    )
+    return action.requeue
+
+
+def end_job(ctx: StepContext, subject: Subject) -> None:
+    """Remove the finished Job (and its token Secret): its slot is free for whoever waits."""
+    ctx.jobs.delete(subject.owner)
+    ctx.slots.release(job_name(subject.owner))
+    ctx.notify.slot_freed()

@@ -19,7 +19,6 @@ from fakes.hub import FakeHub, FakeModel
 from fakes.hub_corpus import make_corpus
 from kubeemu.pytest_fixtures import RunningEmulator
 from support.module_install import InstalledModule, install_module
-from support.processes import free_port
 
 client: Any = typed_client
 CORPUS = 230
@@ -244,23 +243,17 @@ def _get(url: str) -> tuple[int, str]:
 
 
 def test_probes_and_metrics_of_leader_and_follower(stack: CatalogStack) -> None:
-    ports = {
-        name: free_port()
-        for name in ("leader-health", "leader-metrics", "follower-health", "follower-metrics")
-    }
-    stack.controller(
-        "replica-a",
-        AI_MODELS_CONTROLLER_HEALTH_PORT=str(ports["leader-health"]),
-        AI_MODELS_CONTROLLER_METRICS_PORT=str(ports["leader-metrics"]),
-    )
+    leader = stack.controller("replica-a")
     stack.eventually(lambda: _lease_holder(stack) == "replica-a", what="leadership")
-    stack.controller(
-        "replica-b",
-        AI_MODELS_CONTROLLER_HEALTH_PORT=str(ports["follower-health"]),
-        AI_MODELS_CONTROLLER_METRICS_PORT=str(ports["follower-metrics"]),
-    )
+    follower = stack.controller("replica-b")
     stack.create_source("measured", opted_in=True)
     stack.eventually(lambda: served(stack, "measured"), what="the pass")
+    ports = {
+        "leader-health": leader.health_port(),
+        "leader-metrics": leader.metrics_port(),
+        "follower-health": follower.health_port(),
+        "follower-metrics": follower.metrics_port(),
+    }
     for role in ("leader", "follower"):
         health = f"http://127.0.0.1:{ports[role + '-health']}"
 

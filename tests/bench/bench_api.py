@@ -28,7 +28,6 @@ import hashlib
 import http.client
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -54,7 +53,9 @@ from bench.checks import Check
 from fakes.model_files import GIB, MIB, synthetic_safetensors
 from kubeemu.authn import Identity, new_token
 from kubeemu.pytest_fixtures import REPO_CRDS, RunningEmulator, start_emulator
+from support.eventually import eventually
 from support.module_install import MODULE_NAMESPACE, install_module
+from support.processes import API_LISTENING, logged_address
 from testbed.access_levels import grant_access_level
 
 UPLOAD_BYTES = 2 * GIB
@@ -113,12 +114,6 @@ class ApiProcess:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -182,14 +177,13 @@ def prepare_cluster(emulator: RunningEmulator) -> tuple[Identity, Identity, Owne
 
 
 def start_api(emulator: RunningEmulator, account: Identity, store: Path, work: Path) -> ApiProcess:
-    port = free_port()
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith(("AI_MODELS_", "KUBERNETES_"))},
         "KUBECONFIG": str(emulator.kubeconfig(account)),
         "AI_MODELS_STORE_URL": f"file://{store}",
         "AI_MODELS_NAMESPACE": MODULE_NAMESPACE,
         "AI_MODELS_CAPACITY_LIMIT_BYTES": str(10 * GIB),
-        "AI_MODELS_API_METRICS_PORT": str(free_port()),
+        "AI_MODELS_API_METRICS_PORT": "0",
         "AI_MODELS_API_INDEX_DIR": str(work / "index"),
         "AI_MODELS_LOG_FORMAT": "json",
     }
@@ -197,23 +191,29 @@ def start_api(emulator: RunningEmulator, account: Identity, store: Path, work: P
     log_path = work / "api.log"
     with log_path.open("wb") as log:
         process = subprocess.Popen(
-            [str(API), "api", "--host", "127.0.0.1", "--port", str(port)],
+            [str(API), "api", "--host", "127.0.0.1", "--port", "0"],
             env=env,
             stdout=log,
             stderr=subprocess.STDOUT,
         )
-    api = ApiProcess(process=process, url=f"http://127.0.0.1:{port}", log_path=log_path)
-    deadline = time.monotonic() + 60
-    while True:
+
+    def ready() -> str:
+        if process.poll() is not None:
+            raise RuntimeError(f"the api exited:\n{log_path.read_text()}")
+        # It binds port 0 and logs the address it got.
+        lines = log_path.read_text(errors="replace").splitlines()
+        address = next((found for line in lines if (found := logged_address(line, API_LISTENING))), "")
         try:
-            if httpx.get(f"{api.url}/readyz", timeout=2).status_code == 200:
-                return api
+            return address if address and httpx.get(f"http://{address}/readyz", timeout=2).is_success else ""
         except httpx.TransportError:
-            pass
-        if process.poll() is not None or time.monotonic() > deadline:
-            api.stop()
-            raise RuntimeError(f"the api did not start:\n{log_path.read_text()}")
-        time.sleep(0.1)
+            return ""
+
+    try:
+        address = eventually(ready, timeout=60, message=lambda: f"the api to start:\n{log_path.read_text()}")
+    except BaseException:
+        ApiProcess(process=process, url="", log_path=log_path).stop()
+        raise
+    return ApiProcess(process=process, url=f"http://{address}", log_path=log_path)
 
 
 def file_copy_seconds(source: Path, target: Path) -> float:

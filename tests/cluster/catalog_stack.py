@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -13,8 +12,9 @@ from kubernetes import client as typed_client
 
 from fakes.hub import FakeHub
 from kubeemu.pytest_fixtures import RunningEmulator
+from support.eventually import eventually
 from support.module_install import InstalledModule
-from support.processes import ModuleProcess, free_port
+from support.processes import ModuleProcess
 
 client: Any = typed_client
 GROUP, VERSION, PLURAL = "ai.deckhouse.io", "v1alpha1", "modelcatalogsources"
@@ -45,8 +45,9 @@ class CatalogStack:
                 "AI_MODELS_HF_ENDPOINT": self.hub.url,
                 "AI_MODELS_NAMESPACE": "d8-ai-models",
                 "AI_MODELS_POD_NAME": replica,
-                "AI_MODELS_CONTROLLER_HEALTH_PORT": str(free_port()),
-                "AI_MODELS_CONTROLLER_METRICS_PORT": str(free_port()),
+                # Port 0: the listeners log the ports they bound (`ModuleProcess.bound_port`).
+                "AI_MODELS_CONTROLLER_HEALTH_PORT": "0",
+                "AI_MODELS_CONTROLLER_METRICS_PORT": "0",
                 # Short leases keep fail-over tests quick; the production values come from Helm.
                 "AI_MODELS_CONTROLLER_LEASE_DURATION_SECONDS": "4",
                 "AI_MODELS_CONTROLLER_RENEW_DEADLINE_SECONDS": "3",
@@ -108,26 +109,19 @@ class CatalogStack:
 
     def eventually(self, check: Callable[[], bool], *, timeout: float = 30, what: str) -> None:
         """`eventually`, with the processes' last log lines in the failure message."""
-        try:
-            eventually(check, timeout=timeout, what=what)
-        except AssertionError as failure:
+
+        def described() -> str:
             logs = "\n".join(
                 f"--- {process.name} ({process.log_path.name})\n{process.log()[-3000:]}"
                 for process in self.processes
             )
-            raise AssertionError(f"{failure}\n{logs}") from None
+            return f"{what}\n{logs}"
+
+        eventually(check, timeout=timeout, message=described)
 
     def stop_all(self) -> None:
         for process in self.processes:
             process.kill()
-
-
-def eventually(check: Callable[[], bool], *, timeout: float = 30, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
 
 
 def stack_fixture(module: InstalledModule, hub: FakeHub, tmp_path: Path) -> Iterator[CatalogStack]:

@@ -9,8 +9,6 @@ import base64
 import dataclasses
 import hashlib
 import json
-import socket
-import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -23,8 +21,9 @@ from fakes.hub import FakeHub
 from fakes.s3 import S3Bucket
 from kubeemu.authn import Identity, new_token
 from kubeemu.pytest_fixtures import RunningEmulator
+from support.eventually import eventually
 from support.module_install import MODULE_NAMESPACE, InstalledModule, install_module
-from support.processes import ModuleProcess, free_port
+from support.processes import ModuleProcess
 from support.render import render_chart
 from support.tcpproxy import TcpProxy
 from support.values import module_values
@@ -49,7 +48,7 @@ class ModelStack:
     store_proxy: TcpProxy
     processes: list[ModuleProcess] = dataclasses.field(default_factory=list)
     api_port: int | None = None
-    metrics_ports: dict[str, int] = dataclasses.field(default_factory=dict)
+    replicas: dict[str, ModuleProcess] = dataclasses.field(default_factory=dict)
     api_ports: dict[str, int] = dataclasses.field(default_factory=dict)
     _uploader: Identity | None = None
 
@@ -79,15 +78,15 @@ class ModelStack:
 
     def controller(self, replica: str = "controller-0", **env: str) -> ModuleProcess:
         api_base = f"http://127.0.0.1:{self.api_port}" if self.api_port else "http://127.0.0.1:1"
-        self.metrics_ports[replica] = free_port()
         process = ModuleProcess(
             "controller",
             env={
                 **self.common_env(),
                 "KUBECONFIG": str(self.module.kubeconfig("controller")),
                 "AI_MODELS_POD_NAME": replica,
-                "AI_MODELS_CONTROLLER_HEALTH_PORT": str(free_port()),
-                "AI_MODELS_CONTROLLER_METRICS_PORT": str(self.metrics_ports[replica]),
+                # Port 0: the listeners log the ports they bound (`ModuleProcess.bound_port`).
+                "AI_MODELS_CONTROLLER_HEALTH_PORT": "0",
+                "AI_MODELS_CONTROLLER_METRICS_PORT": "0",
                 "AI_MODELS_CONTROLLER_LEASE_DURATION_SECONDS": "4",
                 "AI_MODELS_CONTROLLER_RENEW_DEADLINE_SECONDS": "3",
                 "AI_MODELS_CONTROLLER_RETRY_PERIOD_SECONDS": "1",
@@ -101,15 +100,15 @@ class ModelStack:
             log_path=self.workdir / f"{replica}.log",
         ).start()
         self.processes.append(process)
+        self.replicas[replica] = process
         return process
 
     def api(self, replica: str = "api-0", **env: str) -> ModuleProcess:
-        """An api replica; the first ("api-0") is the one the controller's upload URLs point at."""
-        if replica == "api-0":
-            port = self.api_port = self.api_port or free_port()
-        else:
-            port = free_port()
-        self.api_ports[replica] = port
+        """An api replica; the first ("api-0") is the one the controller's upload URLs point at.
+
+        It binds port 0 and the stack reads the port it got from its log; "api-0" started again
+        takes the port it had, so the upload URLs a controller already handed out stay valid."""
+        port = self.api_port if replica == "api-0" and self.api_port else 0
         process = ModuleProcess(
             "api",
             "--host",
@@ -120,7 +119,7 @@ class ModelStack:
                 **self.common_env(),
                 "KUBECONFIG": str(self.module.kubeconfig("api")),
                 "AI_MODELS_POD_NAME": replica,
-                "AI_MODELS_API_METRICS_PORT": str(free_port()),
+                "AI_MODELS_API_METRICS_PORT": "0",
                 "AI_MODELS_API_INDEX_DIR": str(
                     self.workdir / ("api-index" if replica == "api-0" else f"{replica}-index")
                 ),
@@ -129,13 +128,17 @@ class ModelStack:
             log_path=self.workdir / ("api.log" if replica == "api-0" else f"{replica}.log"),
         ).start()
         self.processes.append(process)
-        # Tests talk to the api soon after; on a loaded machine its start-up outlasts the first call.
-        process.wait_until(lambda: _accepts(port), timeout=60, what="the api to listen")
+        self.replicas[replica] = process
+        # It listens before it logs the line (tests talk to it at once); on a loaded machine its
+        # start-up takes a while.
+        self.api_ports[replica] = process.api_port()
+        if replica == "api-0":
+            self.api_port = self.api_ports[replica]
         return process
 
     def metrics(self, replica: str = "controller-0") -> dict[str, float]:
         """The replica's metrics as `name{labels}` -> value (Prometheus text format)."""
-        url = f"http://127.0.0.1:{self.metrics_ports[replica]}/metrics"
+        url = f"http://127.0.0.1:{self.replicas[replica].metrics_port()}/metrics"
         with urllib.request.urlopen(url, timeout=10) as response:
             text = response.read().decode()
         samples: dict[str, float] = {}
@@ -293,16 +296,14 @@ class ModelStack:
     def eventually(
         self, check: Callable[[], bool], *, timeout: float = 60, what: str | Callable[[], str]
     ) -> None:
-        deadline = time.monotonic() + timeout
-        while not check():
-            if time.monotonic() > deadline:
-                described = what() if callable(what) else what
-                logs = "\n".join(
-                    f"--- {process.name} ({process.log_path.name})\n{process.log()[-4000:]}"
-                    for process in self.processes
-                )
-                raise AssertionError(f"timed out waiting for {described}\n{logs}")
-            time.sleep(0.1)
+        def described() -> str:
+            logs = "\n".join(
+                f"--- {process.name} ({process.log_path.name})\n{process.log()[-4000:]}"
+                for process in self.processes
+            )
+            return f"{what() if callable(what) else what}\n{logs}"
+
+        eventually(check, timeout=timeout, message=described)
 
     def stop_all(self) -> None:
         for process in self.processes:
@@ -367,11 +368,3 @@ def model_stack(
         stack.stop_all()
         runner.close()
         proxy.stop()
-
-
-def _accepts(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1):
-            return True
-    except OSError:
-        return False

@@ -19,7 +19,7 @@ from fakes.hub import FakeHub, FakeModel
 from fakes.hub_corpus import make_corpus
 from kubeemu.pytest_fixtures import RunningEmulator
 from support.module_install import InstalledModule, install_module
-from support.processes import ModuleProcess, free_port
+from support.processes import ModuleProcess
 
 client: Any = typed_client
 SECRET = "hf_FAKESECRETdoNotReflect0123456789"
@@ -113,8 +113,7 @@ def test_an_endpoints_error_body_and_message_never_reach_status_or_events(
 def test_a_redirect_to_the_controllers_own_metrics_port_is_not_followed(
     stack: CatalogStack, hostile: HostileHub
 ) -> None:
-    metrics_port = free_port()
-    stack.controller(AI_MODELS_CONTROLLER_METRICS_PORT=str(metrics_port))
+    metrics_port = stack.controller().metrics_port()
     hostile.redirect_to(f"http://127.0.0.1:{metrics_port}/metrics")
     hostile_source(stack, "redirecting", hostile.url)
 

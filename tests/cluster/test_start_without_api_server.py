@@ -22,7 +22,7 @@ from fakes.hub import FakeHub
 from kubeemu.pytest_fixtures import RunningEmulator
 from support.api_gate import ApiGate
 from support.module_install import InstalledModule, install_module
-from support.processes import ModuleProcess, free_port
+from support.processes import ModuleProcess
 
 client: Any = typed_client
 LEASE, NAMESPACE = "ai-models-controller", "d8-ai-models"
@@ -48,11 +48,8 @@ def start_behind(stack: CatalogStack, gate: ApiGate, replica: str = "replica-a")
     kubeconfig = gate.kubeconfig(
         stack.module.service_accounts["controller"], stack.workdir / "gate-kubeconfig"
     )
-    health = free_port()
-    process = stack.controller(
-        replica, KUBECONFIG=str(kubeconfig), AI_MODELS_CONTROLLER_HEALTH_PORT=str(health)
-    )
-    return process, health
+    process = stack.controller(replica, KUBECONFIG=str(kubeconfig))
+    return process, process.health_port()
 
 
 def lease_holder(stack: CatalogStack) -> str | None:
@@ -148,13 +145,12 @@ def test_a_follower_rides_out_an_api_server_that_goes_away(stack: CatalogStack, 
 def test_the_api_serves_without_an_api_server_and_answers_once_it_is_up(
     stack: CatalogStack, gate: ApiGate
 ) -> None:
-    port = free_port()
     api = ModuleProcess(
         "api",
         "--host",
         "127.0.0.1",
         "--port",
-        str(port),
+        "0",
         env={
             "KUBECONFIG": str(
                 gate.kubeconfig(stack.module.service_accounts["api"], stack.workdir / "api-kubeconfig")
@@ -162,13 +158,13 @@ def test_the_api_serves_without_an_api_server_and_answers_once_it_is_up(
             "AI_MODELS_STORE_URL": f"file://{stack.store_dir}",
             "AI_MODELS_NAMESPACE": NAMESPACE,
             "AI_MODELS_POD_NAME": "api-0",
-            "AI_MODELS_API_METRICS_PORT": str(free_port()),
+            "AI_MODELS_API_METRICS_PORT": "0",
             "AI_MODELS_API_INDEX_DIR": str(stack.workdir / "api-index"),
         },
         log_path=stack.workdir / "api.log",
     ).start()
     stack.processes.append(api)
-    base = f"http://127.0.0.1:{port}"
+    base = f"http://127.0.0.1:{api.api_port()}"
     api.wait_until(
         lambda: status(f"{base}/readyz") == 200, timeout=30, what="api readiness without an API server"
     )

@@ -15,7 +15,6 @@ from cluster.catalog_stack import CatalogStack, stack_fixture
 from fakes.hub import FakeHub
 from kubeemu.pytest_fixtures import RunningEmulator
 from support.module_install import InstalledModule, install_module
-from support.processes import free_port
 
 client: Any = typed_client
 METRIC = "d8_ai_models_storage_prerequisites_satisfied"
@@ -48,11 +47,7 @@ def test_both_replicas_log_the_verdict_before_the_lease_and_the_metric_follows_t
     stack: CatalogStack,
 ) -> None:
     stack.emulator.cluster.apply(storage_class("local-path", binding="WaitForFirstConsumer", default=True))
-    metrics = {replica: free_port() for replica in ("replica-a", "replica-b")}
-    replicas = [
-        stack.controller(replica, AI_MODELS_CONTROLLER_METRICS_PORT=str(port))
-        for replica, port in metrics.items()
-    ]
+    replicas = [stack.controller(replica) for replica in ("replica-a", "replica-b")]
     for replica in replicas:
         replica.wait_for_log("StorageClassWaitForFirstConsumer")
         replica.wait_for_log("waiting for the lease")
@@ -61,7 +56,7 @@ def test_both_replicas_log_the_verdict_before_the_lease_and_the_metric_follows_t
         assert verdict_at < log.index("waiting for the lease")
         if "acquired the lease" in log:
             assert verdict_at < log.index("acquired the lease")
-    port = metrics["replica-a"]
+    port = replicas[0].metrics_port()
     stack.eventually(
         lambda: f'{METRIC}{{mode="SharedPVC",reason="StorageClassWaitForFirstConsumer"}} 0.0' in scrape(port),
         what="the failing verdict on a scrape",

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import datetime
 import subprocess
 import sys
-import time
 from typing import Any
 
+import pytest
 from kubernetes import client as typed_client
 
 from kubeemu.pytest_fixtures import RunningEmulator
+from support.eventually import eventually
 
 # The generated client types its parameters as pydantic models; tests pass plain dicts, as
 # callers do at runtime, so the client is used untyped here.
 client: Any = typed_client
+LEASE_DURATION = 2  # seconds, as ELECTOR configures its election
 
 ELECTOR = """
 import sys, time
@@ -98,13 +101,8 @@ def _lease_holder(api: Any) -> str | None:
     return holder
 
 
-def _wait_for(predicate: Any, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.1)
-    return False
+def _lease(api: Any) -> Any:
+    return client.CoordinationV1Api(api).read_namespaced_lease("election", "default")
 
 
 def test_leader_election_fails_over_when_the_leader_stops_renewing(
@@ -129,16 +127,24 @@ def test_leader_election_fails_over_when_the_leader_stops_renewing(
     first = elector("alpha")
     second = None
     try:
-        assert _wait_for(lambda: _lease_holder(api) == "alpha", 15)
+        eventually(lambda: _lease_holder(api) == "alpha", timeout=15, message="alpha to lead")
         assert first.stdout is not None
         assert first.stdout.readline().split() == ["LEADING", "alpha"]
         second = elector("beta")
-        time.sleep(2.5)  # beta keeps trying while alpha renews
-        assert _lease_holder(api) == "alpha"
-        renewed = client.CoordinationV1Api(api).read_namespaced_lease("election", "default")
+        started = _lease(api).spec.renew_time
+
+        def alpha_renewed_past_a_lease_duration() -> bool:
+            # beta keeps trying while alpha renews: it never takes a lease renewed in time.
+            lease = _lease(api)
+            if lease.spec.holder_identity != "alpha":
+                pytest.fail(f"{lease.spec.holder_identity} took the lease while alpha renewed it")
+            return bool(lease.spec.renew_time - started > datetime.timedelta(seconds=LEASE_DURATION + 0.5))
+
+        eventually(alpha_renewed_past_a_lease_duration, timeout=15, message="alpha's renewals")
+        renewed = _lease(api)
         first.kill()
         first.wait(5)
-        assert _wait_for(lambda: _lease_holder(api) == "beta", 10)
+        eventually(lambda: _lease_holder(api) == "beta", timeout=10, message="beta to take over")
         assert second.stdout is not None
         assert second.stdout.readline().split() == ["LEADING", "beta"]
         taken = client.CoordinationV1Api(api).read_namespaced_lease("election", "default")

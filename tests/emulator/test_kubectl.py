@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import subprocess
 import threading
-import time
 from pathlib import Path
 
 import pytest
 
 from kubeemu.authn import Identity
 from kubeemu.pytest_fixtures import KUBECTL, RunningEmulator
+from support.eventually import eventually
 
 WIDGET = """
 apiVersion: example.test/v1
@@ -111,8 +111,17 @@ def test_get_watch_streams_changes(emulator: RunningEmulator) -> None:
 def test_wait_for_jsonpath_and_condition(emulator: RunningEmulator) -> None:
     emulator.kubectl("apply", "-f", "-", input=WIDGET)
 
+    widgets = emulator.cluster.resource("example.test", "v1", "widgets")
+    assert widgets is not None
+
     def become_ready() -> None:
-        time.sleep(0.5)
+        # Once `kubectl wait` watches (it lists first, then watches): the change reaches it by the watch.
+        eventually(
+            lambda: list(emulator.cluster.store.subscribers(widgets.storage_key)),
+            timeout=10,
+            interval=0.05,
+            message="kubectl wait to watch the widget",
+        )
         emulator.kubectl(
             "patch",
             "widget",

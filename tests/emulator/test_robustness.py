@@ -3,11 +3,11 @@ watchers that go away with their clients, and field validation modes."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 from kubeemu.crds import load_crd_manifests
 from kubeemu.pytest_fixtures import EmulatorFactory, RunningEmulator
+from support.eventually import eventually
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -47,14 +47,19 @@ def test_a_disconnected_watch_unsubscribes(emulator: RunningEmulator) -> None:
     )
     response = connection.getresponse()
     assert response.status == 200
-    deadline = time.monotonic() + 5
-    while not list(emulator.cluster.store.subscribers("/configmaps")):
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    eventually(
+        lambda: list(emulator.cluster.store.subscribers("/configmaps")),
+        timeout=5,
+        interval=0.05,
+        message="the watch to subscribe",
+    )
     connection.close()
-    while list(emulator.cluster.store.subscribers("/configmaps")):
-        assert time.monotonic() < deadline, "watch subscription outlived its client"
-        time.sleep(0.05)
+    eventually(
+        lambda: not list(emulator.cluster.store.subscribers("/configmaps")),
+        timeout=5,
+        interval=0.05,
+        message="the subscription to end with its client (it outlived it)",
+    )
 
 
 def test_field_validation_modes(emulator: RunningEmulator) -> None:

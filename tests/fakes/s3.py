@@ -39,7 +39,6 @@ import re
 import ssl
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 import uuid
@@ -54,6 +53,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
+
+from support.eventually import eventually
 
 MOTO_SERVER = Path(sys.executable).parent / "moto_server"
 ACCESS_KEY = "testing"
@@ -211,24 +212,31 @@ def start_moto_server(
 def _wait_until_listening(
     process: subprocess.Popen[bytes], *, log_path: Path, ca_file: Path | None, timeout: float
 ) -> MotoS3:
-    deadline = time.monotonic() + timeout
-    server: MotoS3 | None = None
-    while time.monotonic() < deadline:
+    found: list[MotoS3] = []
+
+    def answering() -> MotoS3 | None:
         if process.poll() is not None:
-            break
-        if server is None:
+            raise RuntimeError(
+                f"moto_server exited with {process.poll()}; log {log_path}:\n"
+                f"{log_path.read_text(errors='replace')[-4000:]}"
+            )
+        if not found:
             # Port 0 lets the kernel pick a free port; werkzeug prints the one it got.
-            found = _LISTENING.search(log_path.read_text(errors="replace"))
-            if found:
-                server = MotoS3(endpoint_url=found.group(1), log_path=log_path, ca_file=ca_file)
-        if server is not None and server.answers():
-            return server
-        time.sleep(0.05)
-    tail = log_path.read_text(errors="replace")[-4000:]
-    raise RuntimeError(
-        f"moto_server did not come up within {timeout} s (exit code {process.poll()}); "
-        f"log {log_path}:\n{tail}"
+            listening = _LISTENING.search(log_path.read_text(errors="replace"))
+            if listening:
+                found.append(MotoS3(endpoint_url=listening.group(1), log_path=log_path, ca_file=ca_file))
+        return found[0] if found and found[0].answers() else None
+
+    server = eventually(
+        answering,
+        timeout=timeout,
+        interval=0.05,
+        message=lambda: (
+            f"moto_server to answer; log {log_path}:\n{log_path.read_text(errors='replace')[-4000:]}"
+        ),
     )
+    assert server is not None
+    return server
 
 
 def write_self_signed_certificate(directory: Path) -> tuple[Path, Path]:

@@ -5,6 +5,11 @@ and resets every open connection (an API server that is not up yet, or restartin
 refused); `stall()` accepts connections but answers nothing (an overloaded or partitioned API
 server); `open()` forwards again. TLS passes through untouched: the emulator's certificate names
 127.0.0.1, whatever the port.
+
+The gate's port stays its own while it is closed: a socket bound with SO_REUSEPORT (port 0, never
+listening) holds it from construction to exit, and each listener joins it on the same port. A
+connection while no listener exists is refused, as by a host whose API server is down, and no other
+process can take the port in between.
 """
 
 from __future__ import annotations
@@ -20,7 +25,6 @@ from urllib.parse import urlsplit
 from kubeemu.authn import Identity
 from kubeemu.kubeconfig import kubeconfig_document, write_kubeconfig
 from kubeemu.pytest_fixtures import RunningEmulator
-from support.processes import free_port
 
 
 class GateState(enum.Enum):
@@ -34,7 +38,9 @@ class ApiGate:
         upstream = urlsplit(emulator.url)
         self.emulator = emulator
         self.upstream = (upstream.hostname or "127.0.0.1", upstream.port or 443)
-        self.port = free_port()
+        self._holder = _reusable_socket()
+        self._holder.bind(("127.0.0.1", 0))
+        self.port = int(self._holder.getsockname()[1])
         self.url = f"{upstream.scheme}://127.0.0.1:{self.port}"
         self.state = GateState.CLOSED
         self._lock = threading.Lock()
@@ -73,8 +79,7 @@ class ApiGate:
             self.state = state
             if self._listener is not None:
                 return
-            listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            listener = _reusable_socket()
             listener.bind(("127.0.0.1", self.port))
             listener.listen(64)
             listener.settimeout(0.1)
@@ -146,3 +151,11 @@ class ApiGate:
         self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
     ) -> None:
         self.close()
+        self._holder.close()
+
+
+def _reusable_socket() -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    return sock

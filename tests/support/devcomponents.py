@@ -25,10 +25,18 @@ DEFAULT_HF_ENDPOINT = "https://huggingface.co"
 
 @dataclasses.dataclass(frozen=True)
 class DevPorts:
+    """The ports the components are told; 0 lets each bind a free one and log it."""
+
     controller_health: int
     controller_metrics: int
     api: int
     api_metrics: int
+
+
+@dataclasses.dataclass(frozen=True)
+class DevComponents:
+    processes: list[ModuleProcess]
+    api_port: int  # the one the api bound (`DevPorts.api`, or the free one it picked for 0)
 
 
 # A retried publish Pod waits this long (doubling); the real Job controller starts at 10 s.
@@ -122,8 +130,9 @@ def start_components(
     service_accounts: dict[str, Identity],
     ports: DevPorts,
     chart: RenderedChart | None = None,
-) -> list[ModuleProcess]:
-    """Start the controller and the api; `HF_ENDPOINT` (a Hub or a mirror) is what the module setting
+) -> DevComponents:
+    """Start the api, then the controller (its upload URLs name the port the api bound); blocks
+    until the api listens. `HF_ENDPOINT` (a Hub or a mirror) is what the module setting
     `sources.huggingFace.endpoint` sets in a cluster. With the rendered `chart`, the controller also
     gets the files of its ConfigMap volumes (see `mounted_config_maps`)."""
     logs = out_dir / "logs"
@@ -158,20 +167,6 @@ def start_components(
             store_url=common["AI_MODELS_STORE_URL"],
             hf_endpoint=common["AI_MODELS_HF_ENDPOINT"],
         )
-    controller = ModuleProcess(
-        "controller",
-        env={
-            **common,
-            **mounted,
-            # Upload URLs in status.upload point at the local api, so curl can use them as shown.
-            "AI_MODELS_UPLOAD_IN_CLUSTER_URL": f"http://127.0.0.1:{ports.api}",
-            "KUBECONFIG": str(kubeconfig("controller")),
-            "AI_MODELS_POD_NAME": "controller-dev",
-            "AI_MODELS_CONTROLLER_HEALTH_PORT": str(ports.controller_health),
-            "AI_MODELS_CONTROLLER_METRICS_PORT": str(ports.controller_metrics),
-        },
-        log_path=logs / "controller.log",
-    )
     api = ModuleProcess(
         "api",
         "--host",
@@ -186,5 +181,24 @@ def start_components(
             "AI_MODELS_API_INDEX_DIR": str((out_dir / "api-index").resolve()),
         },
         log_path=logs / "api.log",
-    )
-    return [controller.start(), api.start()]
+    ).start()
+    try:
+        api_port = api.api_port()
+    except BaseException:
+        api.kill()
+        raise
+    controller = ModuleProcess(
+        "controller",
+        env={
+            **common,
+            **mounted,
+            # Upload URLs in status.upload point at the local api, so curl can use them as shown.
+            "AI_MODELS_UPLOAD_IN_CLUSTER_URL": f"http://127.0.0.1:{api_port}",
+            "KUBECONFIG": str(kubeconfig("controller")),
+            "AI_MODELS_POD_NAME": "controller-dev",
+            "AI_MODELS_CONTROLLER_HEALTH_PORT": str(ports.controller_health),
+            "AI_MODELS_CONTROLLER_METRICS_PORT": str(ports.controller_metrics),
+        },
+        log_path=logs / "controller.log",
+    ).start()
+    return DevComponents(processes=[controller, api], api_port=api_port)

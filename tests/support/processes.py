@@ -2,28 +2,50 @@
 
 They run exactly as in a pod: the console entry point, settings from AI_MODELS_* variables, a
 kubeconfig for their ServiceAccount. Output goes to a log file the test can read and wait on.
+
+Their listeners bind port 0 and log the address they got ("serving probes", "serving metrics",
+"api starting", each with `address`); `bound_port` reads it from the log of this run, so no test
+picks a port, releases it and hands it to a process that may find it taken.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import signal
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
+from typing import TypeVar
+
+from support.eventually import eventually
 
 ENTRY_POINT = Path(sys.executable).parent / "ai-models"
+# The log lines in which the module's listeners report the address they bound.
+PROBES_LISTENING = "serving probes"
+METRICS_LISTENING = "serving metrics"
+API_LISTENING = "api starting"
+T = TypeVar("T")
 
 
-def free_port() -> int:
-    """A port nobody listens on right now (for processes that must be told their port)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+class ProcessExited(RuntimeError):
+    """The process ended while a test waited for it: waiting longer cannot help."""
+
+
+def logged_address(line: str, message: str) -> str | None:
+    """The `address` fact of a log line whose message is `message`, in the JSON or the text format."""
+    if line.startswith("{"):
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            return None
+        address = entry.get("address") if entry.get("msg") == message else None
+        return str(address) if address else None
+    found = re.search(rf": {re.escape(message)}(?: .*)? address=(\S+)", line)
+    return found.group(1) if found else None
 
 
 class ModuleProcess:
@@ -36,8 +58,12 @@ class ModuleProcess:
             **env,
         }
         self._process: subprocess.Popen[bytes] | None = None
+        self._log_start = 0  # where this run's output begins in a log file a restart appends to
+        self._ports: dict[str, int] = {}
 
     def start(self) -> ModuleProcess:
+        self._log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
+        self._ports.clear()
         log = self.log_path.open("ab")
         self._process = subprocess.Popen(
             [str(ENTRY_POINT), *self.args], env=self._env, stdout=log, stderr=subprocess.STDOUT
@@ -57,19 +83,51 @@ class ModuleProcess:
     def log(self) -> str:
         return self.log_path.read_text(encoding="utf-8", errors="replace") if self.log_path.exists() else ""
 
+    def run_log(self) -> str:
+        """The output of this run only (a restarted replica appends to the log file of the last)."""
+        if not self.log_path.exists():
+            return ""
+        with self.log_path.open("rb") as stream:
+            stream.seek(self._log_start)
+            return stream.read().decode("utf-8", errors="replace")
+
+    def bound_port(self, message: str, *, timeout: float = 60) -> int:
+        """The port of the listener that logged `message` with its bound address in this run."""
+        if message not in self._ports:
+
+            def address() -> str:
+                lines = self.run_log().splitlines()
+                return next((found for line in lines if (found := logged_address(line, message))), "")
+
+            what = f"the log line {message!r} with an address"
+            bound = self.wait_until(address, timeout=timeout, what=what)
+            self._ports[message] = int(bound.rsplit(":", 1)[1])
+        return self._ports[message]
+
+    def health_port(self) -> int:
+        return self.bound_port(PROBES_LISTENING)
+
+    def metrics_port(self) -> int:
+        return self.bound_port(METRICS_LISTENING)
+
+    def api_port(self) -> int:
+        return self.bound_port(API_LISTENING)
+
     def running(self) -> bool:
         return self._process is not None and self._process.poll() is None
 
-    def wait_until(self, condition: Callable[[], bool], *, timeout: float, what: str) -> None:
-        deadline = time.monotonic() + timeout
-        while not condition():
-            if not self.running():
-                raise AssertionError(
+    def wait_until(self, condition: Callable[[], T], *, timeout: float, what: str) -> T:
+        """`eventually(condition)`, failing at once when the process exits before it holds."""
+
+        def check() -> T:
+            value = condition()
+            if not value and not self.running():
+                raise ProcessExited(
                     f"{' '.join(self.args)} exited while waiting for {what}:\n{self.log()[-4000:]}"
                 )
-            if time.monotonic() > deadline:
-                raise AssertionError(f"timed out waiting for {what}:\n{self.log()[-4000:]}")
-            time.sleep(0.1)
+            return value
+
+        return eventually(check, timeout=timeout, message=lambda: f"{what}:\n{self.log()[-4000:]}")
 
     def wait_for_log(self, text: str, *, timeout: float = 30) -> None:
         self.wait_until(lambda: text in self.log(), timeout=timeout, what=f"log line {text!r}")

@@ -42,6 +42,7 @@ from kubeemu.kubeconfig import kubeconfig_document, write_kubeconfig
 from kubeemu.server import serve_forever, tls_context
 from support.devcomponents import DevPorts, start_components, start_job_runner
 from support.module_install import install_rbac
+from support.processes import ModuleProcess
 from support.render import RenderedChart, render_chart
 from support.values import module_values
 from testbed.access_levels import grant_access_level
@@ -208,17 +209,21 @@ async def run_stack(stack: DevStack, *, host: str, port: int, ports: DevPorts, s
     runner = start_job_runner(
         cluster=stack.cluster, url=url, ca_pem=ca_file.read_text(), out_dir=stack.out_dir
     )
-    write_client_files(stack, url=url, ca_pem=ca_file.read_text(), api_port=ports.api)
-    processes = start_components(
-        out_dir=stack.out_dir,
-        url=url,
-        ca_pem=ca_file.read_text(),
-        service_accounts=stack.service_accounts,
-        ports=ports,
-        chart=stack.chart,
-    )
-    print(banner(stack, url, api_port=ports.api), flush=True)
+    processes: list[ModuleProcess] = []
     try:
+        # The api first: the controller's upload URLs and the env file name the port it bound.
+        components = await asyncio.to_thread(
+            start_components,
+            out_dir=stack.out_dir,
+            url=url,
+            ca_pem=ca_file.read_text(),
+            service_accounts=stack.service_accounts,
+            ports=ports,
+            chart=stack.chart,
+        )
+        processes = components.processes
+        write_client_files(stack, url=url, ca_pem=ca_file.read_text(), api_port=components.api_port)
+        print(banner(stack, url, api_port=components.api_port), flush=True)
         await server
     finally:
         for process in processes:
@@ -256,7 +261,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--api-port",
         type=int,
         default=int(os.environ.get("AI_MODELS_DEV_API_PORT", "18000")),
-        help="the catalog API on 127.0.0.1",
+        help="the catalog API on 127.0.0.1 (0 = any free port; the env file and the banner name it)",
     )
     parser.add_argument(
         "--api-metrics-port",

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -21,11 +21,10 @@ from fakes.hub import FakeHub
 from fakes.hub_corpus import repository
 from fakes.model_files import GGML_F32, gguf_bytes, safetensors_bytes
 from kubeemu.pytest_fixtures import KUBECTL
-from support.processes import free_port
+from support.eventually import eventually
 from testbed.module import module_image
 
 REPO = Path(__file__).resolve().parents[2]
-API_PORT = free_port()
 
 
 @pytest.fixture
@@ -34,7 +33,7 @@ def devstack(tmp_path: Path, fake_hub: FakeHub) -> Iterator[tuple[subprocess.Pop
     env = {
         **os.environ,
         "HF_ENDPOINT": fake_hub.url,
-        "AI_MODELS_DEV_API_PORT": str(API_PORT),
+        "AI_MODELS_DEV_API_PORT": "0",
         "AI_MODELS_DEV_API_METRICS_PORT": "0",
         "AI_MODELS_DEV_PORT": "0",
         "AI_MODELS_DEV_CONTROLLER_HEALTH_PORT": "0",
@@ -52,11 +51,12 @@ def devstack(tmp_path: Path, fake_hub: FakeHub) -> Iterator[tuple[subprocess.Pop
         stderr=subprocess.PIPE,
     )
     try:
-        deadline = time.monotonic() + 60
-        while not (out / "env").exists():
+
+        def up() -> bool:
             assert process.poll() is None, process.communicate()[1]
-            assert time.monotonic() < deadline, "dev stack did not come up"
-            time.sleep(0.1)
+            return (out / "env").exists()
+
+        eventually(up, timeout=60, message="the dev stack to write its env file")
         yield process, out
     finally:
         if process.poll() is None:
@@ -64,24 +64,21 @@ def devstack(tmp_path: Path, fake_hub: FakeHub) -> Iterator[tuple[subprocess.Pop
         process.communicate(timeout=10)
 
 
-def search(token: str, *, deadline: float) -> dict[str, Any]:
-    """One search through the dev api, retried until the index has the first generation."""
+def env_of(out: Path) -> dict[str, str]:
+    """The variables the stack's env file exports."""
+    lines = (out / "env").read_text().splitlines()
+    return dict(line.removeprefix("export ").split("=", 1) for line in lines if line.startswith("export"))
+
+
+def search(out: Path, token: str) -> dict[str, Any]:
+    """One search through the dev api (at the URL its env file exports)."""
     request = urllib.request.Request(
-        f"http://127.0.0.1:{API_PORT}/api/catalog-import/v1/models?pipelineTag=text-generation&pageSize=5",
+        f"{env_of(out)['AI_MODELS_API_URL']}/api/catalog-import/v1/models?pipelineTag=text-generation&pageSize=5",
         headers={"Authorization": f"Bearer {token}"},
     )
-    while True:
-        try:
-            with urllib.request.urlopen(request, timeout=10) as response:
-                page: dict[str, Any] = json.loads(response.read())
-        except urllib.error.URLError as error:
-            if isinstance(error, urllib.error.HTTPError) or time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
-            continue
-        if page["items"] or time.monotonic() > deadline:
-            return page
-        time.sleep(0.2)
+    with urllib.request.urlopen(request, timeout=10) as response:
+        page: dict[str, Any] = json.loads(response.read())
+    return page
 
 
 def run_kubectl(
@@ -169,22 +166,26 @@ def test_dev_stack_serves_the_module_api_to_its_three_identities(
     # (the fake Hub) and the api serves it to the cluster-wide user, not the namespace-limited one.
     source = REPO / "docs" / "examples" / "modelcatalogsource-hf.yaml"
     assert run_kubectl(out, "apply", "-f", str(source)).returncode == 0
-    deadline = time.monotonic() + 60
-    reason = ""
-    while reason != "CatalogServed" and time.monotonic() < deadline:
-        time.sleep(0.2)
-        reason = run_kubectl(
-            out,
-            "get",
-            "modelcatalogsource",
-            "huggingface",
-            "-o",
-            "jsonpath={.status.conditions[?(@.type=='Ready')].reason}",
-        ).stdout
-    assert reason == "CatalogServed", (out / "logs" / "controller.log").read_text()[-3000:]
-    assert search(exported["AI_MODELS_TOKEN_USER"], deadline=time.monotonic() + 30)["items"]
+
+    def ready_reason() -> str:
+        jsonpath = "jsonpath={.status.conditions[?(@.type=='Ready')].reason}"
+        return run_kubectl(out, "get", "modelcatalogsource", "huggingface", "-o", jsonpath).stdout
+
+    eventually(
+        lambda: ready_reason() == "CatalogServed",
+        timeout=60,
+        interval=0.2,
+        message=lambda: f"the source served:\n{(out / 'logs' / 'controller.log').read_text()[-3000:]}",
+    )
+    # The api's index catches up with the served generation on its own schedule.
+    assert eventually(
+        lambda: search(out, exported["AI_MODELS_TOKEN_USER"])["items"],
+        timeout=30,
+        interval=0.2,
+        message="the served entries in a search",
+    )
     with pytest.raises(urllib.error.HTTPError) as forbidden_search:
-        search(exported["AI_MODELS_TOKEN_NAMESPACE_USER"], deadline=time.monotonic())
+        search(out, exported["AI_MODELS_TOKEN_NAMESPACE_USER"])
     assert forbidden_search.value.code == 403
 
     process.send_signal(signal.SIGTERM)
@@ -202,7 +203,11 @@ def test_dev_stack_runs_module_image_jobs_and_exports_the_api_url(
         for line in (out / "env").read_text().splitlines()
         if line.startswith("export")
     )
-    assert exported["AI_MODELS_API_URL"] == f"http://127.0.0.1:{API_PORT}"
+    # The port the api bound (the stack asked for any free one): the api answers there.
+    api_url = exported["AI_MODELS_API_URL"]
+    assert re.fullmatch(r"http://127\.0\.0\.1:[1-9][0-9]*", api_url)
+    with urllib.request.urlopen(f"{api_url}/healthz", timeout=10) as response:
+        assert response.status == 200
 
     # A Job with the module image runs as a local process (the stack's JobRunner), as the
     # controller's publish Jobs will; its ServiceAccount is one the chart renders.
@@ -276,7 +281,7 @@ spec: {source: {upload: {}}}
     url = run_kubectl(
         out, "get", "model", "mine", "-n", "default", "-o", "jsonpath={.status.upload.inCluster}"
     ).stdout
-    assert url.startswith(f"http://127.0.0.1:{API_PORT}/api/upload/v1/")
+    assert url.startswith(f"{env_of(out)['AI_MODELS_API_URL']}/api/upload/v1/")
     gguf = gguf_bytes(
         metadata={"general.architecture": "llama", "llama.context_length": 1024},
         tensors={"w": (GGML_F32, (8, 8))},  # a GGUF without tensors is no model

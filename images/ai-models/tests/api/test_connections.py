@@ -39,20 +39,13 @@ from ai_models.domain.artifacts.manifest import (
 from ai_models.domain.storage.ledger import Owner
 from ai_models.names import SourceType
 from fakes.stalled_readers import half_sent_requests, idle_connections, stalled_readers
+from support.eventually import eventually
 from support.processes import ENTRY_POINT
 
 MIB = 1024 * 1024
 FILE_BYTES = 16 * MIB
 NAMESPACE = "team-a"
 FILE_PATH = f"/api/serving/v1/models/{NAMESPACE}/big/files/weights.bin"
-
-
-def eventually(check: Callable[[], bool], *, timeout: float = 30, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 @dataclasses.dataclass
@@ -139,7 +132,7 @@ def api_process(api_cluster: Any, store: DirectoryStore, tmp_path: Path) -> Iter
             )
         api = ApiProcess(process=process, log_path=log_path)
         started.append(api)
-        eventually(lambda: _started_port(api) is not None, timeout=60, what="the api to listen")
+        eventually(lambda: _started_port(api) is not None, timeout=60, message="the api to listen")
         api.port = _started_port(api) or 0
         return api
 
@@ -197,11 +190,8 @@ def _settled_rss(api: ApiProcess) -> int:
         last = readings[-3:]
         return len(last) == 3 and max(last) - min(last) <= max(last) // 100
 
-    def after_a_pause() -> bool:
-        time.sleep(0.2)
-        return steady()
-
-    eventually(after_a_pause, timeout=60, what="the api's RSS to settle")
+    # Readings 0.2 s apart: three within 1 % of each other are a settled RSS.
+    eventually(steady, timeout=60, interval=0.2, message="the api's RSS to settle")
     return readings[-1]
 
 
@@ -227,7 +217,7 @@ def test_stalled_readers_cost_the_api_little_memory_each(
     with stalled_readers(
         "127.0.0.1", api.port, path=FILE_PATH, headers=_auth(reader), count=STALLED
     ) as readers:
-        eventually(lambda: readers.answered(200) == STALLED, timeout=60, what="every reader's 200")
+        eventually(lambda: readers.answered(200) == STALLED, timeout=60, message="every reader's 200")
         during = _settled_rss(api)
         per_reader = (during - before) / STALLED
         print(
@@ -256,21 +246,21 @@ def test_downloads_are_limited_per_subject_and_per_replica(
     alice, bob = api_cluster.user("alice"), api_cluster.user("bob")
     with httpx.Client(base_url=api.url, timeout=30) as http:
         with stalled_readers("127.0.0.1", api.port, path=FILE_PATH, headers=_auth(alice), count=2) as hers:
-            eventually(lambda: hers.answered(200) == 2, what="alice's two downloads")
+            eventually(lambda: hers.answered(200) == 2, message="alice's two downloads")
             third = http.get(FILE_PATH, headers=_auth(alice))
             assert "2 downloads in flight" in _problem(third, 429, "too-many-downloads")["detail"]
             assert third.headers["retry-after"] == "5"
             # HEAD and the manifest stream nothing, so they are never counted.
             assert http.head(FILE_PATH, headers=_auth(alice)).status_code == 200
             with stalled_readers("127.0.0.1", api.port, path=FILE_PATH, headers=_auth(bob), count=1) as his:
-                eventually(lambda: his.answered(200) == 1, what="bob's download")
+                eventually(lambda: his.answered(200) == 1, message="bob's download")
                 full = http.get(FILE_PATH, headers=_auth(bob))
                 _problem(full, 503, "replica-busy")
                 assert full.headers["retry-after"] == "5"
         # Their connections closed: the slots are free again.
         eventually(
             lambda: http.get(FILE_PATH, headers=_auth(alice)).status_code == 200,
-            what="a download once the stalled ones are gone",
+            message="a download once the stalled ones are gone",
         )
 
 
@@ -280,15 +270,15 @@ def test_a_reader_that_stops_reading_is_dropped_and_frees_its_slot(
     api = api_process(api_max_concurrent_downloads_per_subject=1, api_write_stall_timeout_seconds=2)
     reader = api_cluster.user("reader")
     with stalled_readers("127.0.0.1", api.port, path=FILE_PATH, headers=_auth(reader), count=3) as stalled:
-        eventually(lambda: stalled.answered() == 3, what="three answers")
+        eventually(lambda: stalled.answered() == 3, message="three answers")
         assert stalled.answered(200) == 1
         assert stalled.answered(429) == 2
         assert api.metric("d8_ai_models_api_downloads_in_flight") == 1
-        eventually(lambda: stalled.dropped() == 3, timeout=20, what="the stalled download to be dropped")
+        eventually(lambda: stalled.dropped() == 3, timeout=20, message="the stalled download to be dropped")
         assert api.metric("d8_ai_models_api_connections_closed_total", reason="WriteStalled") == 1
         eventually(
             lambda: api.metric("d8_ai_models_api_downloads_in_flight") == 0,
-            what="the dropped download's slot",
+            message="the dropped download's slot",
         )
         # Its slot is free again, and a reader that keeps reading, however haltingly, is never dropped.
         with (
@@ -315,8 +305,8 @@ def test_half_sent_requests_are_closed_after_the_header_timeout(
     ):
         with httpx.Client(base_url=api.url, timeout=10) as http:
             assert http.get("/healthz").status_code == 200  # others are answered meanwhile
-        eventually(lambda: half.dropped() == 200, timeout=20, what="half-sent requests closed")
-        eventually(lambda: idle.dropped() == 200, timeout=20, what="silent connections closed")
+        eventually(lambda: half.dropped() == 200, timeout=20, message="half-sent requests closed")
+        eventually(lambda: idle.dropped() == 200, timeout=20, message="silent connections closed")
         answers = collections.Counter(half.status_lines())
         assert answers == {b"HTTP/1.1 408 Request Timeout": 200}, answers
         assert api.metric("d8_ai_models_api_connections_closed_total", reason="HeaderTimeout") == 400
@@ -336,7 +326,7 @@ def test_connections_past_the_cap_are_refused_with_a_problem(
         assert api.metric("d8_ai_models_api_connections_closed_total", reason="TooManyConnections") >= 1
     eventually(
         lambda: httpx.get(f"{api.url}/healthz", timeout=10).status_code == 200,
-        what="an answer once the idle connections are gone",
+        message="an answer once the idle connections are gone",
     )
 
 

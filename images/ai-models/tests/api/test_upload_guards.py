@@ -31,10 +31,10 @@ from ai_models.domain.artifacts.layout import (
 )
 from ai_models.domain.artifacts.upload_record import UploadClaim, claim_from_json, claim_to_json
 from ai_models.domain.storage.ledger import EntryState, Ledger, LedgerEntry, Owner, Scope
-from cluster.catalog_stack import eventually
 from fakes.model_files import tiny_gguf
 from fakes.s3 import S3Bucket
 from fakes.upload_clients import RawUpload, Trickler, offer, upload_path
+from support.eventually import eventually
 
 KEY = b"upload-signing-key-for-guards-32"
 GIB = 1024**3
@@ -163,7 +163,7 @@ def test_a_trickling_upload_is_cut_off_and_its_reservation_released(
         headers=bearer(editor),
     ).start()
     try:
-        eventually(lambda: bool(reservations(cluster.ledger())), what="the trickler's reservation")
+        eventually(lambda: bool(reservations(cluster.ledger())), message="the trickler's reservation")
         with httpx.Client(base_url=api.url, timeout=60, headers=bearer(editor)) as http:
             problem(http.put(upload_path(other_token), content=GGUF), 507, "insufficient-storage")
             answer = trickler.answer()
@@ -195,7 +195,7 @@ def test_tricklers_never_hold_every_upload_slot(
                     headers=bearer(editor),
                 ).start()
             )
-        eventually(lambda: len(reservations(cluster.ledger())) == 5, what="five tricklers reserved")
+        eventually(lambda: len(reservations(cluster.ledger())) == 5, message="five tricklers reserved")
         sixth, token = waiting(cluster, "sixth")
         with httpx.Client(base_url=api.url, timeout=60, headers=bearer(editor)) as http:
             busy = http.put(upload_path(token), content=GGUF)
@@ -248,10 +248,10 @@ def test_a_body_whose_client_left_before_it_was_recorded_is_not_kept(
         client.close()  # the client gives up after the whole body was sent
     # uvicorn drops a closed connection from its state once it has seen it go.
     server_state = api.server._server.server_state
-    eventually(lambda: not server_state.connections, what="the api to notice the client left")
+    eventually(lambda: not server_state.connections, message="the api to notice the client left")
     held.release.set()
-    eventually(lambda: uploaded(store, owner) == [], what="the payload removed")
-    eventually(lambda: reservations(cluster.ledger()) == [], what="the reservation released")
+    eventually(lambda: uploaded(store, owner) == [], message="the payload removed")
+    eventually(lambda: reservations(cluster.ledger()) == [], message="the reservation released")
     assert store.head(upload_record_key(owner)) is None
 
 
@@ -293,7 +293,9 @@ def test_two_replicas_accept_one_upload_for_one_object(
     thread.start()
     store = shared_store()
     try:
-        eventually(lambda: store.head(upload_claim_key(owner)) is not None, what="the first upload's claim")
+        eventually(
+            lambda: store.head(upload_claim_key(owner)) is not None, message="the first upload's claim"
+        )
         second = GGUF + b"\1" * 100
         with httpx.Client(base_url=second_api.url, timeout=60, headers=bearer(editor)) as http:
             body = problem(http.put(upload_path(token), content=second), 409, "upload-conflict")
@@ -333,13 +335,13 @@ def test_a_claim_stands_for_one_lease_not_for_the_uploads_whole_deadline(
     thread = threading.Thread(target=send)
     thread.start()
     try:
-        eventually(lambda: store.head(upload_claim_key(owner)) is not None, what="the upload's claim")
+        eventually(lambda: store.head(upload_claim_key(owner)) is not None, message="the upload's claim")
         held = claim_from_json(store.get_bytes(upload_claim_key(owner)))
         assert held.expires_at - held.claimed_at <= datetime.timedelta(seconds=CLAIM_LEASE_SECONDS)
     finally:
         release.set()
         thread.join(timeout=30)
-    eventually(lambda: store.head(upload_claim_key(owner)) is None, what="the claim released")
+    eventually(lambda: store.head(upload_claim_key(owner)) is None, message="the claim released")
 
 
 def claim(*, expires_in: float) -> bytes:

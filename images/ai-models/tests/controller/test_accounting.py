@@ -24,6 +24,7 @@ from ai_models.domain.storage.codec import (
 )
 from ai_models.domain.storage.ledger import EntryState, Ledger, LedgerEntry, Owner, Refusal, Scope
 from ai_models.names import MODULE_NAMESPACE
+from support.eventually import eventually
 
 WAIT = 10.0  # bound for "promptly"; waits end as soon as the awaited thing happens
 BLOCKED = 0.1  # how long something that must stay blocked is watched
@@ -49,10 +50,7 @@ def attempt(
 
 
 def wait_until(predicate: Callable[[], bool]) -> None:
-    deadline = time.monotonic() + WAIT
-    while not predicate():
-        assert time.monotonic() < deadline, "condition never held"
-        time.sleep(0.001)
+    eventually(predicate, timeout=WAIT, interval=0.001, message="the lock's state")
 
 
 def test_many_readers_hold_the_lock_together() -> None:

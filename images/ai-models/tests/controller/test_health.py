@@ -5,24 +5,16 @@ answering."""
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import httpx
 import pytest
 
 from ai_models.controller.health import ProbeServer, ProbeState
 from fakes.stalled_readers import half_sent_requests, idle_connections
+from support.eventually import eventually
 
 MAX_HANDLERS = 8
-
-
-def eventually(check: Callable[[], bool], *, timeout: float = 30, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 @pytest.fixture
@@ -58,7 +50,7 @@ def test_the_probe_server_survives_a_thousand_idle_connections_with_bounded_thre
             peak = max(peak, threading.active_count())
             return idle.dropped() == 1000
 
-        eventually(all_handled, timeout=60, what="every idle connection refused or timed out")
+        eventually(all_handled, timeout=60, message="every idle connection refused or timed out")
     assert peak <= before + MAX_HANDLERS, (before, peak)
     assert _answers(probes, "/healthz") == 200
     assert _answers(probes, "/readyz") == 200
@@ -66,5 +58,5 @@ def test_the_probe_server_survives_a_thousand_idle_connections_with_bounded_thre
 
 def test_a_half_sent_probe_request_is_closed_after_the_timeout(probes: ProbeServer) -> None:
     with half_sent_requests("127.0.0.1", probes.port, count=MAX_HANDLERS) as half:
-        eventually(lambda: half.dropped() == MAX_HANDLERS, timeout=20, what="half-sent requests closed")
-    eventually(lambda: _answers(probes, "/healthz") == 200, what="the probe answering again")
+        eventually(lambda: half.dropped() == MAX_HANDLERS, timeout=20, message="half-sent requests closed")
+    eventually(lambda: _answers(probes, "/healthz") == 200, message="the probe answering again")

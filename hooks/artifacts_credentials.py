@@ -18,13 +18,14 @@ from typing import Any
 
 from deckhouse import hook
 
+from ai_models.names import ARTIFACTS_CA_SECRET, ARTIFACTS_CREDENTIALS_SECRET, MODULE_NAMESPACE
 from lib.secrets import SOURCE_NAMESPACE, secrets_by_name, source_secrets_binding
-from lib.values import MODULE_NAMESPACE, QUEUE, setting
+from lib.values import QUEUE, setting
 
 SOURCES = "source_secrets"
 COPIES = "copies"
-CREDENTIALS = "ai-models-artifacts-credentials"
-CA = "ai-models-artifacts-ca"
+CREDENTIALS = ARTIFACTS_CREDENTIALS_SECRET
+CA = ARTIFACTS_CA_SECRET
 CREDENTIAL_KEYS = ("accessKey", "secretKey")
 CA_KEYS = ("ca.crt",)
 

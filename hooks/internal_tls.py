@@ -21,15 +21,12 @@ from typing import Any
 
 from deckhouse import hook
 
+from ai_models.names import API_SERVICE, API_TLS_SECRET, CA_COMMON_NAME, MODULE_NAMESPACE, ROOT_CA_SECRET
 from lib.tls import KeyPair, generate_ca, issue_certificate, usable_ca, usable_certificate
-from lib.values import MODULE_NAMESPACE, QUEUE, dig, filter_results, internal
+from lib.values import QUEUE, dig, filter_results, internal
 
 ROOT_CA = "root_ca"
 API_TLS = "api_tls"
-ROOT_CA_SECRET = "ai-models-root-ca"
-API_TLS_SECRET = "ai-models-api-tls"
-API_SERVICE = "ai-models-api"
-CA_COMMON_NAME = "ai-models-ca"
 DEFAULT_CLUSTER_DOMAIN = "cluster.local"
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from deckhouse import hook
 
-from lib.storage import SHARED_PVC_LABEL
+from ai_models.names import SHARED_PVC_LABEL, SHARED_PVC_LABEL_VALUE
 from lib.values import QUEUE, filter_results
 
 CLAIMS = "shared_claims"
@@ -71,7 +71,7 @@ config = json.dumps(
                 "PersistentVolumeClaim",
                 "{namespace: .metadata.namespace, name: .metadata.name,"
                 " created: .metadata.creationTimestamp, deleting: (.metadata.deletionTimestamp != null)}",
-                labelSelector={"matchLabels": {SHARED_PVC_LABEL: "true"}},
+                labelSelector={"matchLabels": {SHARED_PVC_LABEL: SHARED_PVC_LABEL_VALUE}},
             ),
             *(
                 _snapshot_binding(

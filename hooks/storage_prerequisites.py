@@ -21,9 +21,14 @@ from typing import Any
 from deckhouse import hook
 
 from ai_models.domain.storage.prerequisites import DeliveryMode, StorageInputs, evaluate
+from ai_models.names import (
+    SHARED_PVC_LABEL,
+    SHARED_PVC_LABEL_VALUE,
+    STORAGE_PREREQUISITES_METRIC,
+    STORAGE_PREREQUISITES_METRIC_GROUP,
+)
 from lib.storage import (
     SHARED_CLAIM_JQ,
-    SHARED_PVC_LABEL,
     STORAGE_CLASS_JQ,
     shared_claim_facts,
     storage_class_facts,
@@ -34,8 +39,8 @@ STORAGE_CLASSES = "storage_classes"
 SHARED_CLAIMS = "shared_claims"
 NODES = "nodes"
 BINDINGS = [STORAGE_CLASSES, SHARED_CLAIMS, NODES]
-METRIC = "d8_ai_models_storage_prerequisites_satisfied"
-METRIC_GROUP = "d8_ai_models_storage_prerequisites"
+METRIC = STORAGE_PREREQUISITES_METRIC
+METRIC_GROUP = STORAGE_PREREQUISITES_METRIC_GROUP
 
 
 def _binding(name: str, api_version: str, kind: str, jq_filter: str, **extra: Any) -> dict[str, Any]:
@@ -62,7 +67,7 @@ config = json.dumps(
                 "v1",
                 "PersistentVolumeClaim",
                 SHARED_CLAIM_JQ,
-                labelSelector={"matchLabels": {SHARED_PVC_LABEL: "true"}},
+                labelSelector={"matchLabels": {SHARED_PVC_LABEL: SHARED_PVC_LABEL_VALUE}},
             ),
             # Only the labels: a node's status updates do not change the filter result, so they
             # do not run the hook.

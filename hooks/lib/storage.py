@@ -17,8 +17,6 @@ from ai_models.domain.storage.prerequisites import (
     StorageClassFacts,
 )
 
-SHARED_PVC_LABEL = "ai.deckhouse.io/shared-pvc"
-
 STORAGE_CLASS_JQ = (
     "{name: .metadata.name,"
     ' volumeBindingMode: (.volumeBindingMode // "Immediate"),'

@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ai_models.names import MODULE
+
 VALUES_KEY = "aiModels"
-MODULE_NAMESPACE = "d8-ai-models"
-QUEUE = "/modules/ai-models"
+QUEUE = f"/modules/{MODULE}"
 
 
 def dig(values: Mapping[str, Any], *path: str) -> Any:

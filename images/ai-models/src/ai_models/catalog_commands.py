@@ -57,7 +57,10 @@ def add_index_parser(commands: Any) -> None:
     parser.add_argument("--store", required=True, type=Path, metavar="DIR", help="directory of the store")
     parser.add_argument(
         "--endpoint",
-        help="Hub endpoint when the source sets none (default: AI_MODELS_HF_ENDPOINT or huggingface.co)",
+        help=(
+            "Hub endpoint when the source sets none "
+            f"(default: {Settings.variable('hf_endpoint')} or huggingface.co)"
+        ),
     )
     parser.set_defaults(handler=run_index)
 
@@ -133,7 +136,8 @@ def add_search_parser(commands: Any) -> None:
         help="search a local store with the catalog API's own index",
         description=(
             "Builds the catalog index of the directory store DIR and prints one page of results. "
-            "Verdicts use AI_MODELS_CAPACITY_LIMIT_BYTES; without a cluster the usage is unknown."
+            f"Verdicts use {Settings.variable('capacity_limit_bytes')}; without a cluster the usage is "
+            "unknown."
         ),
     )
     parser.add_argument("--store", required=True, type=Path, metavar="DIR", help="directory of the store")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
 from collections.abc import Callable, Sequence
 
@@ -13,6 +12,7 @@ from pydantic import ValidationError
 from ai_models import __version__
 from ai_models.catalog_commands import add_index_parser, add_search_parser
 from ai_models.logs import configure_logging
+from ai_models.names import ENV_PREFIX
 from ai_models.settings import Settings
 
 log = logging.getLogger("ai_models.cli")
@@ -49,7 +49,7 @@ def _api(args: argparse.Namespace, settings: Settings) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ai-models",
-        description="Runtime of the ai-models Deckhouse module. Settings come from AI_MODELS_* variables.",
+        description=f"Runtime of the ai-models Deckhouse module. Settings come from {ENV_PREFIX}* variables.",
     )
     parser.add_argument("--version", action="version", version=f"ai-models {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -64,13 +64,14 @@ def build_parser() -> argparse.ArgumentParser:
     api.add_argument(
         "--port",
         type=int,
-        default=int(os.environ.get("AI_MODELS_API_PORT", "8000")),
-        help="port to listen on (default: AI_MODELS_API_PORT or 8000)",
+        default=None,
+        help="port to listen on (default: the api_port setting, 8000)",
     )
     api.set_defaults(handler=_api)
     publish = commands.add_parser(
         "publish",
-        help="publish one Model or ClusterModel artifact (run by the controller's Jobs; AI_MODELS_PUBLISH_*)",
+        help="publish one Model or ClusterModel artifact (run by the controller's Jobs, "
+        f"configured by {ENV_PREFIX}PUBLISH_* variables)",
     )
     publish.set_defaults(handler=_publish)
     catalog = commands.add_parser("catalog", help="index and search the catalog locally, without a cluster")
@@ -87,8 +88,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValidationError as error:
         # A bad variable must name itself; pydantic's `loc` is the field, the variable adds a prefix.
         for problem in error.errors():
-            field = ".".join(str(part) for part in problem["loc"])
-            print(f"ai-models: invalid setting AI_MODELS_{field.upper()}: {problem['msg']}", file=sys.stderr)
+            field = str(problem["loc"][0]) if problem["loc"] else ""
+            where = Settings.variable(field) if field in Settings.model_fields else f"{ENV_PREFIX}*"
+            print(f"ai-models: invalid setting {where}: {problem['msg']}", file=sys.stderr)
         return 2
     configure_logging(level=settings.log_level, log_format=settings.effective_log_format())
     handler: Command = args.handler

@@ -26,6 +26,12 @@ from ai_models.api.metrics import ApiMetrics
 from ai_models.api.models import ProblemType
 from ai_models.api.problems import PROBLEM_MEDIA_TYPE, ApiProblem, invalid_parameter
 from ai_models.api.state import ApiState
+from ai_models.names import (
+    CATALOG_IMPORT_API_PREFIX,
+    MODELS_LOOKUP_PATH,
+    SERVING_API_PREFIX,
+    UPLOAD_API_PREFIX,
+)
 
 log = logging.getLogger(__name__)
 
@@ -50,8 +56,10 @@ def _parameter_problem(error: RequestValidationError) -> ApiProblem:
     return invalid_parameter("; ".join(parts) + "; see /openapi.json for the accepted values")
 
 
-PUBLIC_PATHS = "the public APIs live under /api/catalog-import/v1, /api/upload/v1 and /api/serving/v1"
-INTERNAL_PATHS = "the internal listener serves only /api/internal/v1/models/lookup and its openapi.json"
+PUBLIC_PATHS = (
+    f"the public APIs live under {CATALOG_IMPORT_API_PREFIX}, {UPLOAD_API_PREFIX} and {SERVING_API_PREFIX}"
+)
+INTERNAL_PATHS = f"the internal listener serves only {MODELS_LOOKUP_PATH} and its openapi.json"
 _METHOD_NOT_ALLOWED = (
     ProblemType.METHOD_NOT_ALLOWED,
     "this path answers only the methods in the Allow header",

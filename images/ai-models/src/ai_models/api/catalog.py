@@ -13,7 +13,7 @@ from ai_models.api.index import CatalogIndex, Row
 from ai_models.api.index_query import Filters
 from ai_models.api.index_schema import text_terms
 from ai_models.api.ledger_view import LedgerView
-from ai_models.api.models import EntryLocator, SearchQuery, Source, SourceList
+from ai_models.api.models import SEARCH_PATH, SOURCES_PATH, EntryLocator, SearchQuery, Source, SourceList
 from ai_models.api.paging import Cursor, decode_token, encode_token, fingerprint
 from ai_models.api.problems import not_found
 from ai_models.api.verdicts import VerdictBook
@@ -69,7 +69,7 @@ class Catalog:
         if found is None:
             raise not_found(
                 f"source {locator.source!r} serves no model {locator.id!r} on this replica; list the served "
-                "sources at /api/catalog-import/v1/sources and find ids with /api/catalog-import/v1/models"
+                f"sources at {SOURCES_PATH} and find ids with {SEARCH_PATH}"
             )
         weights_bytes, document = found
         return _with_verdict(document, weights_bytes, self._ledger.verdicts()).encode()

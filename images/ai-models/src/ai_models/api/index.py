@@ -40,7 +40,7 @@ from ai_models.api.index_schema import (
 from ai_models.api.models import SearchSort
 from ai_models.catalog.layout import CatalogManifest
 from ai_models.domain.catalog.record import CatalogRecord
-from ai_models.names import CatalogProvider
+from ai_models.names import MODULE, CatalogProvider
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +87,7 @@ class CatalogIndex:
         self, *, directory: Path | None = None, readers: int = 4, cache_kib_per_connection: int = 8192
     ) -> None:
         self._owned_directory = directory is None
-        self.directory = directory or Path(tempfile.mkdtemp(prefix="ai-models-catalog-index-"))
+        self.directory = directory or Path(tempfile.mkdtemp(prefix=f"{MODULE}-catalog-index-"))
         self.directory.mkdir(parents=True, exist_ok=True)
         self.path = self.directory / DATABASE_NAME
         # A container restarted in the same pod finds its previous index in the emptyDir; it is a

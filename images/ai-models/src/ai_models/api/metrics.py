@@ -14,9 +14,11 @@ from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
+from ai_models.names import API_METRICS_PREFIX
+
 log = logging.getLogger(__name__)
 
-PREFIX: Final = "d8_ai_models_api_"
+PREFIX: Final = API_METRICS_PREFIX
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 _BUILD_BUCKETS = (0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 

@@ -21,9 +21,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from ai_models.domain.catalog.record import ProviderMetadata, ResourceFacts
 from ai_models.domain.storage.ledger import Scope
 from ai_models.domain.storage.verdict import Verdict, VerdictReason
-from ai_models.names import CatalogProvider
+from ai_models.names import CATALOG_IMPORT_API_PREFIX, CatalogProvider
 
-API_PREFIX: Final = "/api/catalog-import/v1"
+API_PREFIX: Final = CATALOG_IMPORT_API_PREFIX
 SEARCH_PATH: Final = f"{API_PREFIX}/models"
 SOURCES_PATH: Final = f"{API_PREFIX}/sources"
 # `{id}` takes the rest of the path, so ids keep their `/` (`org/name`).

@@ -11,10 +11,10 @@ from pydantic import Field
 
 from ai_models.api.models import Shape
 from ai_models.domain.catalog.record import ResourceFacts, WeightsFormat
-from ai_models.names import ModelKind, ModelPhase
+from ai_models.names import INTERNAL_API_PREFIX, MODELS_LOOKUP_PATH, ModelKind, ModelPhase
 
-LOOKUP_PREFIX: Final = "/api/internal/v1"
-LOOKUP_PATH: Final = f"{LOOKUP_PREFIX}/models/lookup"
+LOOKUP_PREFIX: Final = INTERNAL_API_PREFIX
+LOOKUP_PATH: Final = MODELS_LOOKUP_PATH
 LOOKUP_CONTRACT_PATH: Final = f"{LOOKUP_PREFIX}/openapi.json"
 DIGEST_PATTERN: Final = r"^sha256:[a-f0-9]{64}$"
 NAMESPACE_PATTERN: Final = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"

@@ -12,9 +12,9 @@ from typing import Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ai_models.api.models import Shape
-from ai_models.names import ModelKind, SourceType
+from ai_models.names import SERVING_API_PREFIX, ModelKind, SourceType
 
-SERVING_PREFIX: Final = "/api/serving/v1"
+SERVING_PREFIX: Final = SERVING_API_PREFIX
 MODEL_MANIFEST_PATH: Final = f"{SERVING_PREFIX}/models/{{namespace}}/{{name}}/manifest"
 MODEL_FILE_PATH: Final = f"{SERVING_PREFIX}/models/{{namespace}}/{{name}}/files/{{path}}"
 CLUSTER_MODEL_MANIFEST_PATH: Final = f"{SERVING_PREFIX}/clustermodels/{{name}}/manifest"

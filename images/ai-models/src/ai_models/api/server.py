@@ -313,7 +313,7 @@ def _internal_listener(runtime: ApiRuntime, config: ApiSettings, *, host: str) -
     if tls is None:
         log.info(
             "internal lookup listener not started: no TLS certificate configured "
-            "(AI_MODELS_API_TLS_CERT_FILE and AI_MODELS_API_TLS_KEY_FILE)",
+            f"({ApiSettings.variable('api_tls_cert_file')} and {ApiSettings.variable('api_tls_key_file')})",
             extra={"port": config.api_internal_port},
         )
         return None
@@ -334,13 +334,15 @@ def _internal_listener(runtime: ApiRuntime, config: ApiSettings, *, host: str) -
     )
 
 
-def serve(settings: Settings, *, host: str, port: int) -> int:
+def serve(settings: Settings, *, host: str, port: int | None = None) -> int:
     """Run the api on `host:port` (and the internal listener) until SIGTERM/SIGINT; the exit code
-    (0 after a clean stop)."""
+    (0 after a clean stop). Without `port`, the `api_port` setting."""
     config = api_settings(settings)
+    port = config.api_port if port is None else port
     if (config.api_tls_cert_file is None) != (config.api_tls_key_file is None):
         log.error(
-            "the internal listener needs both AI_MODELS_API_TLS_CERT_FILE and AI_MODELS_API_TLS_KEY_FILE",
+            f"the internal listener needs both {ApiSettings.variable('api_tls_cert_file')} and "
+            f"{ApiSettings.variable('api_tls_key_file')}",
             extra={"cert": str(config.api_tls_cert_file), "key": str(config.api_tls_key_file)},
         )
         return 2
@@ -380,8 +382,8 @@ def serve(settings: Settings, *, host: str, port: int) -> int:
                 listeners.append(internal)
         except (OSError, ssl.SSLError) as error:
             log.error(
-                "cannot listen; check the ports (AI_MODELS_API_PORT, AI_MODELS_API_INTERNAL_PORT) and the "
-                "internal listener's certificate files",
+                f"cannot listen; check the ports ({ApiSettings.variable('api_port')}, "
+                f"{ApiSettings.variable('api_internal_port')}) and the internal listener's certificate files",
                 extra={"address": host, "error": str(error)},
             )
             return 1
@@ -391,7 +393,7 @@ def serve(settings: Settings, *, host: str, port: int) -> int:
             )
         except OSError as error:
             log.error(
-                "cannot listen for metrics; set AI_MODELS_API_METRICS_PORT to a free port",
+                f"cannot listen for metrics; set {ApiSettings.variable('api_metrics_port')} to a free port",
                 extra={
                     "address": f"{config.api_metrics_address}:{config.api_metrics_port}",
                     "error": str(error),

@@ -21,14 +21,15 @@ from ai_models.domain.storage.prerequisites import (
     StorageInputs,
     evaluate,
 )
+from ai_models.names import SHARED_PVC_LABEL, SHARED_PVC_LABEL_VALUE, STORAGE_PREREQUISITES_METRIC
 
 log = logging.getLogger(__name__)
-SHARED_PVC_LABEL = "ai.deckhouse.io/shared-pvc=true"
+SHARED_PVC_SELECTOR = f"{SHARED_PVC_LABEL}={SHARED_PVC_LABEL_VALUE}"
 DEFAULT_CLASS_ANNOTATIONS = (
     "storageclass.kubernetes.io/is-default-class",
     "storageclass.beta.kubernetes.io/is-default-class",
 )
-METRIC = "d8_ai_models_storage_prerequisites_satisfied"
+METRIC = STORAGE_PREREQUISITES_METRIC
 # (connect, read) of each read: a stalled API server fails the check (logged at start, no sample on
 # a scrape) instead of blocking the start or the scrape forever.
 REQUEST_TIMEOUT = (5.0, 30.0)
@@ -63,7 +64,7 @@ def _provisioning_failed(core: Any, claim: Any) -> bool:
 def _shared_claims(api: Any) -> tuple[SharedClaimFacts, ...]:
     core = k8s.CoreV1Api(api)
     claims = core.list_persistent_volume_claim_for_all_namespaces(
-        label_selector=SHARED_PVC_LABEL, _request_timeout=REQUEST_TIMEOUT
+        label_selector=SHARED_PVC_SELECTOR, _request_timeout=REQUEST_TIMEOUT
     ).items
     facts = []
     for claim in claims:

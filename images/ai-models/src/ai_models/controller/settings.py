@@ -7,11 +7,12 @@ from pathlib import Path
 from pydantic import Field
 
 from ai_models.domain.storage.prerequisites import DeliveryMode
+from ai_models.names import API_IN_CLUSTER_URL, CONTROLLER_LEASE, PUBLISHER_TEMPLATE_CONFIGMAP
 from ai_models.settings import Settings
 
 
 class ControllerSettings(Settings):
-    controller_lease_name: str = Field(default="ai-models-controller", description="Lease of the leader.")
+    controller_lease_name: str = Field(default=CONTROLLER_LEASE, description="Lease of the leader.")
     controller_lease_duration_seconds: int = Field(default=15, ge=2)
     controller_renew_deadline_seconds: int = Field(default=10, ge=1)
     controller_retry_period_seconds: int = Field(default=2, ge=1)
@@ -41,7 +42,7 @@ class ControllerSettings(Settings):
         default_factory=dict, description="Setting delivery.nodeCache.nodeSelector (JSON)."
     )
     publish_pod_template_file: Path | None = Field(
-        default=None, description="The publisher pod template (ConfigMap ai-models-publisher-template)."
+        default=None, description=f"The publisher pod template (ConfigMap {PUBLISHER_TEMPLATE_CONFIGMAP})."
     )
     publication_max_concurrent: int = Field(
         default=4, ge=1, description="Setting publication.maxConcurrentPublications: publish Jobs at once."
@@ -58,7 +59,7 @@ class ControllerSettings(Settings):
         default=3.0, gt=0, description="How often an awaited upload is looked for."
     )
     upload_in_cluster_url: str = Field(
-        default="http://ai-models-api.d8-ai-models.svc", description="Base of status.upload.inCluster."
+        default=API_IN_CLUSTER_URL, description="Base of status.upload.inCluster."
     )
     upload_public_url: str | None = Field(
         default=None, description="Base of status.upload.external (https://ai-models.<public domain>)."

@@ -28,13 +28,14 @@ from ai_models.domain.storage.codec import (
     ledger_to_json,
 )
 from ai_models.domain.storage.ledger import Ledger
+from ai_models.names import COMPONENT_LABEL, MODULE, NAME_LABEL, STORAGE_ACCOUNTING_COMPONENT
 
 log = logging.getLogger(__name__)
 
 LEDGER_LABELS: Final = {
-    "app.kubernetes.io/name": LEDGER_SECRET_NAME,
-    "app.kubernetes.io/component": "storage-accounting",
-    "module": "ai-models",
+    NAME_LABEL: LEDGER_SECRET_NAME,
+    COMPONENT_LABEL: STORAGE_ACCOUNTING_COMPONENT,
+    "module": MODULE,
     "heritage": "deckhouse",
 }
 MAX_ATTEMPTS: Final = 8

@@ -41,7 +41,8 @@ def _s3_store(url: str, settings: Settings) -> S3Store:
     elif settings.s3_ca_file:
         if not Path(settings.s3_ca_file).is_file():
             raise ValueError(
-                f"AI_MODELS_S3_CA_FILE names {settings.s3_ca_file!r}, which is not a readable file"
+                f"{Settings.variable('s3_ca_file')} names {settings.s3_ca_file!r}, "
+                "which is not a readable file"
             )
         verify = settings.s3_ca_file
     return S3Store(
@@ -67,5 +68,6 @@ def _file_url_path(url: str) -> Path:
 
 def _invalid(url: str | None, reason: str) -> ValueError:
     return ValueError(
-        f"AI_MODELS_STORE_URL={url!r} is not a usable object store ({reason}); use {ACCEPTED_FORMS}"
+        f"{Settings.variable('store_url')}={url!r} is not a usable object store ({reason}); "
+        f"use {ACCEPTED_FORMS}"
     )

@@ -36,6 +36,10 @@ from ai_models.adapters.objectstore.keys import (
 )
 from ai_models.adapters.objectstore.ranges import check_range
 from ai_models.adapters.objectstore.streams import CountingSource, SizeMismatch, reader
+from ai_models.settings import Settings
+
+# The setting that names this store's directory (file:///...), for hints that say what to change.
+_STORE_URL = Settings.variable("store_url")
 
 COPY_CHUNK_BYTES = 1024 * 1024  # read (and hashed, by the publisher) a megabyte at a time
 # ...but written in smaller pieces, the I/O size of coreutils' cp: on kernels with large page-cache
@@ -183,7 +187,7 @@ class DirectoryStore:
                 action="use the store",
                 key=None,
                 cause="the path exists and is not a directory",
-                hint="point AI_MODELS_STORE_URL at a directory",
+                hint=f"point {_STORE_URL} at a directory",
             )
         try:
             descriptor, temp = self._create_temp(self.root)
@@ -409,15 +413,15 @@ def _hint(exc: Exception) -> str:
     if code in (errno.EACCES, errno.EPERM):
         return f"check that the store directory is writable by uid {os.getuid()}"
     if code == errno.ENOSPC:
-        return "the volume is full: free space or point AI_MODELS_STORE_URL at a larger one"
+        return f"the volume is full: free space or point {_STORE_URL} at a larger one"
     if code == errno.EROFS:
-        return "the file system is read-only: point AI_MODELS_STORE_URL at a writable directory"
+        return f"the file system is read-only: point {_STORE_URL} at a writable directory"
     if code in (errno.ENOTDIR, errno.EEXIST, errno.EISDIR):
         return (
             "the key collides with an existing object or prefix: the directory store cannot hold "
             "both 'a/b' and 'a/b/...'"
         )
-    return "check the directory named by AI_MODELS_STORE_URL"
+    return f"check the directory named by {_STORE_URL}"
 
 
 def _is_file_on_the_way(directory: Path, root: Path) -> bool:

@@ -17,21 +17,32 @@ from prometheus_client.registry import Collector
 from ai_models.adapters.kube.ledger_store import LedgerStoreError, SecretLedgerStore
 from ai_models.domain.storage.ledger import usage_by_scope
 from ai_models.names import (
+    INVENTORY_LAST_SUCCESS_METRIC,
     INVENTORY_ORPHANED_ARTIFACTS_METRIC,
     INVENTORY_ORPHANED_BYTES_METRIC,
+    INVENTORY_PASS_SUCCESS_METRIC,
+    INVENTORY_PASSES_METRIC,
     INVENTORY_REMOVAL_BLOCKED_METRIC,
     INVENTORY_REMOVED_ARTIFACTS_METRIC,
     INVENTORY_REMOVED_BYTES_METRIC,
+    MODELS_METRIC,
+    PUBLICATIONS_METRIC,
+    STORAGE_ARTIFACTS_METRIC,
+    STORAGE_CAPACITY_METRIC,
+    STORAGE_LEDGER_CONFIRMED_METRIC,
+    STORAGE_LEDGER_PRESENT_METRIC,
+    STORAGE_RESERVED_METRIC,
+    STORAGE_USED_METRIC,
 )
 
 log = logging.getLogger(__name__)
 
-CAPACITY = "d8_ai_models_storage_capacity_bytes"
-LEDGER_PRESENT = "d8_ai_models_storage_ledger_present"
-LEDGER_CONFIRMED = "d8_ai_models_storage_ledger_confirmed"
-USED = "d8_ai_models_storage_used_bytes"
-RESERVED = "d8_ai_models_storage_reserved_bytes"
-ARTIFACTS = "d8_ai_models_storage_artifacts"
+CAPACITY = STORAGE_CAPACITY_METRIC
+LEDGER_PRESENT = STORAGE_LEDGER_PRESENT_METRIC
+LEDGER_CONFIRMED = STORAGE_LEDGER_CONFIRMED_METRIC
+USED = STORAGE_USED_METRIC
+RESERVED = STORAGE_RESERVED_METRIC
+ARTIFACTS = STORAGE_ARTIFACTS_METRIC
 # What the collector may export (the monitoring contract; series appear only when known).
 LEDGER_METRICS = frozenset({CAPACITY, LEDGER_PRESENT, LEDGER_CONFIRMED, USED, RESERVED, ARTIFACTS})
 
@@ -87,17 +98,17 @@ class StorageMetrics:
 
     def __init__(self, registry: CollectorRegistry) -> None:
         self.inventory_success = Gauge(
-            "d8_ai_models_storage_inventory_pass_success",
+            INVENTORY_PASS_SUCCESS_METRIC,
             "1 when the last inventory pass completed without an error, 0 when it had errors.",
             registry=registry,
         )
         self.inventory_last_success = Gauge(
-            "d8_ai_models_storage_inventory_last_success_timestamp_seconds",
+            INVENTORY_LAST_SUCCESS_METRIC,
             "When an inventory pass last completed without an error.",
             registry=registry,
         )
         self.inventory_passes = Counter(
-            "d8_ai_models_storage_inventory_passes",
+            INVENTORY_PASSES_METRIC,
             "Inventory passes by result.",
             ["result"],
             registry=registry,
@@ -128,10 +139,10 @@ class StorageMetrics:
             registry=registry,
         )
         self.publications = Counter(
-            "d8_ai_models_publications", "Finished publications by result.", ["result"], registry=registry
+            PUBLICATIONS_METRIC, "Finished publications by result.", ["result"], registry=registry
         )
         self.models = Gauge(
-            "d8_ai_models_models",
+            MODELS_METRIC,
             "Models and ClusterModels by phase (leader).",
             ["kind", "phase"],
             registry=registry,

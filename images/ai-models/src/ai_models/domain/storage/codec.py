@@ -8,8 +8,9 @@ from typing import Any
 
 from ai_models.domain.conditions import timestamp
 from ai_models.domain.storage.ledger import Absence, EntryState, Ledger, LedgerEntry, Owner, Scope
+from ai_models.names import STORAGE_ACCOUNTING_SECRET
 
-LEDGER_SECRET_NAME = "ai-models-storage-accounting"
+LEDGER_SECRET_NAME = STORAGE_ACCOUNTING_SECRET
 LEDGER_SECRET_KEY = "ledger.json"
 
 

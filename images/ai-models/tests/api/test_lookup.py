@@ -10,7 +10,6 @@ import socket
 import ssl
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ import pytest
 
 from ai_models.adapters.objectstore import DirectoryStore
 from ai_models.api.models_lookup import ModelLookup
+from support.eventually import eventually
 
 MODULE_NAMESPACE = "d8-ai-models"
 
@@ -207,12 +207,6 @@ def test_the_internal_listener_speaks_only_verified_tls(api: Any) -> None:
         )
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def _serve(
     api_cluster: Any, store: DirectoryStore, tmp_path: Path, *, port: int = 0, **env: str
 ) -> tuple[subprocess.Popen[bytes], Path]:
@@ -221,7 +215,7 @@ def _serve(
         "KUBECONFIG": str(api_cluster.emulator.kubeconfig(api_cluster.api_account)),
         "AI_MODELS_STORE_URL": f"file://{store.root}",
         "AI_MODELS_NAMESPACE": MODULE_NAMESPACE,
-        "AI_MODELS_API_METRICS_PORT": str(_free_port()),
+        "AI_MODELS_API_METRICS_PORT": "0",
         **env,
     }
     code = (
@@ -240,45 +234,53 @@ def _serve(
     return process, log_path
 
 
+def _entries(log_path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in log_path.read_text().splitlines() if line.startswith("{")]
+
+
 def _messages(log_path: Path) -> list[str]:
-    return [json.loads(line)["msg"] for line in log_path.read_text().splitlines() if line.startswith("{")]
+    return [entry["msg"] for entry in _entries(log_path)]
+
+
+def _started(process: subprocess.Popen[bytes], log_path: Path) -> dict[str, Any]:
+    """The "api starting" line: its listeners bound port 0 and it names the addresses they got."""
+
+    def line() -> dict[str, Any] | None:
+        assert process.poll() is None, log_path.read_text()
+        return next((entry for entry in _entries(log_path) if entry["msg"] == "api starting"), None)
+
+    found = eventually(line, timeout=30, message=lambda: f"the api to start:\n{log_path.read_text()}")
+    assert found is not None
+    return found
 
 
 def test_serve_runs_both_listeners_and_stops_them_on_sigterm(
     api_cluster: Any, store: DirectoryStore, tmp_path: Path, write_tls_files: Any
 ) -> None:
     cert, key, ca = write_tls_files(tmp_path / "tls")
-    port, internal_port = _free_port(), _free_port()
     process, log_path = _serve(
         api_cluster,
         store,
         tmp_path,
-        port=port,
-        AI_MODELS_API_INTERNAL_PORT=str(internal_port),
+        AI_MODELS_API_INTERNAL_PORT="0",
         AI_MODELS_API_TLS_CERT_FILE=str(cert),
         AI_MODELS_API_TLS_KEY_FILE=str(key),
     )
     user = api_cluster.user("inference")
     api_cluster.model("served", status={"phase": "Ready"})
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                found = httpx.get(
-                    f"https://127.0.0.1:{internal_port}{LOOKUP}",
-                    params={"kind": "ClusterModel", "name": "served"},
-                    headers={"Authorization": f"Bearer {user.token}"},
-                    verify=ssl.create_default_context(cafile=str(ca)),
-                    timeout=5,
-                )
-                break
-            except httpx.TransportError:
-                assert process.poll() is None, log_path.read_text()
-                assert time.monotonic() < deadline, log_path.read_text()
-                time.sleep(0.1)
+        started = _started(process, log_path)
+        address, internal = started["address"], started["internal"]
+        found = httpx.get(
+            f"https://{internal}{LOOKUP}",
+            params={"kind": "ClusterModel", "name": "served"},
+            headers={"Authorization": f"Bearer {user.token}"},
+            verify=ssl.create_default_context(cafile=str(ca)),
+            timeout=5,
+        )
         assert found.status_code == 200, found.text
         assert found.json()["phase"] == "Ready"
-        assert httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5).status_code == 200
+        assert httpx.get(f"http://{address}/healthz", timeout=5).status_code == 200
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=30) == 0, log_path.read_text()
     finally:
@@ -288,22 +290,17 @@ def test_serve_runs_both_listeners_and_stops_them_on_sigterm(
     messages = _messages(log_path)
     assert "api starting" in messages
     assert messages[-1] == "api stopped"
-    for listening in (port, internal_port):
+    for listening in (address, internal):
         with socket.socket() as probe:
-            assert probe.connect_ex(("127.0.0.1", listening)) != 0
+            assert probe.connect_ex(("127.0.0.1", int(listening.rsplit(":", 1)[1]))) != 0
 
 
 def test_serve_without_a_certificate_says_the_internal_listener_is_off(
     api_cluster: Any, store: DirectoryStore, tmp_path: Path
 ) -> None:
-    port = _free_port()
-    process, log_path = _serve(api_cluster, store, tmp_path, port=port)
+    process, log_path = _serve(api_cluster, store, tmp_path)
     try:
-        deadline = time.monotonic() + 30
-        while "api starting" not in _messages(log_path):
-            assert process.poll() is None, log_path.read_text()
-            assert time.monotonic() < deadline, log_path.read_text()
-            time.sleep(0.1)
+        _started(process, log_path)
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=30) == 0
     finally:

@@ -8,7 +8,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -22,7 +21,9 @@ from ai_models.api.contract import contract_document
 from ai_models.api.metrics import MetricsServer
 from ai_models.catalog.layout import CatalogManifest
 from ai_models.domain.catalog.record import CatalogRecord
+from support.eventually import eventually
 from support.metrics_contract import API_TRANSFER_METRICS, exported_metrics
+from support.processes import API_LISTENING, METRICS_LISTENING, logged_address
 
 RecordMaker = Callable[..., CatalogRecord]
 GenerationWriter = Callable[..., CatalogManifest]
@@ -168,12 +169,6 @@ def test_the_transfer_counters_are_exported_under_their_contract_names() -> None
     assert exported_metrics() >= API_TRANSFER_METRICS
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def test_serve_runs_until_sigterm_and_stops_cleanly(
     api_cluster: Any,
     store: DirectoryStore,
@@ -182,13 +177,12 @@ def test_serve_runs_until_sigterm_and_stops_cleanly(
     tmp_path: Path,
 ) -> None:
     write_generation(store, "hf", "g1", [[make_record("hf", "org/model", downloads=1)]])
-    port, metrics_port = _free_port(), _free_port()
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith(("AI_MODELS_", "KUBERNETES_"))},
         "KUBECONFIG": str(api_cluster.emulator.kubeconfig(api_cluster.api_account)),
         "AI_MODELS_STORE_URL": f"file://{store.root}",
         "AI_MODELS_NAMESPACE": "d8-ai-models",
-        "AI_MODELS_API_METRICS_PORT": str(metrics_port),
+        "AI_MODELS_API_METRICS_PORT": "0",
         "AI_MODELS_API_INDEX_REFRESH_SECONDS": "0.2",
     }
     code = (
@@ -197,7 +191,7 @@ def test_serve_runs_until_sigterm_and_stops_cleanly(
         "from ai_models.settings import LogFormat, LogLevel, Settings\n"
         "from ai_models.api.server import serve\n"
         "configure_logging(level=LogLevel.INFO, log_format=LogFormat.JSON)\n"
-        f"sys.exit(serve(Settings(), host='127.0.0.1', port={port}))\n"
+        "sys.exit(serve(Settings(), host='127.0.0.1', port=0))\n"
     )
     log_path = tmp_path / "api.log"
     with log_path.open("wb") as log:
@@ -206,22 +200,25 @@ def test_serve_runs_until_sigterm_and_stops_cleanly(
         )
     try:
         user = api_cluster.user("reader")
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                found = httpx.get(
-                    f"http://127.0.0.1:{port}{SEARCH}",
-                    headers={"Authorization": f"Bearer {user.token}"},
-                    timeout=5,
-                )
-                if found.status_code == 200 and found.json()["items"]:
-                    break
-            except httpx.TransportError:
-                pass
+
+        def bound(message: str) -> str:
             assert process.poll() is None, log_path.read_text()
-            assert time.monotonic() < deadline, log_path.read_text()
-            time.sleep(0.1)
-        assert "d8_ai_models_api_requests_total" in httpx.get(f"http://127.0.0.1:{metrics_port}/metrics").text
+            lines = log_path.read_text().splitlines()
+            return next((found for line in lines if (found := logged_address(line, message))), "")
+
+        # Port 0 for both listeners: the api logs the addresses it bound.
+        address = eventually(lambda: bound(API_LISTENING), message="the api's address in its log")
+        metrics_address = eventually(lambda: bound(METRICS_LISTENING), message="the metrics address")
+
+        def served() -> bool:
+            assert process.poll() is None, log_path.read_text()
+            found = httpx.get(
+                f"http://{address}{SEARCH}", headers={"Authorization": f"Bearer {user.token}"}, timeout=5
+            )
+            return found.status_code == 200 and bool(found.json()["items"])
+
+        eventually(served, timeout=30, message=lambda: f"a search result:\n{log_path.read_text()}")
+        assert "d8_ai_models_api_requests_total" in httpx.get(f"http://{metrics_address}/metrics").text
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=20) == 0
     finally:

@@ -1,7 +1,8 @@
 """`ai-models catalog index|search`: the catalog on a workstation, without a cluster.
 
 `index` runs the same pass the controller runs, over one ModelCatalogSource manifest, into a
-directory store; `search` queries that store with the api's own index and search code.
+directory store; `search` queries that store with the api's own index and search code, reached
+through `ai_models.api.offline` (the CLI imports nothing else of the api).
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import ValidationError
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -30,12 +30,7 @@ from rich.table import Table
 from ai_models.adapters.hub import HubClient
 from ai_models.adapters.hub.errors import ProviderError
 from ai_models.adapters.objectstore import DirectoryStore
-from ai_models.api.catalog import Catalog
-from ai_models.api.index import CatalogIndex
-from ai_models.api.index_builder import IndexBuilder
-from ai_models.api.ledger_view import LedgerReading, LedgerState, LedgerView
-from ai_models.api.metrics import ApiMetrics
-from ai_models.api.models import SearchQuery, SearchSort
+from ai_models.api.offline import DEFAULT_SORT, SORTS, InvalidQuery, parse_query, search_store
 from ai_models.catalog.indexing import Checkpoint, run_pass
 from ai_models.catalog.source import SourceSpec
 from ai_models.domain.storage.verdict import Verdict
@@ -150,9 +145,7 @@ def add_search_parser(commands: Any) -> None:
     parser.add_argument("--max-parameters", type=int, help="at most this many parameters")
     parser.add_argument("--max-weights-bytes", type=int, help="weights of at most this many bytes")
     parser.add_argument("--verdict", choices=[verdict.value for verdict in Verdict], help="download verdict")
-    parser.add_argument(
-        "--sort", choices=[sort.value for sort in SearchSort], default=SearchSort.DOWNLOADS.value
-    )
+    parser.add_argument("--sort", choices=SORTS, default=DEFAULT_SORT)
     parser.add_argument("--page-size", type=int, default=20, help="entries to print (1-500)")
     parser.add_argument(
         "--json", action="store_true", help="print a JSON array of entries (the API's entry shape)"
@@ -160,45 +153,33 @@ def add_search_parser(commands: Any) -> None:
     parser.set_defaults(handler=run_search)
 
 
-def _query(args: argparse.Namespace) -> SearchQuery:
-    try:
-        return SearchQuery.model_validate(
-            {
-                "q": args.q,
-                "source": args.source,
-                "pipelineTag": args.pipeline_tag,
-                "library": args.library,
-                "author": args.author,
-                "minParameters": args.min_parameters,
-                "maxParameters": args.max_parameters,
-                "maxWeightsBytes": args.max_weights_bytes,
-                "verdict": args.verdict,
-                "sort": args.sort,
-                "pageSize": args.page_size,
-            }
-        )
-    except ValidationError as error:
-        problems = "; ".join(f"{'.'.join(map(str, item['loc']))}: {item['msg']}" for item in error.errors())
-        raise SystemExit(f"ai-models catalog search: {problems}") from error
+def _parameters(args: argparse.Namespace) -> dict[str, Any]:
+    """The search options under the api's query parameter names."""
+    return {
+        "q": args.q,
+        "source": args.source,
+        "pipelineTag": args.pipeline_tag,
+        "library": args.library,
+        "author": args.author,
+        "minParameters": args.min_parameters,
+        "maxParameters": args.max_parameters,
+        "maxWeightsBytes": args.max_weights_bytes,
+        "verdict": args.verdict,
+        "sort": args.sort,
+        "pageSize": args.page_size,
+    }
 
 
 def run_search(args: argparse.Namespace, settings: Settings) -> int:
-    query = _query(args)
+    try:
+        query = parse_query(_parameters(args))
+    except InvalidQuery as error:
+        raise SystemExit(f"ai-models catalog search: {error}") from error
     if not (args.store / "catalog").is_dir():
         raise SystemExit(
             f"ai-models catalog search: {args.store} holds no catalog; run `ai-models catalog index` first"
         )
-    index = CatalogIndex()
-    try:
-        IndexBuilder(store=DirectoryStore(args.store), index=index, metrics=ApiMetrics()).poll_once()
-        # Without a cluster there is no ledger: usage is unknown, exactly as with a missing Secret.
-        ledger = LedgerView(
-            read=lambda: LedgerReading(ledger=None, state=LedgerState.MISSING),
-            capacity_bytes=settings.capacity_limit_bytes,
-        )
-        entries: list[dict[str, Any]] = json.loads(Catalog(index=index, ledger=ledger).search(query))["items"]
-    finally:
-        index.close()
+    entries = search_store(args.store, query, capacity_bytes=settings.capacity_limit_bytes)
     if args.json:
         print(json.dumps(entries, indent=2))
     else:

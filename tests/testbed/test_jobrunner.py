@@ -619,3 +619,32 @@ def test_expand_follows_the_kubelet() -> None:
     assert expand("$(A)/$(B)", values) == "a/b"
     assert expand("$$(A) $(C) $A $", values) == "$(A) $(C) $A $"
     assert expand("$(A", values) == "$(A"
+
+
+def test_a_runner_without_module_parameters_knows_no_module(
+    kube_emulator: RunningEmulator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The runner itself is generic: the module's entry point, termination-message variable and
+    withheld settings come only from `testbed.module`."""
+    monkeypatch.setenv("AI_MODELS_INHERITED", "kept by a runner that withholds nothing")
+    add_service_account(kube_emulator.cluster)
+    image = "example.test/tool:1"
+    with JobRunner(
+        kube_emulator,
+        image_matches=lambda candidate: candidate == image,
+        commands={"fake-publisher": FAKE_PUBLISHER},
+    ) as plain:
+        plain.cluster.apply(job("plain-env", "fake-publisher", "env", image=image))
+        plain.cluster.apply(job("no-command", image=image, args=["version"]))
+        plain.wait_for_job("plain-env")
+        plain.wait_for_job("no-command", condition="Failed")
+
+        [pod] = plain.pods("plain-env")
+        seen = json.loads(plain.log(pod["metadata"]["name"]))
+        assert seen["AI_MODELS_INHERITED"] == "kept by a runner that withholds nothing"
+        # No termination-message variable to point at the Pod's file: the Job's value stays.
+        assert seen[TERMINATION_MESSAGE_ENV] == "/dev/termination-log"
+        [failed] = plain.pods("no-command")
+        end = terminated(failed)
+        assert (end["exitCode"], end["reason"]) == (128, "StartError")
+        assert "no command specified" in end["message"]

@@ -531,3 +531,17 @@ def test_deleting_a_source_through_the_controller_removes_it_and_its_index(
     bed.objects.delete_cluster_custom_object(GROUP, VERSION, PLURAL, "short-lived")
     eventually(lambda: bed.get("short-lived") is None, timeout=WAIT, message="the source to go")
     assert not bed.index_exists("short-lived")
+
+
+def test_a_write_the_informer_showed_before_the_api_answered_does_not_hide_later_changes(bed: Bed) -> None:
+    created = bed.create("quick", opted_in=False)
+    cache: dict[str, dict[str, Any]] = {"quick": created}
+    reconciler = CatalogSourceReconciler(runtime=bed.runtime, get_source=cache.get)
+    written = {**created, "metadata": {**created["metadata"], "resourceVersion": "900"}}
+    # The watch event of our write reached the informer first; the API's answer came after it.
+    reconciler.keys_of(written)
+    reconciler._remember(written)
+    changed = {**written, "metadata": {**written["metadata"], "resourceVersion": "901", "generation": 7}}
+    cache["quick"] = changed
+    reconciler.keys_of(changed)
+    assert reconciler._current("quick") == changed

@@ -11,11 +11,13 @@ show the status just written would take a finished pass's checkpoint for an inte
 miss the backoff just written; so the object each write returns is used until the informer has
 delivered that very version (`keys_of` sees it), or for ECHO_TIMEOUT at most (a relist may skip
 it). Watch events arrive in resourceVersion order, so a cache that has not shown our write yet is
-older than the object the write returned.
+older than the object the write returned. The informer may show a write before the writer hears
+back from the API, so the versions it showed lately are remembered too.
 """
 
 from __future__ import annotations
 
+import collections
 import copy
 import dataclasses
 import logging
@@ -38,6 +40,7 @@ ECHO_TIMEOUT_SECONDS = 10.0
 # source is looked at again shortly instead of looping within one worker.
 MAX_STEPS = 8
 CONFLICT_RETRY_SECONDS = 0.5
+SEEN_VERSIONS = 32  # versions of each source the informer showed lately
 
 
 @dataclasses.dataclass
@@ -55,6 +58,7 @@ class CatalogSourceReconciler:
     stopping: threading.Event = dataclasses.field(default_factory=threading.Event)
     monotonic: Callable[[], float] = time.monotonic
     _written: dict[str, _Written] = dataclasses.field(default_factory=dict)
+    _seen: dict[str, collections.deque[str]] = dataclasses.field(default_factory=dict)
     _lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
 
     # ----- wiring -------------------------------------------------------------------------------
@@ -63,18 +67,23 @@ class CatalogSourceReconciler:
         """The key of a changed source (its name), noting that the cache now shows that version."""
         meta = obj.get("metadata") or {}
         name = str(meta.get("name") or "")
+        if not name:
+            return []
+        version = str(meta.get("resourceVersion") or "")
         with self._lock:
+            self._seen.setdefault(name, collections.deque(maxlen=SEEN_VERSIONS)).append(version)
             written = self._written.get(name)
-            if written is not None and written.version == meta.get("resourceVersion"):
+            if written is not None and written.version == version:
                 del self._written[name]
-        return [name] if name else []
+        return [name]
 
     def _remember(self, obj: dict[str, Any]) -> None:
         meta = obj.get("metadata") or {}
+        name, version = str(meta["name"]), str(meta.get("resourceVersion") or "")
         with self._lock:
-            self._written[str(meta["name"])] = _Written(
-                version=str(meta.get("resourceVersion") or ""), obj=obj, at=self.monotonic()
-            )
+            if version in self._seen.get(name, ()):
+                return  # the informer showed it before the API's answer reached us
+            self._written[name] = _Written(version=version, obj=obj, at=self.monotonic())
 
     def _current(self, name: str) -> dict[str, Any] | None:
         with self._lock:

@@ -10,8 +10,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ai_models.adapters.objectstore import DirectoryStore
+from ai_models.controller.models.jobs import publication_env, token_env
 from ai_models.domain.artifacts.layout import manifest_key
 from ai_models.domain.artifacts.sniff import PayloadFormat
+from ai_models.domain.publication.request import FileSpec, HuggingFacePublication
+from ai_models.names import PublishVariable
 from ai_models.publish.main import EXIT_BAD_SETTINGS, EXIT_FAILED, EXIT_PUBLISHED
 from fakes.hub import FakeHub, repository
 from fakes.model_files import tiny_gguf
@@ -163,6 +166,55 @@ def test_a_store_url_that_is_not_one_exits_2(kit: Kit, hub: FakeHub) -> None:
 
     assert result.returncode == EXIT_BAD_SETTINGS
     assert "AI_MODELS_STORE_URL" in str(termination(kit)["message"])
+
+
+def test_the_job_env_the_controller_writes_is_published_by_the_cli(kit: Kit, hub: FakeHub) -> None:
+    hub.add(repository(REPO, kit.model_files(), private_token="hf_secret"))
+    job = kit.plan(hub, REPO, token="hf_secret")
+    source = HuggingFacePublication(
+        repository=job.repository,
+        revision=job.revision,
+        files=tuple(FileSpec.model_validate(item) for item in job.files),
+        endpoint=hub.url,
+    )
+    written = [*publication_env(kit.owner, digest=job.digest, source=source), token_env(kit.owner)]
+    # What the kubelet gives the container: plain values, the token from the Job's token Secret.
+    secrets = {(f"publish-{kit.owner.uid}-token", "token"): "hf_secret"}
+    env = {}
+    for item in written:
+        if "valueFrom" in item:
+            ref = item["valueFrom"]["secretKeyRef"]
+            env[item["name"]] = secrets[ref["name"], ref["key"]]
+        else:
+            env[item["name"]] = item["value"]
+
+    result = publish(
+        {
+            **env,
+            PublishVariable.TERMINATION_MESSAGE_PATH.value: str(kit.tmp_path / "termination-log"),
+            PublishVariable.REPORT_PROGRESS.value: "false",
+            "AI_MODELS_STORE_URL": f"file://{kit.store.root}",
+        }
+    )
+
+    assert result.returncode == EXIT_PUBLISHED, result.stderr
+    assert termination(kit)["digest"] == job.digest
+    assert {request.headers.get("authorization") for request in hub.requests("resolve")} == {
+        "Bearer hf_secret"
+    }
+
+
+def test_a_garbled_files_list_exits_2_naming_the_variable(kit: Kit, hub: FakeHub) -> None:
+    hub.add(repository(REPO, kit.model_files()))
+    env = job_env(kit, kit.plan(hub, REPO), hub)
+    env["AI_MODELS_PUBLISH_FILES"] = '[{"path": "config.json", "size": "many"}'
+
+    result = publish(env)
+
+    assert result.returncode == EXIT_BAD_SETTINGS
+    assert "AI_MODELS_PUBLISH_FILES is not a JSON list of files" in result.stderr
+    assert "AI_MODELS_PUBLISH_FILES" in str(termination(kit)["message"])
+    assert hub.count("resolve") == 0
 
 
 def test_the_help_lists_publish() -> None:

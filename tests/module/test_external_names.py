@@ -20,14 +20,26 @@ import dataclasses
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
 from ai_models.api.settings import ApiSettings
 from ai_models.controller.settings import ControllerSettings
+from ai_models.names import (
+    API_IN_CLUSTER_URL,
+    API_SERVICE,
+    CONTROLLER_LEASE,
+    ENV_PREFIX,
+    MODULE_NAMESPACE,
+    PUBLISHER_TEMPLATE_CONFIGMAP,
+)
 from ai_models.publish.settings import PublishSettings
 from ai_models.settings import Settings
 from support.paths import REPO_ROOT
+from support.render import RenderedChart, render_chart
+from support.values import module_values
 
 PACKAGE = REPO_ROOT / "images" / "ai-models" / "src" / "ai_models"
 HOOKS = REPO_ROOT / "hooks"
@@ -126,6 +138,57 @@ def test_every_setting_variable_a_message_names_is_a_field_of_its_settings() -> 
     ]
 
     assert not unknown, "these settings do not exist (a renamed field?):\n" + "\n".join(unknown)
+
+
+# ----- the chart spells the same names ------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def chart() -> RenderedChart:
+    return render_chart(module_values())
+
+
+def containers_with_settings(chart: RenderedChart) -> Iterator[tuple[str, type[Settings], dict[str, Any]]]:
+    """Every container that runs `ai-models`, with the settings class of its sub-command."""
+    processes: dict[tuple[str, str], type[Settings]] = {
+        ("Deployment", "ai-models-api"): ApiSettings,
+        ("Deployment", "ai-models-controller"): ControllerSettings,
+    }
+    for (kind, name), settings in processes.items():
+        for item in chart.get(kind, name, MODULE_NAMESPACE)["spec"]["template"]["spec"]["containers"]:
+            yield f"{kind} {name}, container {item['name']}", settings, item
+    template = chart.get("ConfigMap", PUBLISHER_TEMPLATE_CONFIGMAP, MODULE_NAMESPACE)["data"]["template.yaml"]
+    for item in yaml.safe_load(template)["spec"]["containers"]:
+        yield f"the publisher pod template, container {item['name']}", PublishSettings, item
+
+
+def test_every_variable_the_chart_sets_is_a_setting_of_that_process(chart: RenderedChart) -> None:
+    found = list(containers_with_settings(chart))
+    assert {settings for _, settings, _ in found} == {ApiSettings, ControllerSettings, PublishSettings}
+    unknown = [
+        f"{where}: {variable['name']} (no field {variable['name'].removeprefix(ENV_PREFIX).lower()!r} "
+        f"in {settings.__name__})"
+        for where, settings, container in found
+        for variable in container.get("env") or []
+        if variable["name"].startswith(ENV_PREFIX)
+        and variable["name"].removeprefix(ENV_PREFIX).lower() not in settings.model_fields
+    ]
+
+    assert not unknown, "the chart sets variables no process reads:\n" + "\n".join(unknown)
+
+
+def test_the_chart_renders_the_objects_names_py_names(chart: RenderedChart) -> None:
+    chart.get("Namespace", MODULE_NAMESPACE)
+    chart.get("Service", API_SERVICE, MODULE_NAMESPACE)
+    chart.get("ConfigMap", PUBLISHER_TEMPLATE_CONFIGMAP, MODULE_NAMESPACE)
+    controller = {
+        variable["name"]: variable.get("value")
+        for where, _, container in containers_with_settings(chart)
+        if where.startswith("Deployment ai-models-controller")
+        for variable in container.get("env") or []
+    }
+    assert controller[ControllerSettings.variable("controller_lease_name")] == CONTROLLER_LEASE
+    assert controller[ControllerSettings.variable("upload_in_cluster_url")] == API_IN_CLUSTER_URL
 
 
 # ----- the rule itself ----------------------------------------------------------------------------

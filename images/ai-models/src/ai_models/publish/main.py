@@ -27,7 +27,7 @@ from ai_models.domain.artifacts.profile import ProfileInputs, ResolvedProfile, r
 from ai_models.domain.artifacts.selection import select_files
 from ai_models.domain.catalog.record import WeightsFormat
 from ai_models.domain.publication.outcome import PublicationOutcome, outcome_to_json
-from ai_models.domain.publication.request import DEFAULT_TERMINATION_MESSAGE_PATH, HuggingFaceSource
+from ai_models.domain.publication.request import DEFAULT_TERMINATION_MESSAGE_PATH, HuggingFacePublication
 from ai_models.names import ENV_PREFIX, ModelReason, PublishVariable, SourceType
 from ai_models.publish import huggingface, readback
 from ai_models.publish.artifact import ArtifactWriter
@@ -52,7 +52,7 @@ def main(
 ) -> int:
     """Read the request and the settings from the environment and publish; the exit code."""
     try:
-        job = PublishJob.from_environment(os.environ)
+        job = PublishJob.from_environment()
     except BadSettings as error:
         return bad_settings(error)
     return publish(job, retry=retry, progress_interval=progress_interval, reporter=reporter)
@@ -166,7 +166,7 @@ def _publish(
             return existing
         writer.begin()
         source = job.request.source
-        if isinstance(source, HuggingFaceSource):
+        if isinstance(source, HuggingFacePublication):
             return _from_hugging_face(job, source, writer, progress, retry)
         return _from_upload(store, job, writer, progress)
     except ObjectStoreError as error:
@@ -175,7 +175,7 @@ def _publish(
 
 def _from_hugging_face(
     job: PublishJob,
-    source: HuggingFaceSource,
+    source: HuggingFacePublication,
     writer: ArtifactWriter,
     progress: Progress,
     retry: RetryPolicy,

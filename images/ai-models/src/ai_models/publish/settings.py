@@ -10,13 +10,13 @@ the publisher's pod template.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+import os
 from pathlib import Path
 
 from pydantic import ValidationError
 
 from ai_models.domain.publication.request import (
-    HuggingFaceSource,
+    HuggingFacePublication,
     PublicationRequest,
     PublicationRequestError,
     hub_token_value,
@@ -45,8 +45,9 @@ class PublishJob:
     token: str | None = dataclasses.field(default=None, repr=False)
 
     @classmethod
-    def from_environment(cls, env: Mapping[str, str]) -> PublishJob:
+    def from_environment(cls) -> PublishJob:
         """Both halves from the process environment; `BadSettings` lists every problem of both."""
+        env = os.environ
         problems: list[str] = []
         request: PublicationRequest | None = None
         settings: PublishSettings | None = None
@@ -78,7 +79,7 @@ class PublishJob:
     def endpoint(self) -> str:
         """The Hub endpoint the controller listed the files on; the publisher's own when it named none."""
         source = self.request.source
-        chosen = source.endpoint if isinstance(source, HuggingFaceSource) else None
+        chosen = source.endpoint if isinstance(source, HuggingFacePublication) else None
         return (chosen or self.settings.hf_endpoint).rstrip("/")
 
 

@@ -26,10 +26,10 @@ from ai_models.domain.artifacts.sniff import PayloadFormat
 from ai_models.domain.artifacts.upload_record import UploadRecord, record_to_json
 from ai_models.domain.publication.request import (
     FileSpec,
-    HuggingFaceSource,
+    HuggingFacePublication,
     PublicationRequest,
     PublicationSource,
-    UploadSource,
+    UploadPublication,
 )
 from ai_models.domain.storage.ledger import Owner
 from ai_models.names import ModelKind
@@ -141,7 +141,7 @@ class Kit:
         report_progress: bool = False,
         **extra: Any,
     ) -> PublishJob:
-        source = HuggingFaceSource(
+        source = HuggingFacePublication(
             repository=job.repository,
             revision=job.revision,
             endpoint=hub.url,
@@ -216,7 +216,7 @@ class Kit:
         return self._job(
             owner,
             digest,
-            UploadSource(),
+            UploadPublication(),
             token=None,
             report_progress=report_progress,
             store_url=store_url,

@@ -77,7 +77,7 @@ _FILES: Final = TypeAdapter(list[FileSpec])
 
 
 @dataclasses.dataclass(frozen=True)
-class HuggingFaceSource:
+class HuggingFacePublication:
     repository: str
     revision: str  # the commit the controller listed
     files: tuple[FileSpec, ...]
@@ -89,7 +89,7 @@ class HuggingFaceSource:
 
 
 @dataclasses.dataclass(frozen=True)
-class UploadSource:
+class UploadPublication:
     """The staged upload of the owner (its record in the object store names the payload)."""
 
     @property
@@ -97,7 +97,7 @@ class UploadSource:
         return SourceType.UPLOAD
 
 
-PublicationSource = HuggingFaceSource | UploadSource
+PublicationSource = HuggingFacePublication | UploadPublication
 
 
 @dataclasses.dataclass(frozen=True)
@@ -155,7 +155,7 @@ class PublicationRequest:
             (PublishVariable.TERMINATION_MESSAGE_PATH, self.termination_message_path),
             (PublishVariable.SOURCE_TYPE, self.source.type.value),
         ]
-        if isinstance(self.source, HuggingFaceSource):
+        if isinstance(self.source, HuggingFacePublication):
             values += [
                 (PublishVariable.REPOSITORY, self.source.repository),
                 (PublishVariable.REVISION, self.source.revision),
@@ -186,7 +186,7 @@ class PublicationRequest:
         if digest and not DIGEST_PATTERN.match(digest):
             reader.problem(PublishVariable.DIGEST, f"must be sha256:<64 hex digits>, got {_shown(digest)}")
         source_type = reader.choice(PublishVariable.SOURCE_TYPE, SourceType)
-        source: PublicationSource = UploadSource()
+        source: PublicationSource = UploadPublication()
         if source_type is SourceType.HUGGING_FACE:
             source = reader.hugging_face()
         elif source_type is not None and source_type is not SourceType.UPLOAD:
@@ -258,7 +258,7 @@ class _Reader:
         self.problem(variable, f"must be true or false, got {_shown(value)}")
         return default
 
-    def hugging_face(self) -> HuggingFaceSource:
+    def hugging_face(self) -> HuggingFacePublication:
         repository = self.text(PublishVariable.REPOSITORY)
         if repository and not REPOSITORY_PATTERN.match(repository):
             self.problem(
@@ -267,7 +267,7 @@ class _Reader:
             )
         revision = self.text(PublishVariable.REVISION)
         endpoint = self._env.get(PublishVariable.ENDPOINT.value) or None
-        return HuggingFaceSource(
+        return HuggingFacePublication(
             repository=repository, revision=revision, files=self._files(), endpoint=endpoint
         )
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from typing import Any, cast
 
@@ -17,6 +16,7 @@ from ai_models.api.metrics import ApiMetrics
 from ai_models.api.models import SearchPage, SearchQuery
 from ai_models.catalog.layout import CatalogManifest, chunk_key, manifest_key
 from ai_models.domain.catalog.record import CatalogRecord
+from support.eventually import eventually
 
 RecordMaker = Callable[..., CatalogRecord]
 GenerationWriter = Callable[..., CatalogManifest]
@@ -77,9 +77,12 @@ def test_the_old_generation_is_served_while_the_new_one_is_indexed(
         assert harness.served() == [("hf", "a/old", 1)]
         assert [s.generation for s in harness.catalog.sources().items] == ["g1"]
         gated.release.set()
-        deadline = time.monotonic() + 10
-        while harness.index.generations() != {"hf": "g2"} and time.monotonic() < deadline:
-            time.sleep(0.05)
+        eventually(
+            lambda: harness.index.generations() == {"hf": "g2"},
+            timeout=10,
+            interval=0.05,
+            message="the index to swap in g2",
+        )
         assert harness.served() == [("hf", "a/new", 2)]
     finally:
         gated.release.set()

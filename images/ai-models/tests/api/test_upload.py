@@ -32,6 +32,7 @@ from fakes.model_files import safetensors_bytes, tiny_gguf
 from fakes.s3 import S3Bucket
 from fakes.upload_clients import offer as offer_url
 from fakes.upload_clients import upload_path
+from support.eventually import eventually
 
 KEY = b"upload-signing-key-for-tests-32b"
 GIB = 1024**3
@@ -392,11 +393,10 @@ def test_one_upload_at_a_time_and_only_once(
     thread = threading.Thread(target=first)
     thread.start()
     try:
-        deadline = time.monotonic() + 10
         # Reserved: the first upload holds its claim and is reading the body.
-        while not reservations(cluster.ledger()):
-            assert time.monotonic() < deadline, "the first upload never started"
-            time.sleep(0.02)
+        eventually(
+            lambda: reservations(cluster.ledger()), timeout=10, interval=0.02, message="the first upload"
+        )
         body = problem(http.put(upload_path(token_for(owner)), content=GGUF), 409, "upload-conflict")
         assert "in progress" in body["detail"]
     finally:
@@ -424,25 +424,30 @@ def test_a_client_that_goes_away_leaves_nothing_behind(
         )
         connection.sendall(head.encode())
         connection.sendall(sent)
-        deadline = time.monotonic() + 20
         # Reserved and streaming: the bytes are on their way into the store.
-        while (
-            api.runtime.metrics.registry.get_sample_value("d8_ai_models_api_upload_bytes_total") or 0
-        ) < len(sent) // 2:
-            assert time.monotonic() < deadline, "the upload never streamed"
-            time.sleep(0.02)
+        eventually(
+            lambda: (
+                (api.runtime.metrics.registry.get_sample_value("d8_ai_models_api_upload_bytes_total") or 0)
+                >= len(sent) // 2
+            ),
+            timeout=20,
+            interval=0.02,
+            message="the upload to stream",
+        )
         assert [entry.owner for entry in reservations(cluster.ledger())] == [owner]
     finally:
         connection.close()
-    deadline = time.monotonic() + 20
 
     def discarded() -> bool:
         return any(record.getMessage() == "failed upload discarded" for record in caplog.records)
 
     # The log line comes last, once the payload is gone and the reservation released.
-    while not discarded():
-        assert time.monotonic() < deadline, (reservations(cluster.ledger()), stored_keys(store))
-        time.sleep(0.05)
+    eventually(
+        discarded,
+        timeout=20,
+        interval=0.05,
+        message=lambda: f"the upload discarded (now {reservations(cluster.ledger())}, {stored_keys(store)})",
+    )
     assert reservations(cluster.ledger()) == []
     assert stored_keys(store) == []
 

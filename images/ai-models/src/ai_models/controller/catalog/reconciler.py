@@ -85,6 +85,15 @@ class CatalogSourceReconciler:
                 return  # the informer showed it before the API's answer reached us
             self._written[name] = _Written(version=version, obj=obj, at=self.monotonic())
 
+    def echo_pending(self, name: str) -> float | None:
+        """Seconds the reconciler still decides on its own last write of `name` (None: on the cache)."""
+        with self._lock:
+            written = self._written.get(name)
+            if written is None:
+                return None
+            left = ECHO_TIMEOUT_SECONDS - (self.monotonic() - written.at)
+        return left if left > 0 else None
+
     def _current(self, name: str) -> dict[str, Any] | None:
         with self._lock:
             written = self._written.get(name)
@@ -98,7 +107,7 @@ class CatalogSourceReconciler:
 
     def reconcile(self, name: str) -> float | None:
         try:
-            return self._reconcile(name)
+            again = self._reconcile(name)
         except ApiException as error:
             if error.status == 404:
                 return None  # deleted meanwhile: nothing of it is left to look at
@@ -109,6 +118,12 @@ class CatalogSourceReconciler:
                 )
                 return CONFLICT_RETRY_SECONDS
             raise
+        # Decided on our own write: should its echo never come (a relist skipped it), look again at
+        # the cache once the write is no longer trusted, not only at the next change.
+        pending = self.echo_pending(name)
+        if pending is not None:
+            return pending if again is None else min(again, pending)
+        return again
 
     def _reconcile(self, name: str) -> float | None:
         for _ in range(MAX_STEPS):

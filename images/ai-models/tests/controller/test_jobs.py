@@ -31,7 +31,7 @@ from ai_models.controller.models.jobs import (
     token_env,
     token_secret,
 )
-from ai_models.controller.models.kube import ModelKey
+from ai_models.domain.models.reference import ModelKey
 from ai_models.domain.publication.request import FileSpec, HuggingFacePublication
 from ai_models.domain.storage.ledger import Owner
 from ai_models.names import MODULE_NAMESPACE, ModelKind

@@ -13,7 +13,7 @@ from kubernetes import client as k8s
 from prometheus_client import CollectorRegistry
 
 from ai_models.adapters.kube.ledger_store import Change, SecretLedgerStore
-from ai_models.adapters.kube.models import ModelKey, ModelObjects
+from ai_models.adapters.kube.models import ModelObjects
 from ai_models.adapters.objectstore import DirectoryStore, ObjectStoreError
 from ai_models.controller.storage.accounting import Accounting
 from ai_models.controller.storage.inventory import InventoryPass
@@ -25,6 +25,7 @@ from ai_models.domain.artifacts.manifest import (
     ArtifactSource,
     manifest_to_json,
 )
+from ai_models.domain.models.reference import ModelKey
 from ai_models.domain.storage import ledger as algebra
 from ai_models.domain.storage.ledger import EntryState, Owner, Scope
 from ai_models.names import ModelKind, SourceType

@@ -13,10 +13,11 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from ai_models.api.model_objects import ModelObject, ModelReader, ObjectRef
+from ai_models.api.model_objects import ModelObject, ModelReader
 from ai_models.api.models_lookup import ArtifactView, ConditionView, Delivery, ModelLookup, ResolvedProfile
 from ai_models.api.models_serving import CLUSTER_MODEL_MANIFEST_PATH, MODEL_MANIFEST_PATH
 from ai_models.api.problems import not_found
+from ai_models.domain.models.reference import ModelKey
 from ai_models.names import API_SERVICE, MODELS_DIR, ModelKind, ModelPhase
 
 log = logging.getLogger(__name__)
@@ -26,7 +27,7 @@ log = logging.getLogger(__name__)
 M = TypeVar("M", bound=BaseModel)
 
 
-def manifest_url(ref: ObjectRef, *, module_namespace: str) -> str:
+def manifest_url(ref: ModelKey, *, module_namespace: str) -> str:
     """The serving API's manifest of `ref` inside the cluster.
 
     `<service>.<namespace>.svc` resolves through the pod's DNS search list whatever the cluster
@@ -39,7 +40,7 @@ def manifest_url(ref: ObjectRef, *, module_namespace: str) -> str:
     return f"http://{API_SERVICE}.{module_namespace}.svc{path}"
 
 
-def _part(model: type[M], value: Any, *, ref: ObjectRef, field: str) -> M | None:
+def _part(model: type[M], value: Any, *, ref: ModelKey, field: str) -> M | None:
     if not isinstance(value, Mapping):
         return None
     try:
@@ -82,7 +83,7 @@ class Lookup:
         self._models = models
         self._namespace = module_namespace
 
-    def find(self, ref: ObjectRef) -> ModelLookup:
+    def find(self, ref: ModelKey) -> ModelLookup:
         found = self._models.get(ref)
         if found is None:
             raise not_found(f"there is no {ref.describe()}; check the kind, name (and namespace)")

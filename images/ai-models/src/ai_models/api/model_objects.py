@@ -16,6 +16,7 @@ from kubernetes import client
 
 from ai_models.api.kube_calls import KubeCalls
 from ai_models.api.ttl_cache import TtlCache
+from ai_models.domain.models.reference import ModelKey
 from ai_models.domain.storage.ledger import Owner
 from ai_models.names import API_GROUP, API_VERSION, ModelKind, ModelPhase
 
@@ -23,20 +24,8 @@ MAX_CACHED: Final = 10_000
 
 
 @dataclasses.dataclass(frozen=True)
-class ObjectRef:
-    kind: ModelKind
-    namespace: str  # "" for ClusterModels
-    name: str
-
-    def describe(self) -> str:
-        if self.kind is ModelKind.MODEL:
-            return f"Model {self.namespace}/{self.name}"
-        return f"ClusterModel {self.name}"
-
-
-@dataclasses.dataclass(frozen=True)
 class ModelObject:
-    ref: ObjectRef
+    ref: ModelKey
     uid: str
     status: Mapping[str, Any]
 
@@ -58,7 +47,7 @@ class ModelObject:
         return Owner(kind=self.ref.kind.value, namespace=self.ref.namespace, name=self.ref.name, uid=self.uid)
 
 
-def _from_body(ref: ObjectRef, body: Mapping[str, Any]) -> ModelObject:
+def _from_body(ref: ModelKey, body: Mapping[str, Any]) -> ModelObject:
     status = body.get("status")
     return ModelObject(
         ref=ref,
@@ -80,15 +69,15 @@ class ModelReader:
         self._objects = client.CustomObjectsApi(api_client)
         self._calls = calls
         self._timeout = request_timeout
-        self._cache: TtlCache[ObjectRef, ModelObject] = TtlCache(
+        self._cache: TtlCache[ModelKey, ModelObject] = TtlCache(
             ttl_seconds=cache_ttl_seconds, max_entries=MAX_CACHED, clock=clock
         )
         # TtlCache answers None for a miss, so a remembered absence needs a marker of its own.
-        self._absent: TtlCache[ObjectRef, bool] = TtlCache(
+        self._absent: TtlCache[ModelKey, bool] = TtlCache(
             ttl_seconds=cache_ttl_seconds, max_entries=MAX_CACHED, clock=clock
         )
 
-    def get(self, ref: ObjectRef, *, fresh: bool = False) -> ModelObject | None:
+    def get(self, ref: ModelKey, *, fresh: bool = False) -> ModelObject | None:
         """The object, or None when it does not exist; raises ApiProblem (502/503) on API failures."""
         if not fresh:
             found = self._cache.get(ref)
@@ -104,7 +93,7 @@ class ModelReader:
         self._cache.put(ref, obj)
         return obj
 
-    def _read(self, ref: ObjectRef) -> Mapping[str, Any] | None:
+    def _read(self, ref: ModelKey) -> Mapping[str, Any] | None:
         plural = ref.kind.plural.value
         needs = f"get on {plural}.{API_GROUP}"
         if ref.kind is ModelKind.MODEL:

@@ -8,10 +8,10 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 
 from ai_models.api.auth import object_access
 from ai_models.api.contract import Contract, contract_json
-from ai_models.api.model_objects import ObjectRef
 from ai_models.api.models_lookup import LOOKUP_CONTRACT_PATH, LOOKUP_PATH, LookupQuery
 from ai_models.api.problems import invalid_parameter
 from ai_models.api.state import ApiState, api_state
+from ai_models.domain.models.reference import ModelKey
 from ai_models.names import ModelKind
 
 router = APIRouter()
@@ -19,7 +19,7 @@ JSON = "application/json"
 State = Annotated[ApiState, Depends(api_state)]
 
 
-def _ref(query: LookupQuery) -> ObjectRef:
+def _ref(query: LookupQuery) -> ModelKey:
     if query.kind is ModelKind.MODEL and query.namespace is None:
         raise invalid_parameter(
             "query parameter namespace: a Model is namespaced; pass namespace=<its namespace>"
@@ -28,7 +28,7 @@ def _ref(query: LookupQuery) -> ObjectRef:
         raise invalid_parameter(
             "query parameter namespace: a ClusterModel is cluster-scoped; leave namespace out"
         )
-    return ObjectRef(kind=query.kind, namespace=query.namespace or "", name=query.name)
+    return ModelKey(kind=query.kind, namespace=query.namespace or "", name=query.name)
 
 
 @router.get(LOOKUP_PATH)

@@ -14,7 +14,6 @@ from fastapi import APIRouter, Depends, Header, Request, Response
 from pydantic import BaseModel, ValidationError
 
 from ai_models.api.auth import Subject, object_access
-from ai_models.api.model_objects import ObjectRef
 from ai_models.api.models_serving import (
     CLUSTER_MODEL_FILE_PATH,
     CLUSTER_MODEL_MANIFEST_PATH,
@@ -28,6 +27,7 @@ from ai_models.api.models_serving import (
 from ai_models.api.problems import invalid_parameter
 from ai_models.api.serving import ServingRequest, subject_key
 from ai_models.api.state import ApiState, api_state
+from ai_models.domain.models.reference import ModelKey
 from ai_models.names import ModelKind
 
 router = APIRouter()
@@ -65,7 +65,7 @@ def _locate(model: type[L], **values: str) -> L:
         raise invalid_parameter(problems) from error
 
 
-def _admit(state: ApiState, request: Request, ref: ObjectRef) -> Subject:
+def _admit(state: ApiState, request: Request, ref: ModelKey) -> Subject:
     access = object_access(ref.kind, namespace=ref.namespace or None, name=ref.name)
     return state.gatekeeper.admit(request.headers.get("authorization"), access=access)
 
@@ -82,7 +82,7 @@ def model_manifest(
     namespace: str, name: str, request: Request, state: State, conditions: ManifestConditions
 ) -> Response:
     where = _locate(ModelManifestLocator, namespace=namespace, name=name)
-    ref = ObjectRef(kind=ModelKind.MODEL, namespace=where.namespace, name=where.name)
+    ref = ModelKey(kind=ModelKind.MODEL, namespace=where.namespace, name=where.name)
     _admit(state, request, ref)
     return state.serving.manifest_response(ref, conditions)
 
@@ -92,7 +92,7 @@ def model_file(
     *, namespace: str, name: str, path: str, request: Request, state: State, conditions: FileConditions
 ) -> Response:
     where = _locate(ModelFileLocator, namespace=namespace, name=name, path=path)
-    ref = ObjectRef(kind=ModelKind.MODEL, namespace=where.namespace, name=where.name)
+    ref = ModelKey(kind=ModelKind.MODEL, namespace=where.namespace, name=where.name)
     subject = _admit(state, request, ref)
     return state.serving.file_response(ref, where.path, _downloaded_by(conditions, subject))
 
@@ -102,7 +102,7 @@ def cluster_model_manifest(
     name: str, request: Request, state: State, conditions: ManifestConditions
 ) -> Response:
     where = _locate(ClusterModelManifestLocator, name=name)
-    ref = ObjectRef(kind=ModelKind.CLUSTER_MODEL, namespace="", name=where.name)
+    ref = ModelKey(kind=ModelKind.CLUSTER_MODEL, namespace="", name=where.name)
     _admit(state, request, ref)
     return state.serving.manifest_response(ref, conditions)
 
@@ -112,6 +112,6 @@ def cluster_model_file(
     name: str, path: str, request: Request, state: State, conditions: FileConditions
 ) -> Response:
     where = _locate(ClusterModelFileLocator, name=name, path=path)
-    ref = ObjectRef(kind=ModelKind.CLUSTER_MODEL, namespace="", name=where.name)
+    ref = ModelKey(kind=ModelKind.CLUSTER_MODEL, namespace="", name=where.name)
     subject = _admit(state, request, ref)
     return state.serving.file_response(ref, where.path, _downloaded_by(conditions, subject))

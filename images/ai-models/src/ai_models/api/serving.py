@@ -33,7 +33,7 @@ from starlette.types import Message, Receive, Scope, Send
 from ai_models.adapters.objectstore import ObjectNotFound, ObjectStore, ObjectStoreError
 from ai_models.api.auth import Subject
 from ai_models.api.metrics import ApiMetrics
-from ai_models.api.model_objects import ModelObject, ModelReader, ObjectRef
+from ai_models.api.model_objects import ModelObject, ModelReader
 from ai_models.api.models import ProblemType
 from ai_models.api.problems import ApiProblem, not_found, object_store_error, store_failed, wrong_phase
 from ai_models.api.ranges import (
@@ -46,6 +46,7 @@ from ai_models.api.ranges import (
 )
 from ai_models.domain.artifacts.layout import file_key, manifest_key
 from ai_models.domain.artifacts.manifest import ArtifactFile, ManifestFormatError, manifest_from_json
+from ai_models.domain.models.reference import ModelKey
 from ai_models.names import ModelPhase
 
 log = logging.getLogger(__name__)
@@ -167,14 +168,14 @@ class ArtifactServer:
         self._models = models
         self._metrics = metrics
         self.downloads = downloads or DownloadSlots(DownloadLimits(per_replica=256, per_subject=16))
-        self._manifests: collections.OrderedDict[tuple[ObjectRef, str], ServedManifest] = (
+        self._manifests: collections.OrderedDict[tuple[ModelKey, str], ServedManifest] = (
             collections.OrderedDict()
         )
         self._lock = threading.Lock()
 
     # Blocking: called from the request thread pool.
 
-    def ready(self, ref: ObjectRef) -> tuple[ModelObject, ServedManifest]:
+    def ready(self, ref: ModelKey) -> tuple[ModelObject, ServedManifest]:
         """The Ready object and its artifact's manifest; raises 404, 409 or 502 problems."""
         found = self._models.get(ref)
         if found is None:
@@ -240,7 +241,7 @@ class ArtifactServer:
 
     # Answers.
 
-    def manifest_response(self, ref: ObjectRef, request: ServingRequest) -> Response:
+    def manifest_response(self, ref: ModelKey, request: ServingRequest) -> Response:
         _found, manifest = self.ready(ref)
         headers = {"ETag": manifest.etag}
         if none_match(request.if_none_match, manifest.etag):
@@ -254,7 +255,7 @@ class ArtifactServer:
         self._metrics.served_bytes.inc(len(manifest.body))
         return Response(manifest.body, status_code=200, headers=headers, media_type=JSON)
 
-    def file_response(self, ref: ObjectRef, path: str, request: ServingRequest) -> Response:
+    def file_response(self, ref: ModelKey, path: str, request: ServingRequest) -> Response:
         found, manifest = self.ready(ref)
         item = manifest.files.get(path)
         if item is None:

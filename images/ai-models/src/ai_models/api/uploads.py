@@ -40,7 +40,7 @@ from ai_models.adapters.objectstore import ObjectStore, ObjectStoreError, SizeMi
 from ai_models.api.auth import Access, Gatekeeper
 from ai_models.api.body_pipe import BodyPipe, ReaderGone
 from ai_models.api.metrics import ApiMetrics
-from ai_models.api.model_objects import ModelObject, ModelReader, ObjectRef
+from ai_models.api.model_objects import ModelObject, ModelReader
 from ai_models.api.models import ProblemType
 from ai_models.api.models_upload import UploadReceipt
 from ai_models.api.problems import (
@@ -57,6 +57,7 @@ from ai_models.api.upload_pace import Pace, PaceFailure, UploadLimits
 from ai_models.domain.artifacts.layout import upload_payload_key, upload_record_key
 from ai_models.domain.artifacts.sniff import ACCEPTED_DESCRIPTION, SNIFF_BYTES, safe_filename, sniff
 from ai_models.domain.artifacts.upload_record import UploadRecord, record_to_json
+from ai_models.domain.models.reference import ModelKey
 from ai_models.domain.storage.ledger import Owner
 from ai_models.names import UPLOADS_PATH, ModelKind, ModelPhase
 
@@ -154,7 +155,7 @@ class Stored:
     sha256: str
 
 
-def upload_access(ref: ObjectRef) -> Access:
+def upload_access(ref: ModelKey) -> Access:
     """`update` on the object the upload is for: Editor in the Model's namespace, ClusterEditor for
     a ClusterModel. Reading the object (and so its status.upload) is not enough."""
     if ref.kind is ModelKind.MODEL:
@@ -176,7 +177,7 @@ def upload_access(ref: ObjectRef) -> Access:
     )
 
 
-def bearer_hint(ref: ObjectRef) -> str:
+def bearer_hint(ref: ModelKey) -> str:
     """How to send the caller's own Kubernetes token with the upload."""
     return (
         f"an upload to {ref.describe()} also needs the Kubernetes token of a subject allowed to update "
@@ -286,7 +287,7 @@ class Uploads:
             finally:
                 await asyncio.shield(run_in_threadpool(self._claims.release, owner, keeper.claim))
 
-    def _admit(self, ref: ObjectRef, authorization: str | None) -> None:
+    def _admit(self, ref: ModelKey, authorization: str | None) -> None:
         try:
             self._gatekeeper.admit(authorization, access=upload_access(ref))
         except ApiProblem as problem:
@@ -300,7 +301,7 @@ class Uploads:
             raise
 
     @contextlib.contextmanager
-    def _slot(self, ref: ObjectRef) -> Iterator[None]:
+    def _slot(self, ref: ModelKey) -> Iterator[None]:
         if self._busy >= self._max_concurrent:
             raise ApiProblem(
                 ProblemType.REPLICA_BUSY,
@@ -524,7 +525,7 @@ async def _settle(writing: concurrent.futures.Future[Any], pump: asyncio.Task[No
         await pump
 
 
-def _ref(owner: Owner) -> ObjectRef:
+def _ref(owner: Owner) -> ModelKey:
     try:
         kind = ModelKind(owner.kind)
     except ValueError:
@@ -533,10 +534,10 @@ def _ref(owner: Owner) -> ObjectRef:
             "the URL from status.upload again"
         ) from None
     namespace = owner.namespace if kind is ModelKind.MODEL else ""
-    return ObjectRef(kind=kind, namespace=namespace, name=owner.name)
+    return ModelKey(kind=kind, namespace=namespace, name=owner.name)
 
 
-def _check_target(ref: ObjectRef, owner: Owner, found: ModelObject | None) -> None:
+def _check_target(ref: ModelKey, owner: Owner, found: ModelObject | None) -> None:
     if found is None:
         raise object_gone(
             f"{ref.describe()} no longer exists; the upload URL was issued for the deleted object "
@@ -555,7 +556,7 @@ def _check_target(ref: ObjectRef, owner: Owner, found: ModelObject | None) -> No
         )
 
 
-def _check_current(ref: ObjectRef, token: str, found: ModelObject) -> None:
+def _check_current(ref: ModelKey, token: str, found: ModelObject) -> None:
     """The URL must be the one the object's status holds now: a new URL replaces every older one."""
     presented = token.encode()
     if not any(hmac.compare_digest(presented, current.encode()) for current in status_tokens(found.status)):

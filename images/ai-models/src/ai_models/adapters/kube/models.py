@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import dataclasses
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -12,26 +11,10 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 from ai_models.adapters.kube.events import EventRecorder
+from ai_models.domain.models.reference import ModelKey, key_of
 from ai_models.names import API_GROUP, API_VERSION, MODEL_FINALIZER, ModelKind
 
 log = logging.getLogger(__name__)
-
-
-@dataclasses.dataclass(frozen=True, order=True)
-class ModelKey:
-    """Which object a work item is about; `namespace` is "" for a ClusterModel."""
-
-    kind: ModelKind
-    namespace: str
-    name: str
-
-    def __str__(self) -> str:
-        return f"{self.kind} {self.namespace}/{self.name}" if self.namespace else f"{self.kind} {self.name}"
-
-
-def key_of(obj: Mapping[str, Any]) -> ModelKey:
-    meta = obj["metadata"]
-    return ModelKey(ModelKind(obj["kind"]), meta.get("namespace") or "", meta["name"])
 
 
 class ModelObjects:

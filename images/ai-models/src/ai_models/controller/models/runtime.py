@@ -20,7 +20,7 @@ from typing import Any
 from ai_models.adapters.kube.events import EventRecorder
 from ai_models.adapters.kube.informer import Informer
 from ai_models.adapters.kube.ledger_store import SecretLedgerStore
-from ai_models.adapters.kube.models import ModelKey, ModelObjects, key_of
+from ai_models.adapters.kube.models import ModelObjects
 from ai_models.adapters.kube.resources import CLUSTER_MODELS, JOBS, MODELS, SECRETS
 from ai_models.adapters.objectstore import ObjectStore
 from ai_models.controller.models.jobs import JobApi, JobLimits, load_pod_template, owner_key
@@ -31,6 +31,7 @@ from ai_models.controller.settings import ControllerSettings
 from ai_models.controller.storage.accounting import Accounting
 from ai_models.controller.storage.inventory import InventoryPass
 from ai_models.controller.storage.metrics import StorageMetrics
+from ai_models.domain.models.reference import ModelKey, key_of
 from ai_models.domain.models.source import catalog_source_of
 from ai_models.domain.storage.codec import (
     LEDGER_SECRET_KEY,

@@ -21,9 +21,9 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ai_models.adapters.kube.ledger_store import Change, LedgerStoreError
+from ai_models.adapters.kube.models import ModelObjects
 from ai_models.adapters.objectstore import ObjectInfo, ObjectNotFound, ObjectStore, ObjectStoreError
 from ai_models.controller.models.jobs import DIGEST_ANNOTATION, is_running
-from ai_models.controller.models.kube import ModelKey, ModelObjects
 from ai_models.controller.storage.accounting import Accounting
 from ai_models.controller.storage.metrics import StorageMetrics
 from ai_models.domain.artifacts.layout import (
@@ -37,6 +37,7 @@ from ai_models.domain.artifacts.layout import (
     scope_of,
 )
 from ai_models.domain.artifacts.manifest import ManifestFormatError, manifest_from_json
+from ai_models.domain.models.reference import ModelKey
 from ai_models.domain.storage import orphans
 from ai_models.domain.storage.ledger import EntryState, Ledger, LedgerEntry, Owner
 from ai_models.names import OWNER_UID_LABEL, ModelKind, ModelPhase

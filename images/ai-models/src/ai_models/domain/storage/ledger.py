@@ -12,6 +12,9 @@ import dataclasses
 import datetime
 import enum
 
+from ai_models.domain.models.reference import ModelKey
+from ai_models.names import ModelKind
+
 
 class Scope(enum.StrEnum):
     NAMESPACED = "Namespaced"
@@ -25,10 +28,16 @@ class EntryState(enum.StrEnum):
 
 @dataclasses.dataclass(frozen=True)
 class Owner:
+    """One incarnation of a Model or ClusterModel: its reference and its uid."""
+
     kind: str
     namespace: str
     name: str
     uid: str
+
+    @property
+    def key(self) -> ModelKey:
+        return ModelKey(ModelKind(self.kind), self.namespace, self.name)
 
 
 @dataclasses.dataclass(frozen=True)

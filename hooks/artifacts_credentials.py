@@ -18,7 +18,15 @@ from typing import Any
 
 from deckhouse import hook
 
-from ai_models.names import ARTIFACTS_CA_SECRET, ARTIFACTS_CREDENTIALS_SECRET, MODULE_NAMESPACE
+from ai_models.names import (
+    ARTIFACTS_CA_SECRET,
+    ARTIFACTS_CREDENTIALS_SECRET,
+    HERITAGE,
+    HERITAGE_LABEL,
+    MODULE,
+    MODULE_LABEL,
+    MODULE_NAMESPACE,
+)
 from lib.secrets import SOURCE_NAMESPACE, secrets_by_name, source_secrets_binding
 from lib.values import QUEUE, setting
 
@@ -64,7 +72,7 @@ def copy_secret(name: str, data: Mapping[str, str]) -> dict[str, Any]:
         "metadata": {
             "name": name,
             "namespace": MODULE_NAMESPACE,
-            "labels": {"heritage": "deckhouse", "module": "ai-models"},
+            "labels": {HERITAGE_LABEL: HERITAGE, MODULE_LABEL: MODULE},
         },
         "type": "Opaque",
         "data": dict(data),

@@ -6,9 +6,10 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ai_models.names import DECKHOUSE_NAMESPACE
 from lib.values import filter_results
 
-SOURCE_NAMESPACE = "d8-system"
+SOURCE_NAMESPACE = DECKHOUSE_NAMESPACE
 
 
 def source_secrets_binding(

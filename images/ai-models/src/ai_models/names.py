@@ -201,6 +201,13 @@ INVENTORY_REMOVAL_BLOCKED_ALERT: Final = "D8AIModelsStorageMassRemovalBlocked"
 
 # ----- Processes, Jobs and hooks: names an operator sees in the module namespace ----------------
 
+# Labels of every object the module creates itself (the chart's objects carry them too), and the
+# namespace Deckhouse keeps the cluster-wide Secrets the hooks copy from.
+MODULE_LABEL: Final = "module"
+HERITAGE_LABEL: Final = "heritage"
+HERITAGE: Final = "deckhouse"
+DECKHOUSE_NAMESPACE: Final = "d8-system"
+
 # Every `ai-models` process reads its settings from variables with this prefix; pydantic-settings
 # derives the rest of each name from the settings field (`store_url` is AI_MODELS_STORE_URL), and
 # `Settings.variable(field)` spells one for a message.

@@ -6,6 +6,7 @@ import logging
 from typing import Final
 
 from ai_models.api.models import Problem, ProblemType
+from ai_models.names import MODULE
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +41,7 @@ _TITLES: Final = {
 }
 # The upload URL is the credential, so its 401 challenges with a scheme of its own rather than
 # inviting a bearer token that would not help.
-UPLOAD_TOKEN_CHALLENGE: Final = 'UploadToken realm="ai-models"'
+UPLOAD_TOKEN_CHALLENGE: Final = f'UploadToken realm="{MODULE}"'
 
 
 class ApiProblem(Exception):

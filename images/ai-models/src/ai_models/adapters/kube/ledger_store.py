@@ -28,15 +28,23 @@ from ai_models.domain.storage.codec import (
     ledger_to_json,
 )
 from ai_models.domain.storage.ledger import Ledger
-from ai_models.names import COMPONENT_LABEL, MODULE, NAME_LABEL, STORAGE_ACCOUNTING_COMPONENT
+from ai_models.names import (
+    COMPONENT_LABEL,
+    HERITAGE,
+    HERITAGE_LABEL,
+    MODULE,
+    MODULE_LABEL,
+    NAME_LABEL,
+    STORAGE_ACCOUNTING_COMPONENT,
+)
 
 log = logging.getLogger(__name__)
 
 LEDGER_LABELS: Final = {
     NAME_LABEL: LEDGER_SECRET_NAME,
     COMPONENT_LABEL: STORAGE_ACCOUNTING_COMPONENT,
-    "module": MODULE,
-    "heritage": "deckhouse",
+    MODULE_LABEL: MODULE,
+    HERITAGE_LABEL: HERITAGE,
 }
 MAX_ATTEMPTS: Final = 8
 

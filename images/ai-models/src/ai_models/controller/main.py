@@ -9,7 +9,6 @@ import time
 from collections.abc import Callable
 from types import FrameType
 
-import kopf
 from kubernetes import client as k8s
 from prometheus_client import REGISTRY
 
@@ -21,12 +20,11 @@ from ai_models.adapters.kube.leases import LeaseTiming, lead_while_holding_lease
 from ai_models.adapters.kube.ledger_store import SecretLedgerStore
 from ai_models.adapters.kube.resources import MODEL_CATALOG_SOURCES
 from ai_models.adapters.objectstore import open_store
-from ai_models.controller import catalog_sources
+from ai_models.controller.catalog import CatalogRuntime, catalog_controller
 from ai_models.controller.health import ProbeServer, ProbeState, serve_metrics
 from ai_models.controller.metrics import ControllerMetrics
 from ai_models.controller.models.runtime import ModelRuntime
 from ai_models.controller.models.snapshots import hub_snapshot
-from ai_models.controller.operator import register_login, run_operator
 from ai_models.controller.prerequisites import PrerequisitesCollector, check, log_verdict
 from ai_models.controller.runtime import Manager
 from ai_models.controller.settings import ControllerSettings
@@ -132,7 +130,8 @@ def run(settings: ControllerSettings) -> int:
         # Every Hub request of this process (catalog passes and publication planning) obeys it.
         hub_policy = EndpointPolicy(allow_link_local=settings.sources_allow_link_local_endpoints)
         set_default_policy(hub_policy)
-        runtime = catalog_sources.CatalogRuntime(
+        events = EventRecorder(api)
+        catalog = CatalogRuntime(
             settings=settings,
             store=store,
             api=api,
@@ -144,13 +143,13 @@ def run(settings: ControllerSettings) -> int:
                 listing_deadline=settings.catalog_listing_deadline_seconds,
             ),
             metrics=metrics,
+            record_event=events.record,
         )
-        registry = kopf.OperatorRegistry()
-        register_login(registry)
-        catalog_sources.register(registry, runtime)
-        events = EventRecorder(api)
+        # Only the Lease holder reconciles: the manager starts every informer, controller and loop
+        # when this replica leads and stops them all when it no longer does.
         manager = Manager()
         catalog_informer = manager.informer(Informer(api, MODEL_CATALOG_SOURCES))
+        manager.controller(catalog_controller(catalog, informer=catalog_informer))
         ModelRuntime(
             settings=settings,
             api_client=api,
@@ -163,13 +162,9 @@ def run(settings: ControllerSettings) -> int:
 
         def reconcile(stop: threading.Event) -> None:
             metrics.leader.set(1)
-            models = threading.Thread(target=manager.run, args=(stop,), name="manager", daemon=True)
-            models.start()
             try:
-                run_operator(registry=registry, stop=stop)
+                manager.run(stop)
             finally:
-                stop.set()
-                models.join(15)
                 metrics.leader.set(0)
 
         lead_while_holding_lease(

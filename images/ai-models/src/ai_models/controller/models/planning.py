@@ -26,7 +26,7 @@ from ai_models.adapters.hub.errors import (
 from ai_models.adapters.kube.models import ModelObjects
 from ai_models.adapters.objectstore import ObjectNotFound, ObjectStore, ObjectStoreError
 from ai_models.catalog.reading import ManifestInvalid, iter_records, read_manifest
-from ai_models.controller.catalog_sources import TokenSecretMissing, source_token
+from ai_models.controller.catalog import TokenSecretMissing, source_token
 from ai_models.domain.artifacts.digest import SourceFile, repository_digest, upload_digest
 from ai_models.domain.artifacts.layout import upload_record_key
 from ai_models.domain.artifacts.selection import select_files

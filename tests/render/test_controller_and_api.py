@@ -209,10 +209,7 @@ CONTROLLER_CLUSTER_RULES = [
     rule(["ai.deckhouse.io"], ["models", "clustermodels"], ["get", "list", "watch", "patch"]),
     rule(["ai.deckhouse.io"], ["models/status", "clustermodels/status"], ["get", "patch"]),
     rule([""], ["secrets"], ["get"]),
-    rule(["apiextensions.k8s.io"], ["customresourcedefinitions"], ["get", "list", "watch"]),
-    rule([""], ["namespaces"], ["get", "list", "watch"]),
     rule([""], ["events"], ["create", "patch"]),
-    rule(["events.k8s.io"], ["events"], ["create", "patch"]),
     # The storage-prerequisites check; SharedPVC (the default mode) reads shared claims and events.
     rule(["storage.k8s.io"], ["storageclasses"], ["list"]),
     rule([""], ["persistentvolumeclaims", "events"], ["list"]),

@@ -10,6 +10,7 @@ import pytest
 import yaml
 from kubernetes import client as k8s
 
+from ai_models.adapters.kube.jobs import ObjectRefused
 from ai_models.controller.models.jobs import (
     DIGEST_ANNOTATION,
     PUBLISHER_CONTAINER,
@@ -17,7 +18,6 @@ from ai_models.controller.models.jobs import (
     JobApi,
     JobLimits,
     JobState,
-    ObjectRefused,
     PodTemplateError,
     is_running,
     job_name,

@@ -8,9 +8,9 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
+from ai_models.adapters.kube.jobs import ObjectRefused
 from ai_models.adapters.kube.ledger_store import LedgerStoreError
 from ai_models.controller.models.jobs import (
-    ObjectRefused,
     PodTemplateError,
     job_name,
     publication_env,

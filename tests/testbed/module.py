@@ -12,7 +12,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from ai_models.settings import Settings
+from ai_models import names
 from support.module_install import MODULE_NAMESPACE
 from support.render import render_chart
 from support.values import module_values
@@ -24,9 +24,9 @@ ENTRY_POINT = Path(sys.executable).parent / MODULE_COMMAND
 # The module image's ENTRYPOINT (images/ai-models/Dockerfile): what runs when a container has no command.
 IMAGE_ENTRYPOINT = (MODULE_COMMAND,)
 # Every setting of the module's processes is an environment variable with this prefix.
-SETTINGS_ENV_PREFIX: str = Settings.model_config.get("env_prefix") or ""
+SETTINGS_ENV_PREFIX: str = names.ENV_PREFIX
 # Through this variable `ai-models publish` learns the file the kubelet mounts for its outcome.
-TERMINATION_MESSAGE_ENV = f"{SETTINGS_ENV_PREFIX}PUBLISH_TERMINATION_MESSAGE_PATH"
+TERMINATION_MESSAGE_ENV: str = names.PublishVariable.TERMINATION_MESSAGE_PATH.value
 # The controller deployment of the rendered chart, whose image the module gives its Jobs too.
 CONTROLLER_DEPLOYMENT = "ai-models-controller"
 CONTROLLER_CONTAINER = "controller"

@@ -131,6 +131,8 @@ class CatalogSourceReconciler:
                 return None
             obj = self._current(name)
             if obj is None:
+                with self._lock:  # gone: nothing of it is worth remembering
+                    self._seen.pop(name, None)
                 return None
             now = self.runtime.clock()
             decision = decide(observe(obj), now=now)

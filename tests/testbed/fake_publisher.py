@@ -13,7 +13,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-TERMINATION_MESSAGE_ENV = "AI_MODELS_PUBLISH_TERMINATION_MESSAGE_PATH"
+from ai_models.names import PublishVariable
+
+TERMINATION_MESSAGE_ENV = PublishVariable.TERMINATION_MESSAGE_PATH.value
 
 
 def write_message(text: str) -> None:

@@ -107,31 +107,34 @@ class Observer:
         job = next((item for item in self._job_cache() if item["metadata"]["name"] == name), None)
         if job is None:
             return JobSeen(), None, 0
-        if job["metadata"].get("deletionTimestamp"):
-            return JobSeen(JobPhase.GOING_AWAY), None, 0
+        uid = str(job["metadata"].get("uid", ""))
+        if job["metadata"].get("deletionTimestamp") or self._slots.is_ended(uid):
+            return JobSeen(JobPhase.GOING_AWAY, uid=uid), None, 0
         phase = _JOB_PHASES[job_state(job)]
         digest = str((job["metadata"].get("annotations") or {}).get(DIGEST_ANNOTATION, ""))
         if phase is JobPhase.FAILED:
             outcome = outcome_from_json(self._jobs.termination_message(job))
-            return JobSeen(phase, digest, outcome=outcome), None, 0
+            return JobSeen(phase, digest, uid, outcome=outcome), None, 0
         if phase is JobPhase.SUCCEEDED:
             try:
                 stored = self._store.get_bytes(manifest_key(owner, digest))
                 manifest = manifest_from_json(stored)
             except (ObjectNotFound, ManifestFormatError, ValueError) as error:
                 return (
-                    JobSeen(phase, digest, manifest=ManifestRead.MISSING, manifest_problem=str(error)),
+                    JobSeen(phase, digest, uid, manifest=ManifestRead.MISSING, manifest_problem=str(error)),
                     None,
                     0,
                 )
             except ObjectStoreError as error:
                 return (
-                    JobSeen(phase, digest, manifest=ManifestRead.UNAVAILABLE, manifest_problem=str(error)),
+                    JobSeen(
+                        phase, digest, uid, manifest=ManifestRead.UNAVAILABLE, manifest_problem=str(error)
+                    ),
                     None,
                     0,
                 )
-            return JobSeen(phase, digest, manifest=ManifestRead.READABLE), manifest, len(stored)
-        return JobSeen(phase, digest), None, 0
+            return JobSeen(phase, digest, uid, manifest=ManifestRead.READABLE), manifest, len(stored)
+        return JobSeen(phase, digest, uid), None, 0
 
 
 def _phase(value: object) -> ModelPhase | None:

@@ -6,6 +6,9 @@ created, and several workers may look at it at the same moment, each seeing a fr
 applied at once ran 6 Jobs against a limit of 4). So a publication counts as running while the
 cache shows its Job running, or while this process created it and the cache has not shown it
 yet; and a slot is taken under one lock, so two workers never take the last one.
+
+The same lag would show a finished Job this process has just removed as still there, and its
+result would be counted twice; such a Job is reported as ended until the cache drops it.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ class SlotKeeper:
         self._job_cache = job_cache
         self._lock = threading.Lock()
         self._created: set[str] = set()  # Job names created here that the cache has not shown yet
+        self._ended: set[str] = set()  # uids of Jobs removed here that the cache still shows
 
     def running(self) -> int:
         with self._lock:
@@ -44,9 +48,20 @@ class SlotKeeper:
         with self._lock:
             self._created.discard(job)
 
+    def ended(self, job_uid: str) -> None:
+        """This process removed the Job: its result is taken, whatever the cache still says."""
+        with self._lock:
+            self._ended.add(job_uid)
+
+    def is_ended(self, job_uid: str) -> bool:
+        with self._lock:
+            return job_uid in self._ended
+
     def _running(self) -> set[str]:
         cached = list(self._job_cache())
         shown = {str(job["metadata"]["name"]) for job in cached}
-        # Once the cache shows a Job, the cache says whether it runs.
+        # Once the cache shows a Job, the cache says whether it runs; once it drops one, it no
+        # longer shows a Job removed here.
         self._created -= shown
+        self._ended &= {str(job["metadata"].get("uid", "")) for job in cached}
         return {str(job["metadata"]["name"]) for job in cached if is_running(job)} | self._created

@@ -82,6 +82,7 @@ class ManifestRead(enum.StrEnum):
 class JobSeen:
     phase: JobPhase = JobPhase.NONE
     digest: str = ""
+    uid: str = ""
     outcome: PublicationOutcome | None = None  # of a Failed Job; None: the Pod left no result
     manifest: ManifestRead | None = None  # of a Succeeded Job
     manifest_problem: str = ""

@@ -21,6 +21,11 @@ from ai_models.names import ModelEvent
 def fail(action: Fail, *, ctx: StepContext, subject: Subject) -> float | None:
     remove_partial(ctx, subject, action.digest)
     release_reservation(ctx, subject)
+    if action.job_ended:
+        # Removed before the attempt is recorded: a recorded attempt never has its Job still there
+        # to be counted again by the next reconcile or the next leader.
+        end_job(ctx, subject)
+        ctx.notify.published("failed")
     fields = failure_fields(attempts=action.attempts, at=ctx.clock(), dependency=action.dependency)
     situation = situations.failed(action.reason, action.message)
     if situations.shows(subject.obj.get("status"), situation):
@@ -33,16 +38,14 @@ def fail(action: Fail, *, ctx: StepContext, subject: Subject) -> float | None:
             reason=ModelEvent.PUBLICATION_FAILED,
             message=f"{action.reason}: {action.message}",
         )
-    if action.job_ended:
-        end_job(ctx, subject)
-        ctx.notify.published("failed")
     return action.requeue
 
 
 def retry_publication(action: RetryPublication, *, ctx: StepContext, subject: Subject) -> float | None:
     remove_partial(ctx, subject, action.digest)
-    # Recorded before the Job is removed: a controller that stops in between counts this attempt
-    # once more rather than not at all.
+    # Removed before the attempt is recorded, so a recorded attempt is never counted twice (a
+    # controller that stops in between grants one attempt more, never one fewer).
+    end_job(ctx, subject)
     write(
         ctx,
         subject,
@@ -55,7 +58,6 @@ def retry_publication(action: RetryPublication, *, ctx: StepContext, subject: Su
         reason=event,
         message=f"attempt {action.attempt} of {action.of} failed: {action.detail}; retrying",
     )
-    end_job(ctx, subject)
     return action.requeue
 
 
@@ -76,4 +78,6 @@ def end_job(ctx: StepContext, subject: Subject) -> None:
     """Remove the finished Job (and its token Secret): its slot is free for whoever waits."""
     ctx.jobs.delete(subject.owner)
     ctx.slots.release(job_name(subject.owner))
+    if subject.seen.job.uid:
+        ctx.slots.ended(subject.seen.job.uid)
     ctx.notify.slot_freed()

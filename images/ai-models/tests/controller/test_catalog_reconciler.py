@@ -514,6 +514,27 @@ def test_a_spec_change_ends_the_running_pass_at_its_checkpoint_and_indexes_the_n
     assert bed.reasons("moving")[-1] == "IndexingSucceeded"
 
 
+def test_taking_the_opt_in_back_ends_the_running_pass_at_its_checkpoint(
+    bed: Bed, running: tuple[Informer, Any]
+) -> None:
+    bed.hub.set_latency(0.2)
+    bed.create("withdrawn")
+    eventually(
+        lambda: bed.status("withdrawn").get("resume", {}).get("processedModels", 0) >= 20,
+        timeout=WAIT,
+        message="the first checkpoint",
+    )
+    bed.annotate("withdrawn", {"ai.deckhouse.io/catalog-sync": None})
+    eventually(
+        lambda: bed.condition("withdrawn", "Indexing").get("reason") == "WaitingForOptIn",
+        timeout=WAIT,
+        message="the pass to stop and the source to wait",
+    )
+    status = bed.status("withdrawn")
+    assert status["resume"]["processedModels"] >= 20  # kept for when it opts in again
+    assert "servedGeneration" not in status  # the pass did not run to its end
+
+
 def test_a_stopping_controller_ends_the_pass_at_its_checkpoint(
     bed: Bed, running: tuple[Informer, Any]
 ) -> None:

@@ -33,6 +33,7 @@ from ai_models.controller.catalog.context import CatalogRuntime
 from ai_models.controller.source_status import SourceStatusWriter, observe
 from ai_models.domain.catalog.outcomes import invalid_sync_request, waiting_for_opt_in
 from ai_models.domain.catalog.schedule import Action, decide
+from ai_models.names import CATALOG_SYNC_ANNOTATION, CATALOG_SYNC_ENABLED
 
 log = logging.getLogger(__name__)
 ECHO_TIMEOUT_SECONDS = 10.0
@@ -179,14 +180,15 @@ class CatalogSourceReconciler:
         generation = obj["metadata"].get("generation")
 
         def should_stop() -> bool:
-            # A spec change, the source's deletion or the controller stopping (losing the Lease)
-            # ends the pass at its last checkpoint.
+            # A spec change, the opt-in taken back, the source's deletion or the controller stopping
+            # (losing the Lease) ends the pass at its last checkpoint.
             if self.stopping.is_set():
                 return True
             cached = self.get_source(name)
             if cached is None:
                 return True
             meta = cached["metadata"]
-            return bool(meta.get("deletionTimestamp")) or meta.get("generation") != generation
+            opted_in = (meta.get("annotations") or {}).get(CATALOG_SYNC_ANNOTATION) == CATALOG_SYNC_ENABLED
+            return not opted_in or bool(meta.get("deletionTimestamp")) or meta.get("generation") != generation
 
         return should_stop

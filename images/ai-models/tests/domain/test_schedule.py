@@ -62,9 +62,9 @@ RULES: dict[str, tuple[SourceObservation, Decision]] = {
         with_(observed_generation=3, last_sync_start=None, last_success=None),
         Decision(Action.START, Trigger.FIRST_SYNC),
     ),
-    "a_new_source_starts_as_a_spec_change": (
-        with_(observed_generation=None, last_sync_start=None, last_success=None),
-        Decision(Action.START, Trigger.SPEC_CHANGED),
+    "a_source_never_indexed_starts_its_first_sync_when_it_opts_in": (
+        with_(generation=2, observed_generation=None, last_sync_start=None, last_success=None),
+        Decision(Action.START, Trigger.FIRST_SYNC),
     ),
     "spec_change_starts_a_fresh_pass_even_during_backoff_or_a_checkpoint": (
         with_(generation=4, has_checkpoint=True, retry_not_before=NOW + HOUR, failed_passes=5),

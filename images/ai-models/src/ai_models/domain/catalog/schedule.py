@@ -93,6 +93,8 @@ def decide(source: SourceObservation, *, now: datetime.datetime) -> Decision:
         return Decision(Action.ADOPT)
     if not source.opted_in:
         return Decision(Action.WAIT_FOR_OPT_IN)
+    if source.observed_generation is None:
+        return Decision(Action.START, Trigger.FIRST_SYNC)  # never indexed: the opt-in is what is new
     if source.observed_generation != source.generation:
         return Decision(Action.START, Trigger.SPEC_CHANGED)
     requested = source.sync_requested_at is not None and (

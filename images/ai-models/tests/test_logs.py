@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from ai_models.logs import configure_logging
+from ai_models.logs import REQUEST_LOGGERS, configure_logging
 from ai_models.settings import LogFormat, LogLevel, Settings
 
 
@@ -17,9 +17,14 @@ from ai_models.settings import LogFormat, LogLevel, Settings
 def restore_root_logger() -> Iterator[None]:
     root = logging.getLogger()
     handlers, level = root.handlers[:], root.level
+    libraries = {
+        name: logging.getLogger(name).level for name in ("httpx", "httpx2", "httpcore", "leaderelection")
+    }
     yield
     root.handlers[:] = handlers
     root.setLevel(level)
+    for name, library_level in libraries.items():
+        logging.getLogger(name).setLevel(library_level)
 
 
 def test_json_lines_carry_message_level_and_extra_facts() -> None:
@@ -81,3 +86,16 @@ def test_library_records_are_formatted_once_by_the_process_handler() -> None:
     assert [json.loads(line)["msg"] for line in lines] == ["Retrying in 1.0s [Retry 1/2].", "Started"]
     assert "color_message" not in lines[1]
     assert logging.getLogger("huggingface_hub").handlers == []
+
+
+@pytest.mark.parametrize("library", ["httpx2", "httpx", "leaderelection"])
+def test_request_lines_of_http_clients_show_only_at_debug(library: str) -> None:
+    stream = io.StringIO()
+    configure_logging(level=LogLevel.INFO, log_format=LogFormat.JSON, stream=stream)
+    logging.getLogger(library).info("HTTP Request: GET https://hub/api/models 200 OK")
+    logging.getLogger(library).warning("connection reset")
+    assert [json.loads(line)["msg"] for line in stream.getvalue().splitlines()] == ["connection reset"]
+    stream = io.StringIO()
+    configure_logging(level=LogLevel.DEBUG, log_format=LogFormat.JSON, stream=stream)
+    logging.getLogger(library).info("HTTP Request: GET https://hub/api/models 200 OK")
+    assert len(stream.getvalue().splitlines()) == 1

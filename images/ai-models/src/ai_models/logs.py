@@ -62,6 +62,11 @@ class TextFormatter(logging.Formatter):
         return line
 
 
+# HTTP client libraries log every request at INFO (a catalog pass makes hundreds) without saying
+# what the request was for; the module's own lines name the object. Their lines show at Debug.
+REQUEST_LOGGERS = ("httpx", "httpx2", "httpcore", "leaderelection")
+
+
 def configure_logging(*, level: LogLevel, log_format: LogFormat, stream: TextIO | None = None) -> None:
     """Route all logging to one handler on `stream` (stderr by default) in the chosen format."""
     handler = logging.StreamHandler(stream or sys.stderr)
@@ -69,3 +74,5 @@ def configure_logging(*, level: LogLevel, log_format: LogFormat, stream: TextIO 
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(_LEVELS[level])
+    for name in REQUEST_LOGGERS:
+        logging.getLogger(name).setLevel(logging.DEBUG if level is LogLevel.DEBUG else logging.WARNING)

@@ -100,8 +100,6 @@ def _load_kube_configuration(*, sleep: Callable[[float], None] = time.sleep) -> 
 
 
 def run(settings: ControllerSettings) -> int:
-    # The client's leader election logs every renewal at INFO; only its problems are news.
-    logging.getLogger("leaderelection").setLevel(logging.WARNING)
     signal.signal(signal.SIGTERM, _raise_terminated)
     signal.signal(signal.SIGINT, _raise_terminated)
     probes = ProbeState()

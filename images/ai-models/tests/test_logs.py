@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from ai_models.logs import REQUEST_LOGGERS, configure_logging
+from ai_models.logs import configure_logging
 from ai_models.settings import LogFormat, LogLevel, Settings
 
 

@@ -42,7 +42,15 @@ from ai_models.domain.models.source import (
 )
 from ai_models.domain.publication.request import FileSpec, HuggingFacePublication, UploadPublication
 from ai_models.domain.storage.ledger import Owner
-from ai_models.names import API_GROUP, API_VERSION, ModelReason, Plural, SourceType
+from ai_models.names import (
+    API_GROUP,
+    API_VERSION,
+    CATALOG_SYNC_ANNOTATION,
+    CATALOG_SYNC_ENABLED,
+    ModelReason,
+    Plural,
+    SourceType,
+)
 
 __all__ = [
     "AwaitingUpload",
@@ -226,7 +234,7 @@ class Planner:
             return Refused(
                 ModelReason.CATALOG_ENTRY_NOT_FOUND,
                 f"ModelCatalogSource {name!r} has not served a catalog yet; it needs the annotation "
-                "ai.deckhouse.io/catalog-sync=Enabled and a completed indexing pass",
+                f"{CATALOG_SYNC_ANNOTATION}={CATALOG_SYNC_ENABLED} and a completed indexing pass",
             )
         if record is None:
             return Refused(

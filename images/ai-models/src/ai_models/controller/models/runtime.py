@@ -39,7 +39,7 @@ from ai_models.domain.storage.codec import (
     LedgerFormatError,
     ledger_from_json,
 )
-from ai_models.names import COMPONENT_LABEL, PUBLICATION_COMPONENT, ModelKind
+from ai_models.names import COMPONENT_LABEL, PUBLICATION_COMPONENT, PUBLISHER_TEMPLATE_CONFIGMAP, ModelKind
 
 log = logging.getLogger(__name__)
 BY_CATALOG_SOURCE = "catalog-source"
@@ -148,8 +148,9 @@ class ModelRuntime:
         path = self.settings.publish_pod_template_file
         if path is None:
             raise RuntimeError(
-                "AI_MODELS_PUBLISH_POD_TEMPLATE_FILE is not set: the controller needs the publisher pod "
-                "template that the module's Helm chart renders (ConfigMap ai-models-publisher-template)"
+                f"{ControllerSettings.variable('publish_pod_template_file')} is not set: the controller "
+                "needs the publisher pod template that the module's Helm chart renders "
+                f"(ConfigMap {PUBLISHER_TEMPLATE_CONFIGMAP})"
             )
         return load_pod_template(path)
 

@@ -27,7 +27,13 @@ from ai_models.domain.models import status as situations
 from ai_models.domain.models.decision import Fail, StartPublication, WaitForSlot
 from ai_models.domain.models.plan import Plan
 from ai_models.domain.storage.ledger import Refusal
-from ai_models.names import ModelEvent, ModelReason
+from ai_models.names import (
+    MODULE,
+    PUBLISHER_TEMPLATE_CONFIGMAP,
+    STORAGE_ACCOUNTING_SECRET,
+    ModelEvent,
+    ModelReason,
+)
 
 log = logging.getLogger(__name__)
 TEMPORARY_RETRY_SECONDS = 10.0
@@ -60,8 +66,8 @@ def _start(
     except (PodTemplateError, RuntimeError) as error:
         log.error("cannot build the publication Job", extra={**subject.log, "error": str(error)})
         message = (
-            "the controller cannot read its publisher pod template (ConfigMap "
-            "ai-models-publisher-template in the module namespace); an administrator finds the cause "
+            f"the controller cannot read its publisher pod template (ConfigMap "
+            f"{PUBLISHER_TEMPLATE_CONFIGMAP} in the module namespace); an administrator finds the cause "
             "in the controller's log"
         )
         return _fail(ctx, subject, ModelReason.PUBLICATION_FAILED, message)
@@ -150,10 +156,10 @@ def _refusal_message(refusal: Refusal, plan: Plan) -> str:
     if refusal is Refusal.STORAGE_USAGE_UNKNOWN:
         return (
             f"cannot reserve {plan.size_bytes} bytes: storage usage is unknown until the inventory pass "
-            "confirms the ledger (Secret ai-models-storage-accounting); publication resumes after it"
+            f"confirms the ledger (Secret {STORAGE_ACCOUNTING_SECRET}); publication resumes after it"
         )
     return (
         f"the artifact needs {plan.size_bytes} bytes, more than the free part of the storage budget "
-        "(setting artifacts.capacityLimit of ModuleConfig ai-models); delete unused models or raise "
+        f"(setting artifacts.capacityLimit of ModuleConfig {MODULE}); delete unused models or raise "
         "the limit"
     )

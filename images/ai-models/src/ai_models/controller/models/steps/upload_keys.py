@@ -11,7 +11,14 @@ from typing import Any
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
-from ai_models.names import UPLOAD_SIGNING_KEY, UPLOAD_SIGNING_SECRET
+from ai_models.names import (
+    HERITAGE,
+    HERITAGE_LABEL,
+    MODULE,
+    MODULE_LABEL,
+    UPLOAD_SIGNING_KEY,
+    UPLOAD_SIGNING_SECRET,
+)
 
 
 class UploadKeys:
@@ -47,7 +54,7 @@ class UploadKeys:
             "metadata": {
                 "name": UPLOAD_SIGNING_SECRET,
                 "namespace": self._namespace,
-                "labels": {"module": "ai-models", "heritage": "deckhouse"},
+                "labels": {MODULE_LABEL: MODULE, HERITAGE_LABEL: HERITAGE},
             },
             "type": "Opaque",
             "data": {UPLOAD_SIGNING_KEY: base64.b64encode(key).decode()},

@@ -17,9 +17,9 @@ from ai_models.domain.catalog.schedule import (
     decide,
     parse_duration,
     parse_sync_request,
-    parse_timestamp,
     retry_not_before,
 )
+from ai_models.domain.conditions import parse_timestamp
 
 NOW = datetime.datetime(2026, 11, 29, 20, 0, tzinfo=datetime.UTC)
 HOUR = datetime.timedelta(hours=1)

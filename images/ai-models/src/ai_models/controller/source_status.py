@@ -17,9 +17,8 @@ from ai_models.domain.catalog.schedule import (
     SourceObservation,
     parse_duration,
     parse_sync_request,
-    parse_timestamp,
 )
-from ai_models.domain.conditions import set_condition
+from ai_models.domain.conditions import parse_timestamp, set_condition
 from ai_models.names import (
     API_GROUP,
     API_VERSION,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -71,3 +72,17 @@ def _condition(
     if observed_generation is not None:
         condition["observedGeneration"] = observed_generation
     return condition
+
+
+# RFC 3339 date-time: a date, `T`, a time with optional fraction, and `Z` or an offset.
+_RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$")
+
+
+def parse_timestamp(value: object) -> datetime.datetime | None:
+    """An RFC 3339 timestamp (as `date -u +%FT%TZ` writes it) in UTC; None for anything else."""
+    if not isinstance(value, str) or not _RFC3339.match(value):
+        return None
+    try:
+        return datetime.datetime.fromisoformat(value.upper().replace("Z", "+00:00")).astimezone(datetime.UTC)
+    except ValueError:
+        return None  # the shape of a timestamp, not a real one (month 13)

@@ -13,8 +13,7 @@ from ai_models.controller.models.slots import SlotKeeper
 from ai_models.controller.models.steps.context import Subject
 from ai_models.domain.artifacts.layout import manifest_key
 from ai_models.domain.artifacts.manifest import ArtifactManifest, ManifestFormatError, manifest_from_json
-from ai_models.domain.catalog.schedule import parse_timestamp
-from ai_models.domain.conditions import find_condition
+from ai_models.domain.conditions import find_condition, parse_timestamp
 from ai_models.domain.models.decision import (
     Dependency,
     JobPhase,

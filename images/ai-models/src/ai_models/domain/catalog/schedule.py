@@ -20,6 +20,8 @@ import enum
 import math
 import re
 
+from ai_models.domain.conditions import parse_timestamp
+
 
 class Action(enum.StrEnum):
     ADOPT = "Adopt"  # add the finalizer and drop kopf's leftover annotations (one metadata patch)
@@ -149,20 +151,6 @@ def parse_sync_request(value: object) -> SyncRequest:
         return SyncRequest()
     at = parse_timestamp(value)
     return SyncRequest(at=at) if at is not None else SyncRequest(invalid=str(value))
-
-
-# RFC 3339 date-time: a date, `T`, a time with optional fraction, and `Z` or an offset.
-_RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$")
-
-
-def parse_timestamp(value: object) -> datetime.datetime | None:
-    """An RFC 3339 timestamp (as `date -u +%FT%TZ` writes it) in UTC; None for anything else."""
-    if not isinstance(value, str) or not _RFC3339.match(value):
-        return None
-    try:
-        return datetime.datetime.fromisoformat(value.upper().replace("Z", "+00:00")).astimezone(datetime.UTC)
-    except ValueError:
-        return None  # the shape of a timestamp, not a real one (month 13)
 
 
 _DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ns|us|µs|ms|s|m|h)")

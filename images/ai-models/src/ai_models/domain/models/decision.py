@@ -32,7 +32,7 @@ import enum
 from collections.abc import Mapping
 from typing import Any, Final
 
-from ai_models.domain.catalog.schedule import parse_timestamp
+from ai_models.domain.conditions import parse_timestamp
 from ai_models.domain.models.plan import AwaitingUpload, Deferred, Outcome, Plan, Refused
 from ai_models.domain.models.source import catalog_source_of
 from ai_models.domain.models.status import FAILURE_REASONS, FINAL_REASONS

@@ -6,7 +6,7 @@ import datetime
 import json
 from typing import Any
 
-from ai_models.domain.conditions import timestamp
+from ai_models.domain.conditions import parse_timestamp, timestamp
 from ai_models.domain.storage.ledger import Absence, EntryState, Ledger, LedgerEntry, Owner, Scope
 from ai_models.names import STORAGE_ACCOUNTING_SECRET
 
@@ -71,5 +71,7 @@ def ledger_from_json(data: bytes) -> Ledger | None:
 
 
 def _parse_time(value: str) -> datetime.datetime:
-    parsed = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=datetime.UTC)
+    parsed = parse_timestamp(value)
+    if parsed is None:
+        raise ValueError(f"{value!r} is not an RFC 3339 timestamp")
+    return parsed

@@ -77,7 +77,9 @@ def test_a_restarted_controller_continues_the_attempt_count_and_a_retry_request_
 
     assert status["failedAttempts"] == 3
     assert stack.condition("flaky", "ArtifactResolved")["reason"] == "PublicationFailed"
-    assert event_count(stack, "PublicationStarted", "flaky") == 3  # not 1 + 3 after the restart
+    # Not 1 + 3 after the restart. A leader killed between creating a Job and recording its Event
+    # leaves that one Event unwritten (the next leader follows the running Job), hence 2 or 3.
+    assert event_count(stack, "PublicationStarted", "flaky") in (2, 3)
     for attempt in (1, 2):
         assert (
             event_count(stack, "PublicationFailed", "flaky", containing=f"attempt {attempt} of 3 failed") == 1

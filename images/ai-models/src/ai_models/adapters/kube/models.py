@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -124,16 +123,3 @@ class ModelObjects:
     def event(self, obj: Mapping[str, Any], *, type_: str, reason: str, message: str) -> None:
         """Record a Kubernetes Event on the object (through the controller's one recorder)."""
         self.events.record(obj, type_=type_, reason=reason, message=message)
-
-    def secret_data(self, namespace: str, name: str) -> dict[str, str] | None:
-        """The Secret's data, base64-decoded; None when there is no such Secret."""
-        try:
-            secret = self._core.read_namespaced_secret(name, namespace, _request_timeout=self._timeout)
-        except ApiException as error:
-            if error.status == 404:
-                return None
-            raise
-        return {
-            key: base64.b64decode(value).decode("utf-8", errors="replace")
-            for key, value in (secret.data or {}).items()
-        }

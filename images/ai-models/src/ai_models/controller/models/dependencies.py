@@ -15,6 +15,7 @@ from typing import Any
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
+from ai_models.adapters.kube.secrets import Secrets
 from ai_models.domain.models.decision import Dependency, DependencyKind
 from ai_models.domain.models.source import CatalogSource, HuggingFaceSource, ParsedSource
 from ai_models.names import API_GROUP, API_VERSION, Plural
@@ -22,7 +23,7 @@ from ai_models.names import API_GROUP, API_VERSION, Plural
 
 class DependencyReader:
     def __init__(self, api_client: Any, *, timeout: tuple[float, float] = (3, 10)) -> None:
-        self._core = k8s.CoreV1Api(api_client)
+        self._secrets = Secrets(api_client, timeout=timeout)
         self._objects = k8s.CustomObjectsApi(api_client)
         self._timeout = timeout
 
@@ -42,13 +43,8 @@ class DependencyReader:
         return None
 
     def _secret(self, namespace: str, name: str) -> str:
-        try:
-            secret = self._core.read_namespaced_secret(name, namespace, _request_timeout=self._timeout)
-        except ApiException as error:
-            if error.status == 404:
-                return ""
-            raise
-        return str(secret.metadata.resource_version or "")
+        secret = self._secrets.read(namespace, name)
+        return secret.resource_version if secret is not None else ""
 
     def _catalog_source(self, name: str) -> str:
         try:

@@ -24,6 +24,7 @@ from ai_models.adapters.hub.errors import (
     ProviderUnauthorized,
 )
 from ai_models.adapters.kube.models import ModelObjects
+from ai_models.adapters.kube.secrets import Secrets
 from ai_models.adapters.objectstore import ObjectNotFound, ObjectStore, ObjectStoreError
 from ai_models.catalog.reading import ManifestInvalid, iter_records, read_manifest
 from ai_models.controller.catalog import TokenSecretMissing, source_token
@@ -132,7 +133,8 @@ class Planner:
     def _hugging_face(self, source: HuggingFaceSource) -> Outcome:
         token: str | None = None
         if source.secret_name is not None and source.secret_namespace is not None:
-            data = self.objects.secret_data(source.secret_namespace, source.secret_name)
+            secret = Secrets(self.api_client).read(source.secret_namespace, source.secret_name)
+            data = {key: secret.text(key) or "" for key in secret.values} if secret is not None else None
             where = f"Secret {source.secret_namespace}/{source.secret_name} (spec.source.authSecretRef)"
             if data is None:
                 return Refused(

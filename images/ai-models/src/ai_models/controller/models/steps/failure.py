@@ -46,17 +46,18 @@ def retry_publication(action: RetryPublication, *, ctx: StepContext, subject: Su
     # Removed before the attempt is recorded, so a recorded attempt is never counted twice (a
     # controller that stops in between grants one attempt more, never one fewer).
     end_job(ctx, subject)
-    write(
-        ctx,
-        subject,
-        failure_fields(attempts=action.attempt, at=ctx.clock(), dependency=subject.seen.dependency),
-    )
     event = ModelEvent.ARTIFACT_DAMAGED if action.damaged else ModelEvent.PUBLICATION_FAILED
+    # The Event before the status: whoever sees the attempt counted finds its Event written too.
     ctx.objects.event(
         subject.obj,
         type_="Warning",
         reason=event,
         message=f"attempt {action.attempt} of {action.of} failed: {action.detail}; retrying",
+    )
+    write(
+        ctx,
+        subject,
+        failure_fields(attempts=action.attempt, at=ctx.clock(), dependency=subject.seen.dependency),
     )
     return action.requeue
 

@@ -3,14 +3,11 @@ api reads the same Secret to check the tokens in upload URLs)."""
 
 from __future__ import annotations
 
-import base64
 import secrets
 import threading
 from typing import Any
 
-from kubernetes import client as k8s
-from kubernetes.client.exceptions import ApiException
-
+from ai_models.adapters.kube.secrets import Secrets
 from ai_models.names import (
     HERITAGE,
     HERITAGE_LABEL,
@@ -23,7 +20,7 @@ from ai_models.names import (
 
 class UploadKeys:
     def __init__(self, api_client: Any, *, namespace: str) -> None:
-        self._core = k8s.CoreV1Api(api_client)
+        self._secrets = Secrets(api_client)
         self._namespace = namespace
         self._key: bytes | None = None
         self._lock = threading.Lock()
@@ -35,34 +32,17 @@ class UploadKeys:
             return self._key
 
     def _read(self) -> bytes:
-        try:
-            secret = self._core.read_namespaced_secret(UPLOAD_SIGNING_SECRET, self._namespace)
-        except ApiException as error:
-            if error.status != 404:
-                raise
-            return b""
-        return base64.b64decode((secret.data or {}).get(UPLOAD_SIGNING_KEY, ""))
+        secret = self._secrets.read(self._namespace, UPLOAD_SIGNING_SECRET)
+        return (secret.values.get(UPLOAD_SIGNING_KEY) or b"") if secret is not None else b""
 
     def _read_or_create(self) -> bytes:
         key = self._read()
         if key:
             return key
         key = secrets.token_bytes(32)
-        body = {
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "metadata": {
-                "name": UPLOAD_SIGNING_SECRET,
-                "namespace": self._namespace,
-                "labels": {MODULE_LABEL: MODULE, HERITAGE_LABEL: HERITAGE},
-            },
-            "type": "Opaque",
-            "data": {UPLOAD_SIGNING_KEY: base64.b64encode(key).decode()},
-        }
-        try:
-            self._core.create_namespaced_secret(self._namespace, body)
-        except ApiException as error:
-            if error.status != 409:
-                raise
+        labels = {MODULE_LABEL: MODULE, HERITAGE_LABEL: HERITAGE}
+        if not self._secrets.create(
+            self._namespace, UPLOAD_SIGNING_SECRET, {UPLOAD_SIGNING_KEY: key}, labels=labels
+        ):
             return self._read()  # another replica created it first
         return key

@@ -8,12 +8,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 from kubernetes import client as typed_client
 
 from fakes.hub import FakeHub
 from kubeemu.pytest_fixtures import RunningEmulator
 from support.eventually import eventually
-from support.module_install import InstalledModule
+from support.module_install import InstalledModule, install_module
 from support.processes import ModuleProcess
 
 client: Any = typed_client
@@ -131,3 +132,12 @@ def stack_fixture(module: InstalledModule, hub: FakeHub, tmp_path: Path) -> Iter
         yield stack
     finally:
         stack.stop_all()
+
+
+@pytest.fixture(name="stack")
+def catalog_stack(
+    kube_emulator: RunningEmulator, fake_hub: FakeHub, tmp_path: Path
+) -> Iterator[CatalogStack]:
+    """The `stack` of a catalog test: the module installed into a fresh emulator, the fake Hub (its
+    models from the test file's `fake_hub_corpus`), a directory store; every process stopped after."""
+    yield from stack_fixture(install_module(kube_emulator), fake_hub, tmp_path)

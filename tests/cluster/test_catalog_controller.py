@@ -6,19 +6,15 @@ import collections
 import datetime
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes import client as typed_client
 from kubernetes.client.exceptions import ApiException
 
-from cluster.catalog_stack import CatalogStack, stack_fixture
+from cluster.catalog_stack import CatalogStack, catalog_stack
 from fakes.hub import FakeHub, FakeModel
 from fakes.hub_corpus import make_corpus
-from kubeemu.pytest_fixtures import RunningEmulator
-from support.module_install import InstalledModule, install_module
 
 client: Any = typed_client
 CORPUS = 230
@@ -29,19 +25,12 @@ def listed(hub: FakeHub) -> list[str]:
     return sorted(model.id for model in hub.models if not model.gated)
 
 
+__all__ = ["catalog_stack"]  # the `stack` fixture
+
+
 @pytest.fixture
 def fake_hub_corpus() -> list[FakeModel]:
     return make_corpus(CORPUS, seed=7)
-
-
-@pytest.fixture
-def module(kube_emulator: RunningEmulator) -> InstalledModule:
-    return install_module(kube_emulator)
-
-
-@pytest.fixture
-def stack(module: InstalledModule, fake_hub: FakeHub, tmp_path: Path) -> Iterator[CatalogStack]:
-    yield from stack_fixture(module, fake_hub, tmp_path)
 
 
 def served(stack: CatalogStack, name: str) -> bool:

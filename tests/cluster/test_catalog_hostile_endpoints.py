@@ -13,31 +13,22 @@ from typing import Any
 import pytest
 from kubernetes import client as typed_client
 
-from cluster.catalog_stack import CatalogStack, stack_fixture
+from cluster.catalog_stack import CatalogStack, catalog_stack
 from fakes.hostile_hub import MIB, HostileHub
-from fakes.hub import FakeHub, FakeModel
+from fakes.hub import FakeModel
 from fakes.hub_corpus import make_corpus
-from kubeemu.pytest_fixtures import RunningEmulator
-from support.module_install import InstalledModule, install_module
 from support.processes import ModuleProcess
 
 client: Any = typed_client
 SECRET = "hf_FAKESECRETdoNotReflect0123456789"
 
 
+__all__ = ["catalog_stack"]  # the `stack` fixture
+
+
 @pytest.fixture
 def fake_hub_corpus() -> list[FakeModel]:
     return make_corpus(60, seed=11)
-
-
-@pytest.fixture
-def module(kube_emulator: RunningEmulator) -> InstalledModule:
-    return install_module(kube_emulator)
-
-
-@pytest.fixture
-def stack(module: InstalledModule, fake_hub: FakeHub, tmp_path: Path) -> Iterator[CatalogStack]:
-    yield from stack_fixture(module, fake_hub, tmp_path)
 
 
 @pytest.fixture

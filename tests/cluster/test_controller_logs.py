@@ -4,36 +4,25 @@ framework's internals (kopf once put a 2 KB `settings=OperatorSettings(...)` fie
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from cluster.catalog_stack import CatalogStack, stack_fixture
-from fakes.hub import FakeHub, FakeModel
+from cluster.catalog_stack import CatalogStack, catalog_stack
+from fakes.hub import FakeModel
 from fakes.hub_corpus import make_corpus
-from kubeemu.pytest_fixtures import RunningEmulator
-from support.module_install import InstalledModule, install_module
 
 # The longest line the controller may write without a traceback: an object's name is at most 253
 # characters and a message a sentence or two.
 LINE_LIMIT = 1500
 
 
+__all__ = ["catalog_stack"]  # the `stack` fixture
+
+
 @pytest.fixture
 def fake_hub_corpus() -> list[FakeModel]:
     return make_corpus(12, seed=3)
-
-
-@pytest.fixture
-def module(kube_emulator: RunningEmulator) -> InstalledModule:
-    return install_module(kube_emulator)
-
-
-@pytest.fixture
-def stack(module: InstalledModule, fake_hub: FakeHub, tmp_path: Path) -> Iterator[CatalogStack]:
-    yield from stack_fixture(module, fake_hub, tmp_path)
 
 
 def test_no_log_line_carries_framework_settings_and_every_line_is_short_json(stack: CatalogStack) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kubernetes import client as k8s
@@ -30,21 +30,23 @@ class ModelObjects:
         self._core = k8s.CoreV1Api(api_client)
         self._timeout = timeout
 
+    def _call(
+        self, namespaced: Callable[..., Any], cluster: Callable[..., Any], key: ModelKey, *args: Any
+    ) -> Any:
+        """One custom-objects call on the object `key` names: the namespaced form for a Model, the
+        cluster form for a ClusterModel (same arguments after the object's path)."""
+        if key.kind is ModelKind.MODEL:
+            path: tuple[str, ...] = (API_GROUP, API_VERSION, key.namespace, key.kind.plural, key.name)
+            return namespaced(*path, *args, _request_timeout=self._timeout)
+        return cluster(
+            API_GROUP, API_VERSION, key.kind.plural, key.name, *args, _request_timeout=self._timeout
+        )
+
     def get(self, key: ModelKey) -> dict[str, Any] | None:
         try:
-            if key.kind is ModelKind.MODEL:
-                found = self._objects.get_namespaced_custom_object(
-                    API_GROUP,
-                    API_VERSION,
-                    key.namespace,
-                    key.kind.plural,
-                    key.name,
-                    _request_timeout=self._timeout,
-                )
-            else:
-                found = self._objects.get_cluster_custom_object(
-                    API_GROUP, API_VERSION, key.kind.plural, key.name, _request_timeout=self._timeout
-                )
+            found = self._call(
+                self._objects.get_namespaced_custom_object, self._objects.get_cluster_custom_object, key
+            )
         except ApiException as error:
             if error.status == 404:
                 return None
@@ -62,41 +64,21 @@ class ModelObjects:
         return items
 
     def patch_status(self, key: ModelKey, status: Mapping[str, Any]) -> None:
-        body = {"status": dict(status)}
         try:
-            if key.kind is ModelKind.MODEL:
-                self._objects.patch_namespaced_custom_object_status(
-                    API_GROUP,
-                    API_VERSION,
-                    key.namespace,
-                    key.kind.plural,
-                    key.name,
-                    body,
-                    _request_timeout=self._timeout,
-                )
-            else:
-                self._objects.patch_cluster_custom_object_status(
-                    API_GROUP, API_VERSION, key.kind.plural, key.name, body, _request_timeout=self._timeout
-                )
+            self._call(
+                self._objects.patch_namespaced_custom_object_status,
+                self._objects.patch_cluster_custom_object_status,
+                key,
+                {"status": dict(status)},
+            )
         except ApiException as error:
             if error.status != 404:  # gone meanwhile: nothing to report on
                 raise
 
     def _patch(self, key: ModelKey, body: Any) -> None:
-        if key.kind is ModelKind.MODEL:
-            self._objects.patch_namespaced_custom_object(
-                API_GROUP,
-                API_VERSION,
-                key.namespace,
-                key.kind.plural,
-                key.name,
-                body,
-                _request_timeout=self._timeout,
-            )
-        else:
-            self._objects.patch_cluster_custom_object(
-                API_GROUP, API_VERSION, key.kind.plural, key.name, body, _request_timeout=self._timeout
-            )
+        self._call(
+            self._objects.patch_namespaced_custom_object, self._objects.patch_cluster_custom_object, key, body
+        )
 
     def set_finalizers(self, obj: Mapping[str, Any], finalizers: list[str]) -> None:
         """Replace the finalizer list, guarded by the resourceVersion the decision was made on."""

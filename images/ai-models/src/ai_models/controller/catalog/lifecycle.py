@@ -12,7 +12,7 @@ from kubernetes import client as k8s
 from ai_models.adapters.objectstore import ObjectStoreError
 from ai_models.catalog.layout import source_prefix
 from ai_models.controller.catalog.context import CatalogRuntime
-from ai_models.controller.source_status import kopf_annotations
+from ai_models.controller.catalog.status import kopf_annotations
 from ai_models.names import API_GROUP, API_VERSION, CATALOG_FINALIZER, Plural
 
 log = logging.getLogger(__name__)

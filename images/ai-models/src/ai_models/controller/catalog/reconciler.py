@@ -30,7 +30,7 @@ from kubernetes.client.exceptions import ApiException
 
 from ai_models.controller.catalog import lifecycle, passes
 from ai_models.controller.catalog.context import CatalogRuntime
-from ai_models.controller.source_status import SourceStatusWriter, observe
+from ai_models.controller.catalog.status import SourceStatusWriter, observe
 from ai_models.domain.catalog.outcomes import invalid_sync_request, waiting_for_opt_in
 from ai_models.domain.catalog.schedule import Action, decide
 from ai_models.names import CATALOG_SYNC_ANNOTATION, CATALOG_SYNC_ENABLED

@@ -101,6 +101,10 @@ OWNER_NAME_ANNOTATION: Final = "ai.deckhouse.io/owner-name"
 COMPONENT_LABEL: Final = "app.kubernetes.io/component"
 UPLOAD_SIGNING_SECRET: Final = "ai-models-upload-signing"
 UPLOAD_SIGNING_KEY: Final = "key"
+# The key delivery tokens (the materializers' credential for the serving API) are signed with: its
+# own Secret, so neither key can mint the other's tokens and each rotates alone (D86).
+DELIVERY_SIGNING_SECRET: Final = "ai-models-delivery-signing"
+DELIVERY_SIGNING_KEY: Final = "key"
 ARTIFACTS_CREDENTIALS_SECRET: Final = "ai-models-artifacts-credentials"
 # Where the api takes uploads: the controller builds `status.upload` URLs from it.
 UPLOAD_API_PREFIX: Final = "/api/upload/v1"
@@ -263,6 +267,19 @@ class PublishVariable(enum.StrEnum):
     REPORT_PROGRESS = "AI_MODELS_PUBLISH_REPORT_PROGRESS"
     # Only ever from the token Secret (secretKeyRef), never a plain value in the Job.
     TOKEN = "AI_MODELS_PUBLISH_TOKEN"
+
+
+class MaterializeVariable(enum.StrEnum):
+    """What the controller tells a materialize Job (`domain.delivery.materialization` writes and
+    reads them)."""
+
+    API_URL = "AI_MODELS_MATERIALIZE_API_URL"
+    CA_BUNDLE = "AI_MODELS_MATERIALIZE_CA_BUNDLE"
+    TARGET_DIR = "AI_MODELS_MATERIALIZE_TARGET_DIR"
+    ARTIFACTS = "AI_MODELS_MATERIALIZE_ARTIFACTS"
+    TERMINATION_MESSAGE_PATH = "AI_MODELS_MATERIALIZE_TERMINATION_MESSAGE_PATH"
+    # The delivery token: only ever from a Secret in the workload namespace (secretKeyRef).
+    TOKEN = "AI_MODELS_MATERIALIZE_TOKEN"
 
 
 # ----- Metrics (monitoring contract) --------------------------------------------------------------

@@ -117,6 +117,45 @@ CLUSTER_EVENTS_NAMESPACE: Final = "default"
 API_SERVICE: Final = "ai-models-api"
 # Workload delivery contract: where each model appears in containers.
 MODELS_DIR: Final = "/data/modelcache/models"
+# On the top-level workload (Deployment, StatefulSet, DaemonSet, CronJob): the models it uses,
+# comma-separated (Models of its namespace, ClusterModels), and the delivery report.
+MODEL_ANNOTATION: Final = "ai.deckhouse.io/model"
+CLUSTER_MODEL_ANNOTATION: Final = "ai.deckhouse.io/clustermodel"
+DELIVERY_REASON_ANNOTATION: Final = "ai.deckhouse.io/model-delivery-reason"
+DELIVERY_MESSAGE_ANNOTATION: Final = "ai.deckhouse.io/model-delivery-message"
+# The pod scheduling gate that holds a workload's pods until its models are delivered.
+DELIVERY_SCHEDULING_GATE: Final = "ai.deckhouse.io/model-delivery"
+# On the pod template: what the module added to it (JSON), so removing the annotations removes
+# exactly that and nothing the user wrote.
+DELIVERY_APPLIED_ANNOTATION: Final = "ai.deckhouse.io/model-delivery-applied"
+# In every container of a delivering workload.
+MODELS_DIR_VARIABLE: Final = "AI_MODELS_MODELS_DIR"
+MODELS_VARIABLE: Final = "AI_MODELS_MODELS"
+# SharedPVC: the pod volume of the shared claim, the claims' name prefix and component label, and
+# the claim annotation recording the digests whose materialization completed on it.
+SHARED_PVC_VOLUME: Final = "ai-models-shared"
+SHARED_CLAIM_PREFIX: Final = "ai-models-"
+DELIVERY_COMPONENT: Final = "model-delivery"
+MATERIALIZED_DIGESTS_ANNOTATION: Final = "ai.deckhouse.io/materialized-digests"
+
+
+class DeliveryReason(enum.StrEnum):
+    """The delivery report's reasons (ARCHITECTURE.md section 4, delivery surface); the Events on the
+    workload carry the same reasons."""
+
+    DELIVERED = "Delivered"
+    MODEL_NOT_READY = "ModelNotReady"
+    INVALID_SPEC = "InvalidSpec"
+    NODE_CACHE_DELIVERY_DISABLED = "NodeCacheDeliveryDisabled"
+    INSUFFICIENT_NODE_CACHE_CAPACITY = "InsufficientNodeCacheCapacity"
+    SHARED_PVC_STORAGE_CLASS_MISSING = "SharedPVCStorageClassMissing"
+    SHARED_PVC_STORAGE_CLASS_WAIT_FOR_FIRST_CONSUMER = "SharedPVCStorageClassWaitForFirstConsumer"
+    SHARED_PVC_CLAIM_PENDING = "SharedPVCClaimPending"
+    SHARED_PVC_PROVISIONING_FAILED = "SharedPVCProvisioningFailed"
+    SHARED_PVC_PROVISIONING_TIMED_OUT = "SharedPVCProvisioningTimedOut"
+    SHARED_PVC_VOLUME_LOST = "SharedPVCVolumeLost"
+    SHARED_PVC_MATERIALIZING = "SharedPVCMaterializing"
+    SHARED_PVC_MATERIALIZATION_FAILED = "SharedPVCMaterializationFailed"
 
 
 class ModelKind(enum.StrEnum):

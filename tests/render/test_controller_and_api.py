@@ -229,7 +229,12 @@ API_CLUSTER_RULES = [
     rule(["ai.deckhouse.io"], ["models", "clustermodels"], ["get"]),
 ]
 API_NAMESPACE_RULES = [
-    rule([""], ["secrets"], ["get"], ["ai-models-storage-accounting", "ai-models-upload-signing"]),
+    rule(
+        [""],
+        ["secrets"],
+        ["get"],
+        ["ai-models-storage-accounting", "ai-models-upload-signing", "ai-models-delivery-signing"],
+    ),
     rule([""], ["secrets"], ["patch"], ["ai-models-storage-accounting"]),
     # The first upload on an empty ledger creates its Secret; create cannot be limited by name.
     rule([""], ["secrets"], ["create"]),

@@ -1,8 +1,9 @@
 """The serving operations: manifest and files of Models and ClusterModels, GET and HEAD.
 
 Each request is checked in this order: its parameters (400), the caller (401, then 403 unless it
-may `get` the object), the object (404, 409 unless Ready), the file (404 unless the manifest
-lists it), the conditions (304, 416).
+may `get` the object, or its delivery token lists it), the object (404, 409 unless Ready; 403 when
+a delivery token grants another digest than the object's), the file (404 unless the manifest lists
+it), the conditions (304, 416).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Annotated, TypeVar
 from fastapi import APIRouter, Depends, Header, Request, Response
 from pydantic import BaseModel, ValidationError
 
-from ai_models.api.auth import Subject, object_access
+from ai_models.api.auth import bearer_token, object_access
 from ai_models.api.models_serving import (
     CLUSTER_MODEL_FILE_PATH,
     CLUSTER_MODEL_MANIFEST_PATH,
@@ -27,6 +28,7 @@ from ai_models.api.models_serving import (
 from ai_models.api.problems import invalid_parameter
 from ai_models.api.serving import ServingRequest, subject_key
 from ai_models.api.state import ApiState, api_state
+from ai_models.domain.delivery.token import is_delivery_token
 from ai_models.domain.models.reference import ModelKey
 from ai_models.names import ModelKind
 
@@ -65,12 +67,20 @@ def _locate(model: type[L], **values: str) -> L:
         raise invalid_parameter(problems) from error
 
 
-def _admit(state: ApiState, request: Request, ref: ModelKey) -> Subject:
+def _admitted(state: ApiState, request: Request, ref: ModelKey, conditions: ServingRequest) -> ServingRequest:
+    """The request as admitted: by a delivery token (never sent to a TokenReview) or by a
+    Kubernetes token allowed to `get` the object; whom its download counts against."""
+    authorization = request.headers.get("authorization")
+    if is_delivery_token(bearer_token(authorization)):
+        admitted = state.delivery.admit(bearer_token(authorization), ref)
+        return dataclasses.replace(
+            conditions,
+            subject=admitted.subject,
+            granted_digest=admitted.digest,
+            granted_to=admitted.grant.workload.describe(),
+        )
     access = object_access(ref.kind, namespace=ref.namespace or None, name=ref.name)
-    return state.gatekeeper.admit(request.headers.get("authorization"), access=access)
-
-
-def _downloaded_by(conditions: ServingRequest, subject: Subject) -> ServingRequest:
+    subject = state.gatekeeper.admit(authorization, access=access)
     return dataclasses.replace(conditions, subject=subject_key(subject))
 
 
@@ -83,8 +93,7 @@ def model_manifest(
 ) -> Response:
     where = _locate(ModelManifestLocator, namespace=namespace, name=name)
     ref = ModelKey(kind=ModelKind.MODEL, namespace=where.namespace, name=where.name)
-    _admit(state, request, ref)
-    return state.serving.manifest_response(ref, conditions)
+    return state.serving.manifest_response(ref, _admitted(state, request, ref, conditions))
 
 
 @router.api_route(MODEL_FILE_PATH.replace("{path}", "{path:path}"), methods=METHODS)
@@ -93,8 +102,7 @@ def model_file(
 ) -> Response:
     where = _locate(ModelFileLocator, namespace=namespace, name=name, path=path)
     ref = ModelKey(kind=ModelKind.MODEL, namespace=where.namespace, name=where.name)
-    subject = _admit(state, request, ref)
-    return state.serving.file_response(ref, where.path, _downloaded_by(conditions, subject))
+    return state.serving.file_response(ref, where.path, _admitted(state, request, ref, conditions))
 
 
 @router.api_route(CLUSTER_MODEL_MANIFEST_PATH, methods=METHODS)
@@ -103,8 +111,7 @@ def cluster_model_manifest(
 ) -> Response:
     where = _locate(ClusterModelManifestLocator, name=name)
     ref = ModelKey(kind=ModelKind.CLUSTER_MODEL, namespace="", name=where.name)
-    _admit(state, request, ref)
-    return state.serving.manifest_response(ref, conditions)
+    return state.serving.manifest_response(ref, _admitted(state, request, ref, conditions))
 
 
 @router.api_route(CLUSTER_MODEL_FILE_PATH.replace("{path}", "{path:path}"), methods=METHODS)
@@ -113,5 +120,4 @@ def cluster_model_file(
 ) -> Response:
     where = _locate(ClusterModelFileLocator, name=name, path=path)
     ref = ModelKey(kind=ModelKind.CLUSTER_MODEL, namespace="", name=where.name)
-    subject = _admit(state, request, ref)
-    return state.serving.file_response(ref, where.path, _downloaded_by(conditions, subject))
+    return state.serving.file_response(ref, where.path, _admitted(state, request, ref, conditions))

@@ -33,6 +33,7 @@ from ai_models.api.app import create_app, create_internal_app
 from ai_models.api.auth import Gatekeeper
 from ai_models.api.catalog import Catalog
 from ai_models.api.connections import ConnectionLimits, guarded_protocol
+from ai_models.api.delivery_tokens import DeliveryTokens
 from ai_models.api.index import CatalogIndex
 from ai_models.api.index_builder import BuilderTiming, IndexBuilder
 from ai_models.api.kube_calls import KubeCalls
@@ -47,6 +48,7 @@ from ai_models.api.state import ApiState
 from ai_models.api.upload_ledger import UploadLedger
 from ai_models.api.upload_pace import UploadLimits
 from ai_models.api.uploads import Uploads
+from ai_models.names import DELIVERY_SIGNING_SECRET
 from ai_models.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -169,6 +171,18 @@ def build_runtime(settings: ApiSettings, *, store: ObjectStore, api_client: Any)
         lookup=Lookup(models=models, module_namespace=settings.namespace),
         metrics=metrics,
         first_index_pass_complete=builder.first_pass_complete,
+        delivery=DeliveryTokens(
+            keys=SigningKeys(
+                api_client=api_client,
+                namespace=settings.namespace,
+                calls=calls,
+                request_timeout=timeout,
+                ttl_seconds=settings.api_upload_signing_key_cache_seconds,
+                secret=DELIVERY_SIGNING_SECRET,
+                refused="delivery tokens are refused",
+                call="GetDeliverySigningKey",
+            )
+        ),
     )
     return ApiRuntime(
         app=create_app(state),

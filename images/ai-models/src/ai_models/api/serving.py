@@ -32,6 +32,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from ai_models.adapters.objectstore import ObjectNotFound, ObjectStore, ObjectStoreError
 from ai_models.api.auth import Subject
+from ai_models.api.delivery_tokens import digest_changed
 from ai_models.api.metrics import ApiMetrics
 from ai_models.api.model_objects import ModelObject, ModelReader
 from ai_models.api.models import ProblemType
@@ -83,6 +84,10 @@ class ServingRequest:
     if_range: str | None = None
     if_none_match: str | None = None
     subject: str = ""
+    # Admitted by a delivery token: the digest it grants and whose token it is (the object must
+    # still have that digest).
+    granted_digest: str | None = None
+    granted_to: str = ""
 
     @property
     def head(self) -> bool:
@@ -241,8 +246,17 @@ class ArtifactServer:
 
     # Answers.
 
+    def granted(self, ref: ModelKey, request: ServingRequest) -> tuple[ModelObject, ServedManifest]:
+        """`ready(ref)`, and for a delivery token the object's digest checked against the granted one."""
+        found, manifest = self.ready(ref)
+        if request.granted_digest is not None and found.digest != request.granted_digest:
+            raise digest_changed(
+                ref, current=str(found.digest), granted=request.granted_digest, holder=request.granted_to
+            )
+        return found, manifest
+
     def manifest_response(self, ref: ModelKey, request: ServingRequest) -> Response:
-        _found, manifest = self.ready(ref)
+        _found, manifest = self.granted(ref, request)
         headers = {"ETag": manifest.etag}
         if none_match(request.if_none_match, manifest.etag):
             return Response(status_code=304, headers=headers)
@@ -256,7 +270,7 @@ class ArtifactServer:
         return Response(manifest.body, status_code=200, headers=headers, media_type=JSON)
 
     def file_response(self, ref: ModelKey, path: str, request: ServingRequest) -> Response:
-        found, manifest = self.ready(ref)
+        found, manifest = self.granted(ref, request)
         item = manifest.files.get(path)
         if item is None:
             raise not_found(

@@ -1,10 +1,11 @@
 """The upload signing key and the check of upload tokens against it.
 
 The key is `data.key` of the Secret `ai-models-upload-signing` in the module namespace, which the
-controller creates and may rotate. It is read through the Kubernetes API and kept for
-`ttl_seconds`; a token that fails to verify makes the key be read again at once (a rotated key
-then works on the first request), but at most once per `min_refresh_seconds`, so a stream of
-forged tokens cannot turn into a stream of Secret reads.
+controller creates and may rotate (the delivery signing key, `ai-models-delivery-signing`, is read
+by the same class, `secret=`, and checked by `delivery_tokens`). It is read through the Kubernetes
+API and kept for `ttl_seconds`; a token that fails to verify makes the key be read again at once
+(a rotated key then works on the first request), but at most once per `min_refresh_seconds`, so a
+stream of forged tokens cannot turn into a stream of Secret reads.
 """
 
 from __future__ import annotations
@@ -55,9 +56,15 @@ class SigningKeys:
         ttl_seconds: float = DEFAULT_TTL_SECONDS,
         min_refresh_seconds: float = DEFAULT_MIN_REFRESH_SECONDS,
         clock: Callable[[], float] = time.monotonic,
+        secret: str = UPLOAD_SIGNING_SECRET,
+        refused: str = "uploads are refused",
+        call: str = "GetUploadSigningKey",
     ) -> None:
         self._core = client.CoreV1Api(api_client)
         self._namespace = namespace
+        self._secret = secret
+        self._refused = refused
+        self._call = call
         self._calls = calls
         self._timeout = request_timeout
         self._ttl = ttl_seconds
@@ -69,7 +76,16 @@ class SigningKeys:
 
     @property
     def where(self) -> str:
-        return f"Secret {self._namespace}/{UPLOAD_SIGNING_SECRET}"
+        return f"Secret {self._namespace}/{self._secret}"
+
+    def current(self) -> bytes | None:
+        """The key as read within the cache TTL (None: no usable key)."""
+        return self._current(refresh_after=self._ttl)
+
+    def refreshed(self) -> bytes | None:
+        """The key read again, unless it was read within `min_refresh_seconds` (a token that did not
+        verify may have been signed with a rotated key)."""
+        return self._current(refresh_after=self._min_refresh)
 
     def verify(self, token: str, *, now: datetime.datetime) -> UploadGrant:
         """The grant the token carries; raises ApiProblem 401 (not genuine), 403 (expired), 502/503."""
@@ -108,17 +124,15 @@ class SigningKeys:
 
     def _read(self) -> bytes | None:
         secret = self._calls.call(
-            "GetUploadSigningKey",
+            self._call,
             lambda: self._core.read_namespaced_secret(
-                UPLOAD_SIGNING_SECRET, self._namespace, _request_timeout=self._timeout
+                self._secret, self._namespace, _request_timeout=self._timeout
             ),
-            needs=f"get on secrets {UPLOAD_SIGNING_SECRET} in {self._namespace}",
+            needs=f"get on secrets {self._secret} in {self._namespace}",
             on_missing=lambda: None,
         )
         if secret is None:
-            log.warning(
-                "the upload signing key does not exist; uploads are refused", extra={"secret": self.where}
-            )
+            log.warning(f"the signing key does not exist; {self._refused}", extra={"secret": self.where})
             return None
         encoded = (secret.data or {}).get(UPLOAD_SIGNING_KEY)
         try:
@@ -127,8 +141,7 @@ class SigningKeys:
             key = b""
         if not key:
             log.warning(
-                "the upload signing key is empty or not base64; uploads are refused",
-                extra={"secret": self.where},
+                f"the signing key is empty or not base64; {self._refused}", extra={"secret": self.where}
             )
             return None
         return key

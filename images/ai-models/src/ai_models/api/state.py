@@ -9,6 +9,7 @@ from fastapi import Request
 
 from ai_models.api.auth import Gatekeeper
 from ai_models.api.catalog import Catalog
+from ai_models.api.delivery_tokens import DeliveryTokens
 from ai_models.api.ledger_view import LedgerView
 from ai_models.api.lookup import Lookup
 from ai_models.api.metrics import ApiMetrics
@@ -26,6 +27,7 @@ class ApiState:
     lookup: Lookup
     metrics: ApiMetrics
     first_index_pass_complete: threading.Event
+    delivery: DeliveryTokens
     shutting_down: threading.Event = dataclasses.field(default_factory=threading.Event)
 
 

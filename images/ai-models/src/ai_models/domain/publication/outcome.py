@@ -37,7 +37,7 @@ class PublicationOutcome:
     retryable: bool = False  # the source or the store failed for now; a new Job may succeed
 
 
-def _bounded(message: str) -> str:
+def bounded_message(message: str) -> str:
     """The longest prefix of `message` whose JSON form takes at most MAX_MESSAGE_CHARS characters.
 
     Counting characters of the message is not enough: the JSON form is ASCII, so every non-ASCII
@@ -56,7 +56,7 @@ def _bounded(message: str) -> str:
 def outcome_to_json(outcome: PublicationOutcome) -> str:
     document = {
         "reason": outcome.reason.value,
-        "message": _bounded(outcome.message),
+        "message": bounded_message(outcome.message),
         "retryable": outcome.retryable,
     } | ({"digest": outcome.digest} if outcome.digest else {})
     return json.dumps(document, sort_keys=True)

@@ -23,6 +23,7 @@ import hashlib
 import hmac
 import json
 import secrets
+from collections.abc import Mapping
 from typing import Any, Final
 
 from ai_models.domain.storage.ledger import Owner
@@ -31,7 +32,7 @@ NONCE_BYTES: Final = 12
 _MALFORMED: Final = "the upload token is malformed; copy the URL from status.upload again"
 # What json.loads and datetime can raise on a hostile document: deep nesting (RecursionError), an
 # expiry beyond time_t or the calendar (OverflowError, OSError, ValueError).
-_DECODING_ERRORS: Final = (
+DECODING_ERRORS: Final = (
     binascii.Error,
     ValueError,
     KeyError,
@@ -64,6 +65,45 @@ def _signature(payload: str, key: bytes) -> str:
     return _b64(hmac.new(key, payload.encode(), hashlib.sha256).digest())
 
 
+# The signed-document machinery, shared with the delivery tokens (`domain.delivery.token`).
+
+
+class MalformedToken(ValueError):
+    """Not `<payload>.<signature>` in URL-safe base64, or no key to check it with."""
+
+
+class ForgedToken(ValueError):
+    """The signature does not match the key: forged, damaged, or signed with another key."""
+
+
+def seal(document: Mapping[str, object], *, key: bytes) -> str:
+    """`<payload>.<signature>`: the document as compact JSON in URL-safe base64, HMAC-SHA256 signed."""
+    if not key:
+        raise ValueError("the signing key is empty")
+    payload = _b64(json.dumps(document, separators=(",", ":"), sort_keys=True).encode())
+    return f"{payload}.{_signature(payload, key)}"
+
+
+def unseal(token: str, *, key: bytes) -> Any:
+    """The document a genuine token carries (parsed JSON, any shape: the caller checks it);
+    raises MalformedToken or ForgedToken, never another exception."""
+    payload, _, signature = token.partition(".")
+    if not payload or not signature or not key or not token.isascii():
+        raise MalformedToken("not a signed token")
+    # Compared as bytes: compare_digest raises TypeError on str with non-ASCII characters.
+    if not hmac.compare_digest(signature.encode(), _signature(payload, key).encode()):
+        raise ForgedToken("the signature does not match")
+    try:
+        return json.loads(_unb64(payload))
+    except DECODING_ERRORS as error:
+        raise MalformedToken("the payload is not JSON") from error
+
+
+def nonce() -> str:
+    """A random issue nonce: it makes every issued token unique."""
+    return _b64(secrets.token_bytes(NONCE_BYTES))
+
+
 def issue(owner: Owner, *, expires_at: datetime.datetime, key: bytes) -> str:
     if not key:
         raise ValueError("the upload signing key is empty")
@@ -73,21 +113,21 @@ def issue(owner: Owner, *, expires_at: datetime.datetime, key: bytes) -> str:
         "m": owner.name,
         "u": owner.uid,
         "e": int(expires_at.timestamp()),
-        "i": _b64(secrets.token_bytes(NONCE_BYTES)),
+        "i": nonce(),
     }
-    payload = _b64(json.dumps(document, separators=(",", ":"), sort_keys=True).encode())
-    return f"{payload}.{_signature(payload, key)}"
+    return seal(document, key=key)
 
 
 def verify(token: str, *, key: bytes, now: datetime.datetime) -> UploadGrant:
-    payload, _, signature = token.partition(".")
-    if not payload or not signature or not key or not token.isascii():
-        raise UploadTokenRejected(_MALFORMED)
-    # Compared as bytes: compare_digest raises TypeError on str with non-ASCII characters.
-    if not hmac.compare_digest(signature.encode(), _signature(payload, key).encode()):
-        raise UploadTokenRejected("the upload token is not valid; copy the URL from status.upload again")
     try:
-        document: Any = json.loads(_unb64(payload))
+        document = unseal(token, key=key)
+    except ForgedToken:
+        raise UploadTokenRejected(
+            "the upload token is not valid; copy the URL from status.upload again"
+        ) from None
+    except MalformedToken:
+        raise UploadTokenRejected(_MALFORMED) from None
+    try:
         owner = Owner(
             kind=_text(document["k"]),
             namespace=_text(document["n"]),
@@ -99,7 +139,7 @@ def verify(token: str, *, key: bytes, now: datetime.datetime) -> UploadGrant:
         if type(expiry) is not int:
             raise TypeError("the expiry is not a whole number of seconds")
         expires_at = datetime.datetime.fromtimestamp(expiry, tz=datetime.UTC)
-    except _DECODING_ERRORS as error:
+    except DECODING_ERRORS as error:
         raise UploadTokenRejected(_MALFORMED) from error
     if now >= expires_at:
         raise UploadTokenRejected(

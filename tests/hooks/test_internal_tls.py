@@ -12,7 +12,7 @@ from deckhouse import hook
 from support.render import render_chart
 from support.values import module_values
 
-ROOT_CA, API_TLS = "root_ca", "api_tls"
+ROOT_CA, API_TLS, CONTROLLER_TLS = "root_ca", "api_tls", "controller_tls"
 NAMES = [
     "ai-models-api.d8-ai-models.svc",
     "ai-models-api.d8-ai-models.svc.cluster.local",
@@ -63,7 +63,7 @@ def check_pair(internal: dict[str, Any], names: list[str] = NAMES) -> x509.Certi
 
 
 def empty() -> dict[str, Any]:
-    return {ROOT_CA: [], API_TLS: []}
+    return {ROOT_CA: [], API_TLS: [], CONTROLLER_TLS: []}
 
 
 def test_fresh_install_generates_ca_and_certificate(kit: Any) -> None:
@@ -77,6 +77,9 @@ def test_fresh_install_generates_ca_and_certificate(kit: Any) -> None:
         "/aiModels/internal/apiCert/ca",
         "/aiModels/internal/apiCert/crt",
         "/aiModels/internal/apiCert/key",
+        "/aiModels/internal/controllerCert/ca",
+        "/aiModels/internal/controllerCert/crt",
+        "/aiModels/internal/controllerCert/key",
     }
 
 
@@ -95,10 +98,14 @@ def test_restart_reads_both_back_from_the_secrets(kit: Any) -> None:
 
 def test_valid_values_write_no_patch(kit: Any) -> None:
     ca, cert = issued(kit)
+    lib = kit.load("internal_tls")
+    controller_names = lib.service_dns_names("ai-models-controller", "cluster.local")
+    controller = lib.issue_certificate(ca, controller_names[0], controller_names, now())
     values = module_values(
         internal={
             "rootCA": {"crt": ca.crt, "key": ca.key},
             "apiCert": {"ca": ca.crt, "crt": cert.crt, "key": cert.key},
+            "controllerCert": {"ca": ca.crt, "crt": controller.crt, "key": controller.key},
         }
     )
     output = run(kit, [kit.schedule("renew", empty())], values)
@@ -201,9 +208,32 @@ def test_what_the_chart_renders_from_the_values_is_what_the_hook_reads_back(kit:
                 {
                     ROOT_CA: kit.snapshot(read_back("ai-models-root-ca")),
                     API_TLS: kit.snapshot(read_back("ai-models-api-tls")),
+                    CONTROLLER_TLS: kit.snapshot(read_back("ai-models-controller-tls")),
                 }
             )
         ],
         restarted,
     )
     assert kit.patched(restarted, output)["aiModels"]["internal"] == internal
+
+
+def test_the_controller_webhook_certificate_names_the_controller_service_and_is_signed_by_the_ca(
+    kit: Any,
+) -> None:
+    values = module_values()
+    internal = kit.patched(values, run(kit, [kit.before_helm(empty())], values))["aiModels"]["internal"]
+    ca = x509.load_pem_x509_certificate(internal["rootCA"]["crt"].encode())
+    cert = x509.load_pem_x509_certificate(internal["controllerCert"]["crt"].encode())
+    cert.verify_directly_issued_by(ca)
+    assert internal["controllerCert"]["ca"] == internal["rootCA"]["crt"]
+    sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert sorted(sans.get_values_for_type(x509.DNSName)) == sorted(
+        [
+            "ai-models-controller.d8-ai-models.svc",
+            "ai-models-controller.d8-ai-models.svc.cluster.local",
+            "ai-models-controller.d8-ai-models",
+            "ai-models-controller",
+        ]
+    )
+    # The api's certificate is a different one: each names only its own Service.
+    assert internal["controllerCert"]["crt"] != internal["apiCert"]["crt"]

@@ -209,6 +209,13 @@ API_TLS_SECRET = secret(
 API_TLS_WITHOUT_KEY = secret(
     "ai-models-api-tls", "d8-ai-models", {"tls.crt": "API CERTIFICATE"}, type_="kubernetes.io/tls", **HELM
 )
+CONTROLLER_TLS_SECRET = secret(
+    "ai-models-controller-tls",
+    "d8-ai-models",
+    {"ca.crt": "CA CERTIFICATE", "tls.crt": "CONTROLLER CERTIFICATE", "tls.key": "CONTROLLER KEY"},
+    type_="kubernetes.io/tls",
+    **HELM,
+)
 
 
 CERT = "-----BEGIN CERTIFICATE-----\nMIIBserver\n-----END CERTIFICATE-----\n"
@@ -573,6 +580,9 @@ FILTER_SAMPLES: dict[tuple[str, str], list[tuple[Obj, Any]]] = {
     ("internal_tls", "api_tls"): [
         (API_TLS_SECRET, {"crt": b64("API CERTIFICATE"), "key": b64("API KEY")}),
         (API_TLS_WITHOUT_KEY, {"crt": b64("API CERTIFICATE"), "key": ""}),
+    ],
+    ("internal_tls", "controller_tls"): [
+        (CONTROLLER_TLS_SECRET, {"crt": b64("CONTROLLER CERTIFICATE"), "key": b64("CONTROLLER KEY")}),
     ],
     ("stale_claims", "shared_claims"): [
         (CLAIM_BOUND, {"namespace": "team-a", "name": "model-a", "created": OLD, "deleting": False}),
@@ -1074,7 +1084,7 @@ def test_internal_tls_reads_back_the_secrets_the_chart_rendered(kit: Any) -> Non
     internal = run_hook(kit, "internal_tls", [], module_values())[0].internal  # a fresh install
     chart = render_chart(module_values(internal=internal))
     cluster = []
-    for name in ("ai-models-root-ca", "ai-models-api-tls"):
+    for name in ("ai-models-root-ca", "ai-models-api-tls", "ai-models-controller-tls"):
         rendered = chart.get("Secret", name, "d8-ai-models")
         meta = rendered["metadata"]
         cluster.append(

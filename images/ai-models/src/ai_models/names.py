@@ -262,6 +262,9 @@ API_IN_CLUSTER_URL: Final = f"http://{API_SERVICE}.{MODULE_NAMESPACE}.svc"
 # The api's certificate (signed by the module CA) and the CA itself, rendered by the chart from
 # `aiModels.internal.apiCert` / `rootCA` and read back by the internal_tls hook.
 ROOT_CA_SECRET: Final = "ai-models-root-ca"
+# The controller Service and the certificate of its admission webhook listener (every replica).
+CONTROLLER_SERVICE: Final = "ai-models-controller"
+CONTROLLER_TLS_SECRET: Final = "ai-models-controller-tls"
 API_TLS_SECRET: Final = "ai-models-api-tls"
 CA_COMMON_NAME: Final = "ai-models-ca"
 # The copy of the object store's CA (setting artifacts.caSecretName), next to the credentials.

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import http.server
 import logging
-import socket
 import threading
 from typing import Any, Final
 
 from prometheus_client import REGISTRY, CollectorRegistry, start_http_server
+
+from ai_models.controller.http_server import BoundedHTTPServer, bound_address
 
 log = logging.getLogger(__name__)
 
@@ -67,44 +68,6 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         return
 
 
-class _BoundedServer(http.server.HTTPServer):
-    """One thread per connection, at most `max_handlers` of them."""
-
-    # socketserver's default of 5 drops connections in a burst, which then retry seconds later.
-    request_queue_size = 128
-
-    def __init__(self, address: tuple[str, int], handler: type[_Handler], *, max_handlers: int) -> None:
-        super().__init__(address, handler)
-        self._slots = threading.BoundedSemaphore(max_handlers)
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        if not self._slots.acquire(blocking=False):
-            log.debug("probe connection refused: every handler is busy", extra={"client": client_address})
-            self.shutdown_request(request)
-            return
-        try:
-            threading.Thread(
-                target=self._handle, args=(request, client_address), name="probe", daemon=True
-            ).start()
-        except BaseException:
-            self._slots.release()
-            self.shutdown_request(request)
-            raise
-
-    def _handle(self, request: socket.socket, client_address: Any) -> None:
-        try:
-            self.finish_request(request, client_address)
-        except Exception:
-            self.handle_error(request, client_address)
-        finally:
-            self.shutdown_request(request)
-            self._slots.release()
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        # A client that hung up or timed out is no news; socketserver would print a traceback.
-        log.debug("probe connection failed", exc_info=True, extra={"client": client_address})
-
-
 class ProbeServer:
     def __init__(
         self,
@@ -117,7 +80,7 @@ class ProbeServer:
     ) -> None:
         # `timeout` is the handler's socket timeout: a request that does not arrive in time ends it.
         handler = type("ProbeHandler", (_Handler,), {"state": state, "timeout": timeout_seconds})
-        self._server = _BoundedServer((address, port), handler, max_handlers=max_handlers)
+        self._server = BoundedHTTPServer((address, port), handler, max_handlers=max_handlers, name="probe")
         self._thread = threading.Thread(target=self._server.serve_forever, name="probes", daemon=True)
 
     @property
@@ -126,7 +89,7 @@ class ProbeServer:
 
     def start(self) -> ProbeServer:
         self._thread.start()
-        log.info("serving probes", extra={"address": _address(self._server.server_address)})
+        log.info("serving probes", extra={"address": bound_address(self._server.server_address)})
         return self
 
     def stop(self) -> None:
@@ -139,10 +102,5 @@ def serve_metrics(*, address: str, port: int, registry: CollectorRegistry = REGI
     bound and returns the port."""
     server, _thread = start_http_server(port, addr=address, registry=registry)
     bound = int(server.server_port)
-    log.info("serving metrics", extra={"address": _address((address, bound)), "path": "/metrics"})
+    log.info("serving metrics", extra={"address": bound_address((address, bound)), "path": "/metrics"})
     return bound
-
-
-def _address(bound: Any) -> str:
-    host, port = bound[0], bound[1]
-    return f"[{host}]:{port}" if ":" in str(host) else f"{host}:{port}"

@@ -1,0 +1,1 @@
+"""The workload admission webhook, served by every controller replica over TLS."""

@@ -40,6 +40,12 @@ def _publish(_args: argparse.Namespace, _settings: Settings) -> int:
     return main()
 
 
+def _materialize(_args: argparse.Namespace, _settings: Settings) -> int:
+    from ai_models.materialize.main import main  # noqa: PLC0415
+
+    return main()
+
+
 def _api(args: argparse.Namespace, settings: Settings) -> int:
     from ai_models.api.server import serve  # noqa: PLC0415  (FastAPI and uvicorn load only here)
 
@@ -74,6 +80,12 @@ def build_parser() -> argparse.ArgumentParser:
         f"configured by {ENV_PREFIX}PUBLISH_* variables)",
     )
     publish.set_defaults(handler=_publish)
+    materialize = commands.add_parser(
+        "materialize",
+        help="copy a workload's artifacts from the serving API onto its shared claim (run by the "
+        f"controller's Jobs, configured by {ENV_PREFIX}MATERIALIZE_* variables)",
+    )
+    materialize.set_defaults(handler=_materialize)
     catalog = commands.add_parser("catalog", help="index and search the catalog locally, without a cluster")
     catalog_commands = catalog.add_subparsers(dest="catalog_command", metavar="COMMAND", required=True)
     add_index_parser(catalog_commands)

@@ -130,7 +130,12 @@ def test_a_body_that_is_not_a_review_is_refused_before_the_handler(
     start: Any, body: bytes, expected: str
 ) -> None:
     called: list[Any] = []
-    webhook = start(lambda request: called.append(request) or Admission())
+
+    def admit(request: Mapping[str, Any]) -> Admission:
+        called.append(request)
+        return Admission()
+
+    webhook = start(admit)
     status, document = webhook.post(body)
     assert status == 400
     assert expected in document["message"]

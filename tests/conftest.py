@@ -11,9 +11,10 @@ from kubeemu.pytest_fixtures import (
     kube_emulator_factory,
     kubectl,
 )
-from testbed.pytest_fixtures import job_runner
+from testbed.pytest_fixtures import cluster_simulation, job_runner
 
 __all__ = [
+    "cluster_simulation",
     "fake_hub",
     "fake_hub_corpus",
     "job_runner",

@@ -24,6 +24,17 @@ runs (`image_matches`), does what the Job controller and the kubelet would do on
   `completionTime`; `activeDeadlineSeconds` kills the running process and fails the Job with
   `DeadlineExceeded`). All status writes go through the status subresource.
 
+A container that mounts a PersistentVolumeClaim at path P cannot have it mounted here. The runner
+waits (container `ContainerCreating`, retried every second) until each mounted claim is Bound to a
+volume with `spec.hostPath.path` (as `testbed.volumes` provisions them), and then rewrites every
+environment value (after `$(VAR)` expansion and `valueFrom`) and every argument (and command word
+after the first) that equals P or lies under `P/` to the same path under that directory (with
+the mount's `subPath` appended; the longest matching P wins; a missing subPath directory is
+created, as the kubelet does). Anything else that names P - a path inside a config file, a
+`workingDir` - is not rewritten. That is how a program writing into a claim (the materializer)
+writes into the claim's directory in tests; `testbed.mounts.pod_mounts` tells a test which
+directory any pod's claim mount would show.
+
 The kubelet would mount a file at the container's `terminationMessagePath` (`/dev/termination-log`),
 which a local process cannot have. The runner creates a per-Pod file instead and, when the program
 learns that path from a variable (`termination_message_env`), points that variable at it,
@@ -74,6 +85,7 @@ from kubeemu.kubeconfig import kubeconfig_document, write_kubeconfig
 from kubeemu.resources import ResourceType
 from kubeemu.store import WatchEvent
 from support.eventually import eventually
+from testbed.mounts import ClaimNotReady, host_directories, rewrite_path
 
 log = logging.getLogger("testbed.jobrunner")
 
@@ -773,8 +785,16 @@ class _JobRun:
             if self._deadline_passed():
                 return "deadline"
             try:
-                env, argv = self._container_config(obj)
+                directories = host_directories(self.cluster, self.namespace, obj["spec"], self.container)
+                env, argv = self._container_config(obj, directories)
                 break
+            except ClaimNotReady as error:
+                # The kubelet waits for the volumes before it creates the container (FailedMount).
+                mount_error = f"unable to mount volumes: {error}"
+                if mount_error != shown:
+                    shown = mount_error
+                    self._write_pod(pod, self._waiting(pod, "ContainerCreating", shown))
+                self._sleep(CONFIG_RETRY_SECONDS, until=lambda: pod.gone)
             except _ConfigError as error:
                 if str(error) != shown:
                     shown = str(error)
@@ -915,7 +935,9 @@ class _JobRun:
                 self.current = pod
         return pod, created
 
-    def _container_config(self, pod: Mapping[str, Any]) -> tuple[dict[str, str], list[str]]:
+    def _container_config(
+        self, pod: Mapping[str, Any], directories: Mapping[str, Path]
+    ) -> tuple[dict[str, str], list[str]]:
         container = self.container
         values: dict[str, str] = {}
         for source in container.get("envFrom") or []:
@@ -942,7 +964,10 @@ class _JobRun:
         args = [expand(str(p), values) for p in container.get("args") or []]
         if not command:
             raise _StartError("no command specified (the image has no ENTRYPOINT here)")
-        return values, [*self._program(command[0]), *command[1:], *args]
+        # Claim mounts cannot be mounted here: what names the mount path names its directory.
+        values = {name: rewrite_path(value, directories) for name, value in values.items()}
+        rest = [rewrite_path(part, directories) for part in [*command[1:], *args]]
+        return values, [*self._program(command[0]), *rest]
 
     def _program(self, name: str) -> list[str]:
         mapped = self.runner.commands.get(name)

@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import functools
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ai_models import names
 from support.module_install import MODULE_NAMESPACE
 from support.render import render_chart
 from support.values import module_values
-from testbed.jobrunner import Emulator, JobRunner
+from testbed.jobrunner import NODE_NAME, Emulator, JobRunner
+from testbed.simulation import ClusterSimulation
+from testbed.volumes import StorageClassBehaviour
 
 MODULE_COMMAND = "ai-models"
 # The console entry point next to the test venv's Python: what the image's `ai-models` is here.
@@ -70,4 +72,28 @@ def module_job_runner(
         namespace=namespace,
         workdir=workdir,
         backoff_seconds=backoff_seconds,
+    )
+
+
+# `make dev`'s default StorageClass: Immediate, ReadWriteMany (what SharedPVC delivery needs).
+DEV_STORAGE_CLASS = StorageClassBehaviour(name="testbed-rwx", default=True)
+
+
+def module_cluster_simulation(
+    emulator: Emulator,
+    *,
+    classes: Sequence[StorageClassBehaviour] = (DEV_STORAGE_CLASS,),
+    nodes: Sequence[str] = (NODE_NAME,),
+    image: str | None = None,
+    workdir: Path | None = None,
+) -> ClusterSimulation:
+    """A `ClusterSimulation` that leaves the module image's Jobs (default: `module_image()`) to a
+    Job runner; by default with one node and `DEV_STORAGE_CLASS` as the default class."""
+    wanted = image or module_image()
+    return ClusterSimulation(
+        emulator,
+        classes=classes,
+        nodes=nodes,
+        runner_image=lambda candidate: candidate == wanted,
+        workdir=workdir,
     )

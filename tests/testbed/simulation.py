@@ -1,0 +1,58 @@
+"""The cluster's own controllers for workload delivery, started together: `testbed.volumes` (PV
+controller and provisioners), `testbed.scheduler` (kube-scheduler and the nodes' kubelets) and
+`testbed.workloads` (Deployment, ReplicaSet, StatefulSet, DaemonSet, CronJob and Job controllers).
+
+The Job runner (`testbed.jobrunner`) is not part of it: tests that run module Jobs start one beside
+it, and `runner_image` tells the simulation which images the runner has, so the simulation leaves
+those Jobs and their Pods to it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from types import TracebackType
+
+from testbed.jobrunner import NODE_NAME, Emulator
+from testbed.scheduler import PodScheduler
+from testbed.volumes import StorageClassBehaviour, VolumeProvisioner
+from testbed.workloads import WorkloadControllers
+
+
+class ClusterSimulation:
+    """`volumes`, `scheduler` and `workloads` on one emulator; `close()` stops all three."""
+
+    def __init__(
+        self,
+        emulator: Emulator,
+        *,
+        classes: Sequence[StorageClassBehaviour] = (),
+        nodes: Sequence[str] = (NODE_NAME,),
+        runner_image: Callable[[str], bool] = lambda image: False,
+        workdir: Path | None = None,
+    ) -> None:
+        self.volumes = VolumeProvisioner(emulator, classes=classes, workdir=workdir)
+        try:
+            self.scheduler = PodScheduler(emulator, nodes=nodes, runs_elsewhere=runner_image)
+            try:
+                self.workloads = WorkloadControllers(emulator, runner_runs_image=runner_image)
+            except BaseException:
+                self.scheduler.close()
+                raise
+        except BaseException:
+            self.volumes.close()
+            raise
+
+    def close(self) -> None:
+        # Creators first: nothing makes new Pods or claims while the others stop.
+        self.workloads.close()
+        self.scheduler.close()
+        self.volumes.close()
+
+    def __enter__(self) -> ClusterSimulation:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        self.close()

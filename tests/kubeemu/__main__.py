@@ -1,5 +1,8 @@
 """`python -m kubeemu --port 0 --crds DIR --kubeconfig PATH`: the emulator as a standalone process.
 
+`--route-service NAMESPACE/NAME=PORT` (repeatable) sends admission webhook calls for that Service
+to 127.0.0.1:PORT.
+
 Prints the server URL on stdout (first line), then serves until SIGINT/SIGTERM. The superuser token
 is written into the kubeconfig (if asked for) and can also be fixed with `--token`.
 """
@@ -14,6 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from kubeemu.admission import MutatingAdmission
 from kubeemu.authn import Identity
 from kubeemu.kubeconfig import kubeconfig_document, write_kubeconfig
 from kubeemu.server import DEFAULT_BOOKMARK_INTERVAL, cluster_with_crds, serve_forever, tls_context
@@ -30,12 +34,33 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--cert-dir", type=Path, default=None, help="where to write tls.crt/tls.key")
     parser.add_argument("--bookmark-interval", type=float, default=DEFAULT_BOOKMARK_INTERVAL)
     parser.add_argument("--debug", action="store_true", help="log one line per request")
+    parser.add_argument(
+        "--route-service",
+        action="append",
+        default=[],
+        type=_route,
+        metavar="NAMESPACE/NAME=PORT",
+        help="admission webhook calls to this Service go to 127.0.0.1:PORT",
+    )
     return parser.parse_args(argv)
+
+
+def _route(text: str) -> tuple[str, str, int]:
+    service, _, port = text.partition("=")
+    namespace, _, name = service.partition("/")
+    if not namespace or not name or not port.isdigit():
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: expected NAMESPACE/NAME=PORT, e.g. kube-system/hook=9443"
+        )
+    return namespace, name, int(port)
 
 
 async def _main(args: argparse.Namespace) -> None:
     superuser = Identity.superuser(args.token)
     cluster = cluster_with_crds(args.crds, superuser=superuser)
+    admission = MutatingAdmission(cluster)
+    for namespace, name, port in args.route_service:
+        admission.route_service(namespace, name, port)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -55,6 +80,7 @@ async def _main(args: argparse.Namespace) -> None:
                 ssl_context=context,
                 bookmark_interval=args.bookmark_interval,
                 ready=ready,
+                admission=admission,
             )
         )
         url = await ready

@@ -44,6 +44,12 @@ from kubeemu.patching import (
 from kubeemu.resources import Registry, ResourceType
 from kubeemu.selectors import FieldSelector, LabelSelector, field_value
 from kubeemu.store import Store
+from kubeemu.webhookconfig import (
+    MUTATING_STORAGE,
+    WEBHOOK_CONFIGURATION_STORAGE,
+    default_configuration,
+    validate_configuration,
+)
 
 CRD_STORAGE = "apiextensions.k8s.io/customresourcedefinitions"
 NAMESPACE_STORAGE = "/namespaces"
@@ -248,30 +254,10 @@ class Cluster:
     def create(
         self, rtype: ResourceType, body: Any, *, namespace: str = "", options: WriteOptions = WriteOptions()
     ) -> WriteResult:
-        if not isinstance(body, dict):
-            raise errors.bad_request("the body of the request must be an object")
         with self.store.lock:
-            obj = jsoncopy(body)
-            self._check_type_meta(rtype, obj)
-            meta = obj.setdefault("metadata", {})
-            if not isinstance(meta, dict):
-                raise errors.bad_request("metadata must be an object")
-            if rtype.namespaced:
-                body_namespace = meta.get("namespace")
-                if body_namespace and namespace and body_namespace != namespace:
-                    raise errors.bad_request(
-                        "the namespace of the provided object does not match the namespace sent "
-                        "on the request"
-                    )
-                namespace = namespace or body_namespace or ""
-                if not namespace:
-                    raise errors.bad_request(
-                        "the server could not find the requested resource: namespace required"
-                    )
-                meta["namespace"] = namespace
-                self._require_namespace(namespace, creating=True)
-            else:
-                meta.pop("namespace", None)
+            obj = self._creation_candidate(rtype, body, namespace=namespace)
+            meta = obj["metadata"]
+            namespace = meta.get("namespace", "")
             if meta.get("resourceVersion"):
                 raise errors.bad_request("resourceVersion should not be set on objects to be created")
             if not meta.get("name") and meta.get("generateName"):
@@ -300,6 +286,40 @@ class Cluster:
             if rtype.storage_key == CRD_STORAGE:
                 self._register_crd(stored)
             return WriteResult(self.served(rtype, stored), created=True, warnings=warnings)
+
+    def creation_candidate(self, rtype: ResourceType, body: Any, *, namespace: str = "") -> dict[str, Any]:
+        """The object a create would admit, as mutating admission webhooks see it: type meta and
+        namespace filled in, custom resources pruned and defaulted; nothing is written."""
+        with self.store.lock:
+            obj = self._creation_candidate(rtype, body, namespace=namespace)
+            if rtype.schema is not None:
+                obj = rtype.schema.default(rtype.schema.prune(obj)[0])
+            return obj
+
+    def _creation_candidate(self, rtype: ResourceType, body: Any, *, namespace: str) -> dict[str, Any]:
+        if not isinstance(body, dict):
+            raise errors.bad_request("the body of the request must be an object")
+        obj = jsoncopy(body)
+        self._check_type_meta(rtype, obj)
+        meta = obj.setdefault("metadata", {})
+        if not isinstance(meta, dict):
+            raise errors.bad_request("metadata must be an object")
+        if rtype.namespaced:
+            body_namespace = meta.get("namespace")
+            if body_namespace and namespace and body_namespace != namespace:
+                raise errors.bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request"
+                )
+            namespace = namespace or body_namespace or ""
+            if not namespace:
+                raise errors.bad_request(
+                    "the server could not find the requested resource: namespace required"
+                )
+            meta["namespace"] = namespace
+            self._require_namespace(namespace, creating=True)
+        else:
+            meta.pop("namespace", None)
+        return obj
 
     def _generate_name(self, rtype: ResourceType, namespace: str, prefix: str) -> str:
         prefix = prefix[:58]  # the apiserver's SimpleNameGenerator keeps 63 - 5 characters
@@ -376,18 +396,71 @@ class Cluster:
                     rtype, body, namespace=namespace, name=name, subresource=subresource, options=options
                 )
             current = self.get(rtype, namespace=namespace, name=name)
-            if patch_type == JSON_PATCH:
-                patched = json_patch(current, body)
-            elif patch_type == MERGE_PATCH:
-                if not isinstance(body, dict):
-                    raise errors.bad_request(
-                        "json: cannot unmarshal array into Go value of type map[string]interface {}"
-                    )
-                patched = merge_patch(current, body)
-            else:
-                patched = self._strategic(rtype, current, body)
+            patched = self._patched(rtype, patch_type, body, current)
             self._check_patched_rv(rtype, current, patched, name)
             return self._write_update(rtype, current, patched, subresource=subresource, options=options)
+
+    def patch_candidate(
+        self,
+        rtype: ResourceType,
+        patch_type: str,
+        body: Any,
+        *,
+        namespace: str,
+        name: str,
+        options: WriteOptions = WriteOptions(),
+    ) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+        """(current object, patched object) a patch would admit, without writing; the current
+        object is None when a server-side apply would create (the patched object is then a creation
+        candidate). Mutating admission webhooks see the patched object."""
+        allowed = CUSTOM_RESOURCE_PATCH_TYPES if rtype.is_custom else BUILTIN_PATCH_TYPES
+        if patch_type not in allowed:
+            raise errors.unsupported_media_type(patch_type, allowed)
+        with self.store.lock:
+            if patch_type == APPLY_PATCH_YAML:
+                config = self._apply_configuration(body, options)
+                stored = self.store.get(rtype.storage_key, namespace if rtype.namespaced else "", name)
+                if stored is None:
+                    config.setdefault("metadata", {}).setdefault("name", name)
+                    return None, self.creation_candidate(rtype, config, namespace=namespace)
+                current = self.served(rtype, stored)
+                patched = (
+                    merge_patch(current, config)
+                    if rtype.is_custom
+                    else self._strategic(rtype, current, config)
+                )
+            else:
+                current = self.get(rtype, namespace=namespace, name=name)
+                patched = self._patched(rtype, patch_type, body, current)
+            self._check_patched_rv(rtype, current, patched, name)
+            return current, self._update_candidate(rtype, patched)
+
+    def update_candidate(self, rtype: ResourceType, body: Any) -> dict[str, Any]:
+        """The object an update (PUT) would admit, as mutating admission webhooks see it."""
+        if not isinstance(body, dict):
+            raise errors.bad_request("the body of the request must be an object")
+        obj = jsoncopy(body)
+        self._check_type_meta(rtype, obj)
+        return self._update_candidate(rtype, obj)
+
+    def _update_candidate(self, rtype: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
+        if rtype.schema is not None:
+            return rtype.schema.default(rtype.schema.prune(obj)[0])
+        return obj
+
+    def _patched(
+        self, rtype: ResourceType, patch_type: str, body: Any, current: dict[str, Any]
+    ) -> dict[str, Any]:
+        if patch_type == JSON_PATCH:
+            return json_patch(current, body)
+        if patch_type == MERGE_PATCH:
+            if not isinstance(body, dict):
+                raise errors.bad_request(
+                    "json: cannot unmarshal array into Go value of type map[string]interface {}"
+                )
+            patched: dict[str, Any] = merge_patch(current, body)
+            return patched
+        return self._strategic(rtype, current, body)
 
     def _strategic(self, rtype: ResourceType, current: dict[str, Any], body: Any) -> dict[str, Any]:
         schemas = builtin_schemas()
@@ -418,6 +491,17 @@ class Cluster:
         options: WriteOptions,
     ) -> WriteResult:
         """Apply without field ownership: create when missing, else merge the applied configuration."""
+        config = self._apply_configuration(body, options)
+        stored = self.store.get(rtype.storage_key, namespace if rtype.namespaced else "", name)
+        if stored is None:
+            config.setdefault("metadata", {}).setdefault("name", name)
+            return self.create(rtype, config, namespace=namespace, options=options)
+        current = self.served(rtype, stored)
+        patched = merge_patch(current, config) if rtype.is_custom else self._strategic(rtype, current, config)
+        self._check_patched_rv(rtype, current, patched, name)
+        return self._write_update(rtype, current, patched, subresource=subresource, options=options)
+
+    def _apply_configuration(self, body: Any, options: WriteOptions) -> dict[str, Any]:
         if not options.field_manager:
             raise errors.invalid(
                 group="meta.k8s.io",
@@ -430,14 +514,7 @@ class Cluster:
         config = yaml.safe_load(body) if isinstance(body, (str, bytes)) else body
         if not isinstance(config, dict):
             raise errors.bad_request("apply patch must be an object")
-        stored = self.store.get(rtype.storage_key, namespace if rtype.namespaced else "", name)
-        if stored is None:
-            config.setdefault("metadata", {}).setdefault("name", name)
-            return self.create(rtype, config, namespace=namespace, options=options)
-        current = self.served(rtype, stored)
-        patched = merge_patch(current, config) if rtype.is_custom else self._strategic(rtype, current, config)
-        self._check_patched_rv(rtype, current, patched, name)
-        return self._write_update(rtype, current, patched, subresource=subresource, options=options)
+        return config
 
     def _write_update(
         self,
@@ -555,6 +632,10 @@ class Cluster:
         if problems and options.field_validation != "Ignore":
             warnings = problems
         field_errors = validate_metadata(rtype, obj) + field_errors
+        if rtype.storage_key in WEBHOOK_CONFIGURATION_STORAGE:
+            mutating = rtype.storage_key == MUTATING_STORAGE
+            obj = default_configuration(obj, mutating=mutating)
+            field_errors.extend(validate_configuration(obj, mutating=mutating))
         if rtype.storage_key == CRD_STORAGE:
             field_errors.extend(crds.validate_crd(crds.apply_crd_defaults(obj)))
         if field_errors:

@@ -15,9 +15,10 @@ import yaml
 from aiohttp import web
 
 from kubeemu import discovery, errors, protobuf, reviews
+from kubeemu.admission import MutatingAdmission, WriteRequest
 from kubeemu.authn import Identity
 from kubeemu.authz import Attributes, forbidden_message
-from kubeemu.cluster import Cluster, WriteOptions
+from kubeemu.cluster import Cluster, WriteOptions, WriteResult
 from kubeemu.jsonutil import dumps, loads_checking_duplicates
 from kubeemu.openapi import OpenAPIDocuments
 from kubeemu.patching import APPLY_PATCH_YAML, JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH
@@ -30,6 +31,9 @@ from kubeemu.watch import INITIAL_EVENTS_END, WatchRequest, WatchSubscription, s
 log = logging.getLogger("kubeemu")
 
 DEFAULT_WATCH_TIMEOUT = 1800.0
+# Attempts of a webhook-admitted update whose object changed while its webhooks ran (the apiserver
+# retries such a patch inside its storage update, calling the webhooks again).
+_ADMITTED_UPDATE_ATTEMPTS = 5
 _PATCH_TYPES = (JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH, APPLY_PATCH_YAML)
 
 
@@ -38,6 +42,7 @@ class AppState:
     cluster: Cluster
     openapi: OpenAPIDocuments
     bookmark_interval: float
+    admission: MutatingAdmission
     server_address: str = ""
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
     watches: set[WatchSubscription] = field(default_factory=set)
@@ -339,18 +344,37 @@ async def _resource(
         if name:
             raise errors.method_not_allowed("the server does not allow this method on the requested resource")
         body, duplicates = await _read_body(request)
-        result = cluster.create(rtype, body, namespace=namespace, options=_write_options(request, duplicates))
+        options = _write_options(request, duplicates)
+        if state.admission.configured():
+            result = await _admitted_create(
+                state, rtype, body, namespace=namespace, options=options, identity=identity
+            )
+        else:
+            result = cluster.create(rtype, body, namespace=namespace, options=options)
         return json_response(result.object, status=201, warnings=result.warnings)
     if verb == "update":
         body, duplicates = await _read_body(request)
-        result = cluster.update(
-            rtype,
-            body,
-            namespace=namespace,
-            name=name,
-            subresource=info.subresource,
-            options=_write_options(request, duplicates),
-        )
+        options = _write_options(request, duplicates)
+        if state.admission.configured():
+            result = await _admitted_update(
+                state,
+                rtype,
+                namespace=namespace,
+                name=name,
+                subresource=info.subresource,
+                options=options,
+                identity=identity,
+                candidate=lambda: (
+                    cluster.get(rtype, namespace=namespace, name=name),
+                    cluster.update_candidate(rtype, body),
+                ),
+                client_rv=_requested_rv(body),
+                options_kind="UpdateOptions",
+            )
+        else:
+            result = cluster.update(
+                rtype, body, namespace=namespace, name=name, subresource=info.subresource, options=options
+            )
         return json_response(_render_one(result.object, rtype, negotiated, request), warnings=result.warnings)
     if verb == "patch":
         patch_type = request.content_type
@@ -366,29 +390,200 @@ async def _resource(
             except ValueError as exc:
                 raise errors.bad_request(f"error decoding patch: {exc}") from exc
             repeated = tuple(dup_list)
-        result = cluster.patch(
-            rtype,
-            patch_type,
-            patch,
-            namespace=namespace,
-            name=name,
-            subresource=info.subresource,
-            options=_write_options(request, repeated),
-        )
+        options = _write_options(request, repeated)
+        if state.admission.configured():
+            result = await _admitted_patch(
+                state,
+                rtype,
+                patch_type,
+                patch,
+                namespace=namespace,
+                name=name,
+                subresource=info.subresource,
+                options=options,
+                identity=identity,
+            )
+        else:
+            result = cluster.patch(
+                rtype,
+                patch_type,
+                patch,
+                namespace=namespace,
+                name=name,
+                subresource=info.subresource,
+                options=options,
+            )
         status = 201 if result.created else 200
         return json_response(
             _render_one(result.object, rtype, negotiated, request), status=status, warnings=result.warnings
         )
     if verb == "delete":
         body, _ = await _read_body(request)
-        options = dict(body) if isinstance(body, dict) else {}
+        delete_options = dict(body) if isinstance(body, dict) else {}
         if "propagationPolicy" in request.query:
-            options["propagationPolicy"] = request.query["propagationPolicy"]
-        dry_run = "All" in request.query.getall("dryRun", []) or "All" in (options.get("dryRun") or [])
+            delete_options["propagationPolicy"] = request.query["propagationPolicy"]
+        dry_run = "All" in request.query.getall("dryRun", []) or "All" in (delete_options.get("dryRun") or [])
         return json_response(
-            cluster.delete(rtype, namespace=namespace, name=name, options=options, dry_run=dry_run)
+            cluster.delete(rtype, namespace=namespace, name=name, options=delete_options, dry_run=dry_run)
         )
     raise errors.method_not_allowed("the server does not allow this method on the requested resource")
+
+
+# --- writes through mutating admission webhooks -------------------------------------------------
+
+
+def _requested_rv(body: Any) -> str:
+    meta = body.get("metadata") if isinstance(body, dict) else None
+    return str(meta.get("resourceVersion") or "") if isinstance(meta, dict) else ""
+
+
+def _write_request(
+    rtype: ResourceType,
+    operation: str,
+    *,
+    namespace: str,
+    name: str,
+    subresource: str,
+    options: WriteOptions,
+    identity: Identity,
+    options_kind: str,
+) -> WriteRequest:
+    return WriteRequest(
+        operation=operation,
+        rtype=rtype,
+        namespace=namespace,
+        name=name,
+        subresource=subresource,
+        user=identity,
+        dry_run=options.dry_run,
+        options_kind=options_kind,
+        field_manager=options.field_manager,
+    )
+
+
+async def _admitted_create(
+    state: AppState,
+    rtype: ResourceType,
+    body: Any,
+    *,
+    namespace: str,
+    options: WriteOptions,
+    identity: Identity,
+    options_kind: str = "CreateOptions",
+) -> WriteResult:
+    cluster = state.cluster
+    candidate = cluster.creation_candidate(rtype, body, namespace=namespace)
+    meta = candidate.get("metadata") or {}
+    admitted = await state.admission.admit(
+        _write_request(
+            rtype,
+            "CREATE",
+            namespace=str(meta.get("namespace") or ""),
+            name=str(meta.get("name") or ""),
+            subresource="",
+            options=options,
+            identity=identity,
+            options_kind=options_kind,
+        ),
+        candidate,
+        None,
+    )
+    result = cluster.create(rtype, admitted.object, namespace=namespace, options=options)
+    result.warnings = admitted.warnings + result.warnings
+    return result
+
+
+async def _admitted_update(
+    state: AppState,
+    rtype: ResourceType,
+    *,
+    namespace: str,
+    name: str,
+    subresource: str,
+    options: WriteOptions,
+    identity: Identity,
+    candidate: Callable[[], tuple[dict[str, Any] | None, dict[str, Any]]],
+    client_rv: str,
+    options_kind: str,
+) -> WriteResult:
+    """Webhooks see (new, current) outside the store lock; the write is then pinned to the
+    resourceVersion they saw, and redone from the start when the object changed meanwhile, unless
+    the client asked for a resourceVersion of its own (then the conflict is the client's)."""
+    cluster = state.cluster
+    for attempt in range(_ADMITTED_UPDATE_ATTEMPTS):
+        current, new = candidate()
+        if current is None:  # server-side apply of a missing object: a create
+            return await _admitted_create(
+                state,
+                rtype,
+                new,
+                namespace=namespace,
+                options=options,
+                identity=identity,
+                options_kind=options_kind,
+            )
+        admitted = await state.admission.admit(
+            _write_request(
+                rtype,
+                "UPDATE",
+                namespace=namespace,
+                name=name,
+                subresource=subresource,
+                options=options,
+                identity=identity,
+                options_kind=options_kind,
+            ),
+            new,
+            current,
+        )
+        seen_rv = str(current["metadata"]["resourceVersion"])
+        admitted.object.setdefault("metadata", {})["resourceVersion"] = client_rv or seen_rv
+        try:
+            result = cluster.update(
+                rtype,
+                admitted.object,
+                namespace=namespace,
+                name=name,
+                subresource=subresource,
+                options=options,
+            )
+        except errors.APIError as exc:
+            last = attempt + 1 == _ADMITTED_UPDATE_ATTEMPTS
+            if exc.code != 409 or exc.reason != "Conflict" or client_rv or last:
+                raise
+            continue
+        result.warnings = admitted.warnings + result.warnings
+        return result
+    raise AssertionError("unreachable")
+
+
+async def _admitted_patch(
+    state: AppState,
+    rtype: ResourceType,
+    patch_type: str,
+    patch: Any,
+    *,
+    namespace: str,
+    name: str,
+    subresource: str,
+    options: WriteOptions,
+    identity: Identity,
+) -> WriteResult:
+    cluster = state.cluster
+    return await _admitted_update(
+        state,
+        rtype,
+        namespace=namespace,
+        name=name,
+        subresource=subresource,
+        options=options,
+        identity=identity,
+        candidate=lambda: cluster.patch_candidate(
+            rtype, patch_type, patch, namespace=namespace, name=name, options=options
+        ),
+        client_rv="",
+        options_kind="PatchOptions",
+    )
 
 
 async def _review(

@@ -73,6 +73,10 @@ class RunningEmulator:
         self._identities[identity.name] = identity
         return identity
 
+    def route_service(self, namespace: str, name: str, port: int) -> None:
+        """Admission webhook calls to Service `namespace/name` go to 127.0.0.1:port."""
+        self.server.route_service(namespace, name, port)
+
     def api_client(self, identity: Identity | None = None) -> Any:
         client = self.server.api_client(identity)
         self._clients.append(client)

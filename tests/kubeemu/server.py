@@ -22,6 +22,7 @@ from typing import Any
 from aiohttp import web
 
 from kubeemu import crds
+from kubeemu.admission import MutatingAdmission
 from kubeemu.authn import Identity
 from kubeemu.cluster import Cluster
 from kubeemu.handlers import STATE, AppState, error_middleware, handle
@@ -42,10 +43,18 @@ def tls_context(directory: Path) -> tuple[ssl.SSLContext, Path]:
     return context, cert
 
 
-def build_app(cluster: Cluster, *, bookmark_interval: float = DEFAULT_BOOKMARK_INTERVAL) -> web.Application:
+def build_app(
+    cluster: Cluster,
+    *,
+    bookmark_interval: float = DEFAULT_BOOKMARK_INTERVAL,
+    admission: MutatingAdmission | None = None,
+) -> web.Application:
     app = web.Application(middlewares=[error_middleware], client_max_size=64 * 1024 * 1024)
     state = AppState(
-        cluster=cluster, openapi=OpenAPIDocuments(cluster.registry), bookmark_interval=bookmark_interval
+        cluster=cluster,
+        openapi=OpenAPIDocuments(cluster.registry),
+        bookmark_interval=bookmark_interval,
+        admission=admission or MutatingAdmission(cluster),
     )
     app[STATE] = state
     app.router.add_route("*", "/{tail:.*}", handle)
@@ -89,6 +98,11 @@ class EmulatorServer:
         self._runner: web.AppRunner | None = None
         self._ready = threading.Event()
         self._error: BaseException | None = None
+        self.admission = MutatingAdmission(self.cluster)
+
+    def route_service(self, namespace: str, name: str, port: int, *, host: str = "127.0.0.1") -> None:
+        """Admission webhook calls to Service `namespace/name` go to host:port (a local server)."""
+        self.admission.route_service(namespace, name, port, host=host)
 
     @property
     def url(self) -> str:
@@ -125,7 +139,7 @@ class EmulatorServer:
             loop.close()
 
     async def _serve(self) -> None:
-        app = build_app(self.cluster, bookmark_interval=self._bookmark_interval)
+        app = build_app(self.cluster, bookmark_interval=self._bookmark_interval, admission=self.admission)
         self._runner = web.AppRunner(app, handler_cancellation=True, access_log=None, shutdown_timeout=2.0)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port, ssl_context=self._ssl)
@@ -181,9 +195,11 @@ async def serve_forever(
     ssl_context: ssl.SSLContext | None = None,
     bookmark_interval: float = DEFAULT_BOOKMARK_INTERVAL,
     ready: asyncio.Future[str] | None = None,
+    admission: MutatingAdmission | None = None,
 ) -> None:
-    """Serve until `stop` is set (the standalone and `make dev` entry points)."""
-    app = build_app(cluster, bookmark_interval=bookmark_interval)
+    """Serve until `stop` is set (the standalone and `make dev` entry points); `admission` carries
+    the Service routes of admission webhooks (`MutatingAdmission.route_service`)."""
+    app = build_app(cluster, bookmark_interval=bookmark_interval, admission=admission)
     runner = web.AppRunner(app, handler_cancellation=True, access_log=None, shutdown_timeout=2.0)
     await runner.setup()
     site = web.TCPSite(runner, host, port, ssl_context=ssl_context)

@@ -1,0 +1,542 @@
+"""What one reconcile of a workload does for its models (SharedPVC mode): a pure decision.
+
+The controller reads the workload and its request (`contract.parse`), each named model, the class a
+new claim would get, the claim named for the current model set (`wanted_claim`) with its
+PersistentVolume, the ProvisioningFailed message about that very claim (`provisioning_failure`),
+the materialization Job of that claim and the cluster's materialization slots, and hands them to
+`decide`. The answer is one action: the report, the pod template to write (only when it differs),
+what to create or patch, and when to look again. The rules, in order:
+
+- The module's own namespace is ignored. Without the annotations, everything the module added to
+  the template and the report go (`template.strip`); the claims stay for the stale-claim cleanup.
+- A broken request is `InvalidSpec`; a model that is missing or not Ready is `ModelNotReady`.
+- A claim is made only for a class that exists and binds at once: a missing class is
+  `SharedPVCStorageClassMissing`, a WaitForFirstConsumer class is named at once
+  (`SharedPVCStorageClassWaitForFirstConsumer`) and no claim is made, since it would never bind
+  before its first consumer and that consumer waits for the claim's contents. Once a claim exists,
+  the class no longer matters: a later change of the settings does not block a working delivery.
+- A Pending claim reports its provisioner's failure (`SharedPVCProvisioningFailed`, verbatim),
+  else waits until `provisioning_deadline` after its creation (`SharedPVCClaimPending`), then is
+  `SharedPVCProvisioningTimedOut`; a Lost claim or one whose PersistentVolume is gone is
+  `SharedPVCVolumeLost`.
+- A Bound claim is filled by one materialization Job when a slot is free (at most
+  `delivery.maxConcurrentMaterializations` in the cluster), else waits for one; both are
+  `SharedPVCMaterializing`. A failed Job is `SharedPVCMaterializationFailed` and is tried again
+  `materialization_retry` after it ended. A Job that succeeded is recorded on the claim
+  (`ai.deckhouse.io/materialized-digests`), so the claim, not the Job, remembers its contents.
+- A claim that holds every digest delivers: the template is rewritten, the report is `Delivered`.
+
+A stopped or blocked delivery never takes anything away: the template keeps the claim it mounts
+(pods that run keep running), no claim is ever deleted here (only the stale-claim cleanup deletes,
+`claims.claim_verdict`), and fixing the cause returns to `Delivered` with no change to the workload.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import enum
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Final
+
+from ai_models.domain.conditions import parse_timestamp, timestamp
+from ai_models.domain.delivery.claims import (
+    Artifact,
+    ClassChoice,
+    SharedClaim,
+    claim_labels,
+    claim_manifest,
+    claim_name,
+    claim_size,
+    made_by_module,
+    owner_reference,
+)
+from ai_models.domain.delivery.contract import DeliveryRequest, InvalidSpec, Workload, ignored
+from ai_models.domain.delivery.report import REPORT_ANNOTATIONS, DeliveryReport, provisioner_text
+from ai_models.domain.delivery.template import DeliveredModel, Template, rewrite, strip
+from ai_models.domain.models.reference import ModelKey
+from ai_models.domain.storage.prerequisites import IMMEDIATE, ClaimPhase
+from ai_models.names import (
+    MATERIALIZED_DIGESTS_ANNOTATION,
+    MODELS_DIR,
+    OWNER_UID_LABEL,
+    DeliveryReason,
+    ModelPhase,
+)
+
+# Events are read, not watched: a claim that waits for its provisioner is looked at this often.
+EVENTS_RECHECK_SECONDS: Final = 15.0
+# A freed slot should wake the waiting workloads; this bounds the wait if that wake-up is lost.
+SLOT_RECHECK_SECONDS: Final = 30.0
+# A Job being deleted is looked at again this soon: its successor starts once it is gone.
+JOB_GONE_SECONDS: Final = 1.0
+PROVISIONING_FAILED_EVENT: Final = "ProvisioningFailed"
+CLAIM_KIND: Final = "PersistentVolumeClaim"
+
+
+# ----- observation ---------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelSeen:
+    """A named Model or ClusterModel as read: `phase` None when it does not exist."""
+
+    key: ModelKey
+    phase: ModelPhase | None
+    digest: str = ""
+    size_bytes: int | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class ClaimSeen:
+    """The claim named for the workload's current model set."""
+
+    name: str
+    uid: str
+    phase: ClaimPhase
+    created: datetime.datetime
+    labels: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    owner_uids: frozenset[str] = frozenset()
+    storage_class: str | None = None
+    volume_name: str = ""
+    volume_exists: bool = True  # the PersistentVolume `volume_name` exists
+    deleting: bool = False
+    materialized: frozenset[str] = frozenset()  # digests whose materialization succeeded on it
+
+    @property
+    def shared(self) -> SharedClaim:
+        return SharedClaim("", self.name, self.labels, self.owner_uids, self.deleting)
+
+    @classmethod
+    def of(cls, obj: Mapping[str, Any], *, volume_exists: bool) -> ClaimSeen:
+        meta = obj.get("metadata") or {}
+        spec = obj.get("spec") or {}
+        shared = SharedClaim.of(obj)
+        recorded = str((meta.get("annotations") or {}).get(MATERIALIZED_DIGESTS_ANNOTATION) or "")
+        phase_text = str((obj.get("status") or {}).get("phase") or "")
+        return cls(
+            name=shared.name,
+            uid=str(meta.get("uid") or ""),
+            phase=ClaimPhase(phase_text) if phase_text in tuple(ClaimPhase) else ClaimPhase.PENDING,
+            created=parse_timestamp(meta.get("creationTimestamp"))
+            or datetime.datetime.min.replace(tzinfo=datetime.UTC),
+            labels=shared.labels,
+            owner_uids=shared.owner_uids,
+            storage_class=spec.get("storageClassName") or None,
+            volume_name=str(spec.get("volumeName") or ""),
+            volume_exists=volume_exists,
+            deleting=shared.deleting,
+            materialized=frozenset(item for item in recorded.split(",") if item),
+        )
+
+
+class JobState(enum.StrEnum):
+    NONE = "None"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    GOING_AWAY = "GoingAway"  # deleted, not gone yet
+
+
+@dataclasses.dataclass(frozen=True)
+class MaterializationSeen:
+    """The materialization Job of the claim: `message` is the materializer's own termination
+    message of a failed Job (never a remote body), `finished` when it ended."""
+
+    state: JobState = JobState.NONE
+    message: str = ""
+    finished: datetime.datetime | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Policy:
+    provisioning_deadline: datetime.timedelta
+    materialization_retry: datetime.timedelta
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class DeliveryObservation:
+    workload: Workload
+    annotations: Mapping[str, Any]  # of the workload object: the report it carries
+    template: Mapping[str, Any]  # the pod template as it is
+    request: DeliveryRequest | InvalidSpec | None
+    models: Mapping[ModelKey, ModelSeen] = dataclasses.field(default_factory=dict)
+    storage: ClassChoice = dataclasses.field(default_factory=lambda: ClassChoice(None))
+    claim: ClaimSeen | None = None
+    provisioning_failure: str | None = None  # from `provisioning_failure`: about this claim's uid only
+    materialization: MaterializationSeen = MaterializationSeen()
+    materializations_running: int = 0
+    materializations_limit: int = 2
+
+
+# ----- action --------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class ResolvedModel:
+    """A requested model that is Ready, with the artifact it delivers."""
+
+    key: ModelKey
+    digest: str
+    size_bytes: int
+
+    @property
+    def delivered(self) -> DeliveredModel:
+        return DeliveredModel(self.key.name, self.digest)
+
+
+@dataclasses.dataclass(frozen=True)
+class StartMaterialization:
+    claim: str
+    models: tuple[ResolvedModel, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class DeliveryAction:
+    """`report` None removes the report; `template` None leaves the template as it is (otherwise it
+    differs from the current one); `claim_patch` is a merge patch of the existing claim's metadata;
+    `requeue` is seconds until the workload is looked at again (None: on its next event)."""
+
+    rule: str
+    report: DeliveryReport | None
+    template: Template | None = None
+    create_claim: dict[str, Any] | None = None
+    claim_patch: dict[str, Any] | None = None
+    start_materialization: StartMaterialization | None = None
+    remove_failed_job: bool = False
+    requeue: float | None = None
+
+
+# ----- observation helpers -------------------------------------------------------------------------
+
+
+def resolved_models(
+    request: DeliveryRequest, models: Mapping[ModelKey, ModelSeen]
+) -> tuple[ResolvedModel, ...] | None:
+    """Every requested model with its artifact, or None while one of them is not deliverable."""
+    found = []
+    for key in request.keys:
+        seen = models.get(key)
+        if seen is None or seen.phase is not ModelPhase.READY or not seen.digest or seen.size_bytes is None:
+            return None
+        found.append(ResolvedModel(key, seen.digest, seen.size_bytes))
+    return tuple(found)
+
+
+def wanted_claim(request: DeliveryRequest, models: Mapping[ModelKey, ModelSeen]) -> str | None:
+    """The claim name for the request's current artifacts (None while a model is not deliverable)."""
+    resolved = resolved_models(request, models)
+    return None if resolved is None else claim_name(request.workload, (item.digest for item in resolved))
+
+
+def provisioning_failure(events: Iterable[Mapping[str, Any]], *, claim_uid: str) -> str | None:
+    """The latest ProvisioningFailed message about the claim with this uid, as the report shows it.
+
+    Events are read by a field selector on the claim's name, which anyone who may create Events in
+    the namespace can also write: an Event is believed only when its `involvedObject` is this
+    claim's uid (a claim made earlier under the same name, or a forged Event, has another)."""
+    latest: tuple[datetime.datetime, str] | None = None
+    for event in events:
+        involved = event.get("involvedObject") or {}
+        if (
+            not claim_uid
+            or event.get("reason") != PROVISIONING_FAILED_EVENT
+            or event.get("type") != "Warning"
+            or involved.get("kind") != CLAIM_KIND
+            or involved.get("uid") != claim_uid
+        ):
+            continue
+        when = _event_time(event)
+        if latest is None or when >= latest[0]:
+            latest = (when, str(event.get("message") or ""))
+    return provisioner_text(latest[1]) or None if latest is not None else None
+
+
+def _event_time(event: Mapping[str, Any]) -> datetime.datetime:
+    series = event.get("series") or {}
+    for value in (
+        series.get("lastObservedTime"),
+        event.get("lastTimestamp"),
+        event.get("eventTime"),
+        event.get("firstTimestamp"),
+        (event.get("metadata") or {}).get("creationTimestamp"),
+    ):
+        when = parse_timestamp(value)
+        if when is not None:
+            return when
+    return datetime.datetime.min.replace(tzinfo=datetime.UTC)
+
+
+# ----- decision ------------------------------------------------------------------------------------
+
+
+def decide(seen: DeliveryObservation, *, policy: Policy, now: datetime.datetime) -> DeliveryAction | None:
+    """The next step for one workload; None when there is nothing to do for it at all."""
+    if ignored(seen.workload.namespace):
+        return None
+    request = seen.request
+    if request is None:
+        stripped = strip(seen.template)
+        leftovers = stripped != dict(seen.template)
+        if not leftovers and not any(name in seen.annotations for name in REPORT_ANNOTATIONS):
+            return None
+        return DeliveryAction("annotations_removed", None, stripped if leftovers else None)
+    if isinstance(request, InvalidSpec):
+        return _report(seen, "invalid_spec", DeliveryReason.INVALID_SPEC, request.message)
+    resolved = resolved_models(request, seen.models)
+    if resolved is None:
+        return _report(
+            seen, "model_not_ready", DeliveryReason.MODEL_NOT_READY, _not_ready(request, seen.models)
+        )
+    name = claim_name(request.workload, (item.digest for item in resolved))
+    claim = seen.claim
+    if claim is not None and claim.name != name:
+        raise ValueError(f"observed claim {claim.name} is not the claim {name} of the current model set")
+    if claim is None:
+        return _no_claim(seen, request, resolved, name)
+    return _claim(seen, resolved, claim, policy=policy, now=now)
+
+
+def _report(
+    seen: DeliveryObservation,
+    rule: str,
+    reason: DeliveryReason,
+    message: str,
+    *,
+    requeue: float | None = None,
+    **changes: Any,
+) -> DeliveryAction:
+    return DeliveryAction(rule, DeliveryReport(reason, message), requeue=requeue, **changes)
+
+
+def _not_ready(request: DeliveryRequest, models: Mapping[ModelKey, ModelSeen]) -> str:
+    parts = []
+    for model in request.models:
+        seen = models.get(model.key)
+        what = model.key.describe()
+        if seen is None or seen.phase is None:
+            parts.append(f"{what} does not exist: create it, or correct the annotation {model.annotation}")
+        elif seen.phase is not ModelPhase.READY:
+            parts.append(f"{what} is {seen.phase}, not Ready: delivery continues once it is Ready")
+        elif not seen.digest or seen.size_bytes is None:
+            parts.append(
+                f"{what} is Ready but its status.artifact has no digest or sizeBytes: delivery continues "
+                "once the controller records them"
+            )
+    return "; ".join(parts)
+
+
+def _models(resolved: Sequence[ResolvedModel]) -> str:
+    return ", ".join(item.key.describe() for item in resolved)
+
+
+def _no_claim(
+    seen: DeliveryObservation, request: DeliveryRequest, resolved: Sequence[ResolvedModel], name: str
+) -> DeliveryAction:
+    storage = seen.storage
+    if storage.problem is not None or storage.name is None:
+        return _report(
+            seen,
+            "no_storage_class",
+            DeliveryReason.SHARED_PVC_STORAGE_CLASS_MISSING,
+            f"no StorageClass for the shared claim {name}: {storage.problem or 'none resolved'}",
+        )
+    if storage.binding_mode != IMMEDIATE:
+        return _report(
+            seen,
+            "wait_for_first_consumer_named_before_any_claim",
+            DeliveryReason.SHARED_PVC_STORAGE_CLASS_WAIT_FOR_FIRST_CONSUMER,
+            f"StorageClass {storage.name} binds volumes only for a first consumer (volumeBindingMode "
+            f"{storage.binding_mode}), and the workload's pods wait for the claim's contents, so no "
+            "claim is made; set delivery.sharedPVCStorageClassName to a ReadWriteMany class with "
+            "volumeBindingMode Immediate",
+        )
+    artifacts = [Artifact(item.digest, item.size_bytes) for item in resolved]
+    manifest = claim_manifest(workload=request.workload, artifacts=artifacts, storage_class=storage.name)
+    return _report(
+        seen,
+        "create_claim",
+        DeliveryReason.SHARED_PVC_CLAIM_PENDING,
+        f"creating the shared claim {name} ({claim_size(artifacts)}, ReadWriteMany, StorageClass "
+        f"{storage.name}) for {_models(resolved)}",
+        create_claim=manifest,
+    )
+
+
+def _claim(
+    seen: DeliveryObservation,
+    resolved: Sequence[ResolvedModel],
+    claim: ClaimSeen,
+    *,
+    policy: Policy,
+    now: datetime.datetime,
+) -> DeliveryAction:
+    workload = seen.workload
+    of_class = f" (StorageClass {claim.storage_class})" if claim.storage_class else ""
+    if not made_by_module(claim.shared):
+        return _report(
+            seen,
+            "foreign_claim_with_the_wanted_name",
+            DeliveryReason.INVALID_SPEC,
+            f"the PersistentVolumeClaim {workload.namespace}/{claim.name} has the name of this workload's "
+            "shared claim but was not created by the module, which leaves it alone; delete or rename it",
+        )
+    if claim.labels.get(OWNER_UID_LABEL) != workload.uid:
+        if claim.deleting:
+            return _report(
+                seen,
+                "earlier_incarnations_claim_going",
+                DeliveryReason.SHARED_PVC_CLAIM_PENDING,
+                f"the shared claim {claim.name} of an earlier {workload.kind} {workload.name} is being "
+                "deleted; a new one is made once it is gone",
+            )
+        # The same kind and name in the same namespace: an earlier incarnation of this workload,
+        # gone (only one object has a name). Its contents are still good: take the claim over.
+        patch = {
+            "metadata": {"labels": claim_labels(workload), "ownerReferences": [owner_reference(workload)]}
+        }
+        return _report(
+            seen,
+            "adopt_earlier_incarnations_claim",
+            DeliveryReason.SHARED_PVC_CLAIM_PENDING,
+            f"taking over the shared claim {claim.name} of an earlier {workload.kind} {workload.name}",
+            claim_patch=patch,
+        )
+    if claim.deleting:
+        return _report(
+            seen,
+            "claim_going",
+            DeliveryReason.SHARED_PVC_CLAIM_PENDING,
+            f"the shared claim {claim.name} is being deleted; a new one is made once it is gone",
+        )
+    if claim.phase is ClaimPhase.LOST or (claim.phase is ClaimPhase.BOUND and not claim.volume_exists):
+        volume = f"PersistentVolume {claim.volume_name}" if claim.volume_name else "PersistentVolume"
+        return _report(
+            seen,
+            "volume_lost",
+            DeliveryReason.SHARED_PVC_VOLUME_LOST,
+            f"the shared claim {claim.name}{of_class} lost its {volume}, and the copied models with it; "
+            f"delete the claim (kubectl -n {workload.namespace} delete pvc {claim.name}) and the module "
+            "makes a new one and copies the models again",
+        )
+    if claim.phase is not ClaimPhase.BOUND:
+        return _pending(seen, claim, of_class, policy=policy, now=now)
+    return _bound(seen, resolved, claim, policy=policy, now=now)
+
+
+def _pending(
+    seen: DeliveryObservation, claim: ClaimSeen, of_class: str, *, policy: Policy, now: datetime.datetime
+) -> DeliveryAction:
+    if seen.provisioning_failure:
+        return _report(
+            seen,
+            "provisioning_failed",
+            DeliveryReason.SHARED_PVC_PROVISIONING_FAILED,
+            f"the provisioner cannot make a volume for the shared claim {claim.name}{of_class}: "
+            f"{seen.provisioning_failure}; fix the StorageClass or its provisioner (shared claims need "
+            "ReadWriteMany), the claim binds once it can",
+            requeue=EVENTS_RECHECK_SECONDS,
+        )
+    deadline = claim.created + policy.provisioning_deadline
+    if now >= deadline:
+        return _report(
+            seen,
+            "provisioning_timed_out",
+            DeliveryReason.SHARED_PVC_PROVISIONING_TIMED_OUT,
+            f"the shared claim {claim.name}{of_class} is not bound {_duration(policy.provisioning_deadline)} "
+            "after it was made and its provisioner reported nothing; check that the StorageClass's "
+            "provisioner runs and makes ReadWriteMany volumes, the claim binds once it can",
+            requeue=EVENTS_RECHECK_SECONDS,
+        )
+    return _report(
+        seen,
+        "claim_pending",
+        DeliveryReason.SHARED_PVC_CLAIM_PENDING,
+        f"waiting for the shared claim {claim.name}{of_class} to be bound (reported as timed out at "
+        f"{timestamp(deadline)})",
+        requeue=min(EVENTS_RECHECK_SECONDS, (deadline - now).total_seconds()),
+    )
+
+
+def _bound(
+    seen: DeliveryObservation,
+    resolved: Sequence[ResolvedModel],
+    claim: ClaimSeen,
+    *,
+    policy: Policy,
+    now: datetime.datetime,
+) -> DeliveryAction:
+    digests = sorted({item.digest for item in resolved})
+    job = seen.materialization
+    done = set(digests) <= claim.materialized
+    if done or job.state is JobState.SUCCEEDED:
+        delivered = [item.delivered for item in resolved]
+        wanted = rewrite(seen.template, claim=claim.name, models=delivered)
+        patch = (
+            None
+            if done
+            else {"metadata": {"annotations": {MATERIALIZED_DIGESTS_ANNOTATION: ",".join(digests)}}}
+        )
+        return _report(
+            seen,
+            "delivered",
+            DeliveryReason.DELIVERED,
+            f"{_models(resolved)} delivered from the shared claim {claim.name}, read-only under {MODELS_DIR}",
+            template=wanted if wanted != dict(seen.template) else None,
+            claim_patch=patch,
+        )
+    copying = f"{_models(resolved)} into the shared claim {claim.name}"
+    if job.state is JobState.RUNNING:
+        return _report(seen, "materializing", DeliveryReason.SHARED_PVC_MATERIALIZING, f"copying {copying}")
+    if job.state is JobState.GOING_AWAY:
+        return _report(
+            seen,
+            "materialization_job_going",
+            DeliveryReason.SHARED_PVC_MATERIALIZING,
+            f"the previous Job copying {copying} is being removed; a new one starts once it is gone",
+            requeue=JOB_GONE_SECONDS,
+        )
+    if job.state is JobState.FAILED:
+        again = (job.finished or now) + policy.materialization_retry
+        failure = f"copying {copying} failed: {job.message or 'the Job ended without a message'}"
+        if now >= again:
+            return _report(
+                seen,
+                "materialization_retried",
+                DeliveryReason.SHARED_PVC_MATERIALIZATION_FAILED,
+                f"{failure}; trying again now",
+                remove_failed_job=True,
+                requeue=JOB_GONE_SECONDS,
+            )
+        return _report(
+            seen,
+            "materialization_failed",
+            DeliveryReason.SHARED_PVC_MATERIALIZATION_FAILED,
+            f"{failure}; the module tries again at {timestamp(again)}, or at once when the Job is deleted",
+            requeue=(again - now).total_seconds(),
+        )
+    if seen.materializations_running >= seen.materializations_limit:
+        return _report(
+            seen,
+            "waiting_for_a_materialization_slot",
+            DeliveryReason.SHARED_PVC_MATERIALIZING,
+            f"waiting for a materialization slot to copy {copying}: {seen.materializations_running} of "
+            f"{seen.materializations_limit} running in the cluster (delivery.maxConcurrentMaterializations)",
+            requeue=SLOT_RECHECK_SECONDS,
+        )
+    return _report(
+        seen,
+        "start_materialization",
+        DeliveryReason.SHARED_PVC_MATERIALIZING,
+        f"started copying {copying}",
+        start_materialization=StartMaterialization(claim.name, tuple(resolved)),
+    )
+
+
+def _duration(value: datetime.timedelta) -> str:
+    seconds = int(value.total_seconds())
+    if seconds % 3600 == 0:
+        return f"{seconds // 3600}h"
+    if seconds % 60 == 0:
+        return f"{seconds // 60}m"
+    return f"{seconds}s"

@@ -7,9 +7,7 @@ still has the listed digest; it is never a Kubernetes token, and Kubernetes toke
 
 from __future__ import annotations
 
-import base64
 import datetime
-import hashlib
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -17,89 +15,49 @@ import httpx
 import pytest
 
 from ai_models.adapters.objectstore import DirectoryStore, ObjectStore
-from ai_models.domain.artifacts.layout import artifact_prefix, file_key, manifest_key
-from ai_models.domain.artifacts.manifest import (
-    ArtifactFile,
-    ArtifactManifest,
-    ArtifactSource,
-    manifest_to_json,
-)
-from ai_models.domain.delivery.token import DeliveryGrant, GrantedArtifact, Workload, issue
 from ai_models.domain.models.reference import ModelKey
 from ai_models.domain.storage.ledger import Owner
-from ai_models.names import (
-    DELIVERY_SIGNING_KEY,
-    DELIVERY_SIGNING_SECRET,
-    MODULE_NAMESPACE,
-    ModelKind,
-    SourceType,
+from ai_models.names import DELIVERY_SIGNING_SECRET
+from fakes.served_artifacts import (
+    WORKLOAD,
+    delivery_token,
+    mark_ready,
+    model_key,
+    publish_ready,
+    put_delivery_key,
+    store_artifact,
 )
 from support.eventually import eventually
 
 NAMESPACE = "team-a"
 KEY = b"delivery-signing-key-of-32-bytes"
 FILES = {"weights.bin": bytes(range(256)) * 64, "config.json": b'{"model_type": "llama"}'}
-WORKLOAD = Workload(kind="Deployment", namespace=NAMESPACE, name="web", uid="uid-web")
-
-
-def put_delivery_key(cluster: Any, key: bytes) -> None:
-    cluster.emulator.cluster.apply(
-        {
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "metadata": {"name": DELIVERY_SIGNING_SECRET, "namespace": MODULE_NAMESPACE},
-            "data": {DELIVERY_SIGNING_KEY: base64.b64encode(key).decode()},
-        }
-    )
 
 
 def publish(
     cluster: Any, store: ObjectStore, name: str, files: Mapping[str, bytes], *, namespace: str | None
 ) -> tuple[Owner, str]:
-    """A Ready object whose artifact holds `files`, as the publisher leaves it; its digest."""
-    owner = cluster.model(name, namespace=namespace, status={"phase": "Publishing"})
-    return owner, republish(cluster, store, owner, files, salt="")
+    return publish_ready(cluster.emulator, store, name, files, namespace=namespace)
 
 
 def republish(
     cluster: Any, store: ObjectStore, owner: Owner, files: Mapping[str, bytes], *, salt: str
 ) -> str:
-    digest = "sha256:" + hashlib.sha256(f"{owner.name}/{salt}/{sorted(files)}".encode()).hexdigest()
-    for path, data in files.items():
-        store.put_bytes(file_key(owner, digest, path), data)
-    manifest = ArtifactManifest(
-        owner=owner,
-        digest=digest,
-        source=ArtifactSource(type=SourceType.UPLOAD, upload_sha256="0" * 64),
-        files=tuple(
-            ArtifactFile(path=path, size=len(data), sha256=hashlib.sha256(data).hexdigest())
-            for path, data in files.items()
-        ),
-        resolved={"format": "Safetensors"},
-        published_at="2026-02-01T12:00:00Z",
-    )
-    store.put_bytes(manifest_key(owner, digest), manifest_to_json(manifest))
-    uri = f"store://{artifact_prefix(owner, digest)}"
-    cluster.set_status(owner, {"phase": "Ready", "artifact": {"uri": uri, "digest": digest, "sizeBytes": 1}})
+    digest = store_artifact(store, owner, files, salt=salt)
+    mark_ready(cluster.emulator, owner, digest, size=1)
     return digest
-
-
-def key_of(owner: Owner) -> ModelKey:
-    return ModelKey(ModelKind(owner.kind), owner.namespace, owner.name)
 
 
 def token_for(
     *artifacts: tuple[Owner, str],
-    workload: Workload = WORKLOAD,
     key: bytes = KEY,
     lifetime: datetime.timedelta = datetime.timedelta(hours=1),
 ) -> str:
-    grant = DeliveryGrant(
-        workload=workload,
-        artifacts=tuple(GrantedArtifact(ref=key_of(owner), digest=digest) for owner, digest in artifacts),
-        expires_at=datetime.datetime.now(datetime.UTC) + lifetime,
-    )
-    return issue(grant, key=key)
+    return delivery_token(artifacts, key=key, lifetime=lifetime)
+
+
+def key_of(owner: Owner) -> ModelKey:
+    return model_key(owner)
 
 
 def base(owner: Owner) -> str:
@@ -122,7 +80,7 @@ def store(tmp_path: Any) -> DirectoryStore:
 
 @pytest.fixture
 def http(api_cluster: Any, start_api: Any, store: DirectoryStore) -> Iterator[httpx.Client]:
-    put_delivery_key(api_cluster, KEY)
+    put_delivery_key(api_cluster.emulator, KEY)
     api = start_api(store, api_object_cache_seconds=0)
     with httpx.Client(base_url=api.url, timeout=30) as client:
         yield client
@@ -230,7 +188,7 @@ def test_without_the_delivery_signing_key_delivery_tokens_are_refused_naming_the
         assert DELIVERY_SIGNING_SECRET in problem(response, 401, "unauthenticated")
         # Created later (as the controller does): a token verifies without a restart, once the key
         # may be read again (at most once a second, so forged tokens cannot flood the API server).
-        put_delivery_key(api_cluster, KEY)
+        put_delivery_key(api_cluster.emulator, KEY)
         headers = bearer(token_for((model, digest)))
         eventually(
             lambda: client.get(f"{base(model)}/manifest", headers=headers).status_code == 200,

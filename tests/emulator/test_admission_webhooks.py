@@ -851,3 +851,82 @@ def test_writes_of_webhook_configurations_are_never_sent_to_webhooks(emulator: R
     assert status == 500  # "another" still fails closed
     emulator.request("DELETE", f"{MWC_PATH}/another")
     assert create_configmap(emulator, "c1")[0] == 201
+
+
+def test_response_warnings_reach_the_client_as_warning_headers(
+    emulator: RunningEmulator, webhook_servers: Callable[..., WebhookServer]
+) -> None:
+    server = webhook_servers(lambda request: dict(allow(request), warnings=["label your configmaps"]))
+    route(emulator, server)
+    configure(emulator, "warns", webhook(server, name="warns.example.test"))
+
+    status, headers, _ = emulator.request(
+        "POST",
+        CONFIGMAPS,
+        body={"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c1"}},
+    )
+
+    assert status == 201
+    assert headers.get_all("Warning") == ['299 - "label your configmaps"']
+
+
+def core_event(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "events.k8s.io/v1",
+        "kind": "Event",
+        "metadata": {"name": name},
+        "eventTime": "2026-01-01T00:00:00.000000Z",
+        "reportingController": "example.test/controller",
+        "reportingInstance": "example",
+        "action": "Test",
+        "reason": "Tested",
+        "type": "Normal",
+        "regarding": {"kind": "ConfigMap", "namespace": "default", "name": "c1"},
+        "note": "hello",
+    }
+
+
+@pytest.mark.parametrize("policy", ["Equivalent", "Exact"])
+def test_match_policy_equivalent_reaches_a_webhook_through_another_api_of_the_same_resource(
+    emulator: RunningEmulator, webhook_servers: Callable[..., WebhookServer], policy: str
+) -> None:
+    server = webhook_servers(add_label("mutated", "yes"))
+    route(emulator, server)
+    configure(emulator, "events", webhook(server, resources=("events",), matchPolicy=policy))
+
+    status, _, created = emulator.request(
+        "POST", "/apis/events.k8s.io/v1/namespaces/default/events", body=core_event("e1")
+    )
+
+    assert status == 201, created
+    if policy == "Exact":
+        assert server.reviews == []
+        assert labels_of(created) == {}
+        return
+    (request,) = server.requests
+    assert request["kind"] == {"group": "", "version": "v1", "kind": "Event"}
+    assert request["requestKind"] == {"group": "events.k8s.io", "version": "v1", "kind": "Event"}
+    assert request["object"]["message"] == "hello"  # the core/v1 form of the object
+    assert created["note"] == "hello"
+    assert labels_of(created) == {"mutated": "yes"}
+
+
+def test_server_side_apply_creates_and_updates_through_the_webhook(
+    emulator: RunningEmulator, webhook_servers: Callable[..., WebhookServer]
+) -> None:
+    server = webhook_servers(add_label("mutated", "yes"))
+    route(emulator, server)
+    configure(emulator, "labels", webhook(server))
+    manifest = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c1, namespace: default}\ndata: {k: v}\n"
+
+    emulator.kubectl("apply", "--server-side", "-f", "-", input=manifest)
+    emulator.kubectl("apply", "--server-side", "-f", "-", input=manifest.replace("{k: v}", "{k: v2}"))
+
+    _, _, stored = emulator.request("GET", f"{CONFIGMAPS}/c1")
+    assert labels_of(stored) == {"mutated": "yes"}
+    assert stored["data"] == {"k": "v2"}
+    assert [(r["operation"], r["options"]["kind"]) for r in server.requests] == [
+        ("CREATE", "PatchOptions"),
+        ("UPDATE", "PatchOptions"),
+    ]
+    assert server.requests[1]["oldObject"]["data"] == {"k": "v"}

@@ -184,12 +184,12 @@ class MutatingAdmission:
         if not holds:
             return
         try:
-            response = await self._post(hook, review)
-            patched = _apply_response(hook, review, response, obj)
+            answer = await self._post(hook, review)
+            patched = _apply_response(hook, review, answer, obj)
         except CallFailure as exc:
             self._failed(hook, str(exc))
             return
-        admitted.warnings.extend(str(w) for w in response.get("warnings") or [])
+        admitted.warnings.extend(str(w) for w in answer["response"].get("warnings") or [])
         if patched is not None:
             admitted.object = _convert(served, rtype, patched)
 
@@ -228,7 +228,7 @@ class MutatingAdmission:
         if context is None:
             try:
                 context = ssl.create_default_context(cadata=key) if key else ssl.create_default_context()
-            except ssl.SSLError as exc:
+            except (ssl.SSLError, ValueError) as exc:
                 raise CallFailure(f"failed to call webhook: caBundle is not usable: {exc}") from exc
             self._contexts[key] = context
         return context

@@ -41,6 +41,7 @@ from kubeemu.patching import (
     merge_patch,
     strategic_merge_patch,
 )
+from kubeemu.podvalidation import validate_pod
 from kubeemu.resources import Registry, ResourceType
 from kubeemu.selectors import FieldSelector, LabelSelector, field_value
 from kubeemu.store import Store
@@ -54,6 +55,7 @@ from kubeemu.webhookconfig import (
 CRD_STORAGE = "apiextensions.k8s.io/customresourcedefinitions"
 NAMESPACE_STORAGE = "/namespaces"
 SECRET_STORAGE = "/secrets"
+POD_STORAGE = "/pods"
 _NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 # Fields of metadata the server owns: clients cannot set or change them through writes.
 _SERVER_META = (
@@ -632,6 +634,8 @@ class Cluster:
         if problems and options.field_validation != "Ignore":
             warnings = problems
         field_errors = validate_metadata(rtype, obj) + field_errors
+        if rtype.storage_key == POD_STORAGE:
+            field_errors.extend(validate_pod(obj, old))
         if rtype.storage_key in WEBHOOK_CONFIGURATION_STORAGE:
             mutating = rtype.storage_key == MUTATING_STORAGE
             obj = default_configuration(obj, mutating=mutating)

@@ -930,3 +930,34 @@ def test_server_side_apply_creates_and_updates_through_the_webhook(
         ("UPDATE", "PatchOptions"),
     ]
     assert server.requests[1]["oldObject"]["data"] == {"k": "v"}
+
+
+def test_running_emulator_apply_is_admitted_and_the_in_process_back_door_is_not(
+    emulator: RunningEmulator, webhook_servers: Callable[..., WebhookServer]
+) -> None:
+    server = webhook_servers(add_label("mutated", "yes"))
+    route(emulator, server)
+    configure(emulator, "labels", webhook(server))
+
+    def configmap(name: str, value: str) -> dict[str, Any]:
+        return {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": "default"},
+            "data": {"k": value},
+        }
+
+    created = emulator.apply(configmap("over-api", "v"))
+    replaced = emulator.apply(configmap("over-api", "v2"))
+    in_process = emulator.cluster.apply(configmap("in-process", "v"))
+
+    assert labels_of(created) == {"mutated": "yes"}
+    assert labels_of(replaced) == {"mutated": "yes"}
+    assert replaced["data"] == {"k": "v2"}
+    assert labels_of(in_process) == {}
+    # The second apply's create is admitted before storage finds the name taken, as on the apiserver.
+    assert [(r["operation"], r["name"]) for r in server.requests] == [
+        ("CREATE", "over-api"),
+        ("CREATE", "over-api"),
+        ("UPDATE", "over-api"),
+    ]

@@ -887,7 +887,8 @@ class Cluster:
     # --- convenience for test beds ---------------------------------------------------------------
 
     def apply(self, manifest: Mapping[str, Any]) -> dict[str, Any]:
-        """Create the object, or replace it if it exists (as the superuser, bypassing RBAC)."""
+        """Create the object, or replace it if it exists (as the superuser, bypassing RBAC and, being
+        in-process, admission webhooks: `RunningEmulator.apply` writes over the API instead)."""
         rtype = self.resource_for(manifest.get("apiVersion", ""), manifest.get("kind", ""))
         meta = _meta(manifest)
         namespace = meta.get("namespace", "") if rtype.namespaced else ""

@@ -7,7 +7,8 @@ Import them into a conftest.py::
 
 - `kube_emulator_factory(crd_dirs=..., identities=..., bookmark_interval=..., tls=True)` starts an
   emulator (HTTPS on 127.0.0.1, ephemeral port) and returns a `RunningEmulator`; all are stopped at
-  teardown.
+  teardown. `RunningEmulator.apply` writes over the API (admission webhooks apply), `route_service`
+  points a webhook's Service at a local port; `cluster.apply` is the in-process back door.
 - `kube_emulator`: one running emulator with the repository's `crds/` loaded.
 - `kube_api_client`: a superuser `kubernetes.client.ApiClient` for `kube_emulator`.
 - `kubectl`: runs the venv's kubectl against `kube_emulator` (`kubectl("get", "widgets", "-A")`).
@@ -123,6 +124,30 @@ class RunningEmulator:
         except ValueError:
             decoded = raw
         return response.status, response.headers, decoded
+
+    def apply(self, manifest: dict[str, Any], *, identity: Identity | None = None) -> dict[str, Any]:
+        """Create the object, or replace it if it exists, over the API: unlike the in-process
+        `cluster.apply`, the write goes through authorization and mutating admission webhooks."""
+        rtype = self.cluster.resource_for(manifest.get("apiVersion", ""), manifest.get("kind", ""))
+        meta = manifest.get("metadata") or {}
+        base = f"/api/{rtype.version}" if not rtype.group else f"/apis/{rtype.group}/{rtype.version}"
+        if rtype.namespaced:
+            base += f"/namespaces/{meta.get('namespace') or 'default'}"
+        collection = f"{base}/{rtype.plural}"
+        status, _, body = self.request("POST", collection, body=manifest, identity=identity)
+        if status == 409 and isinstance(body, dict) and body.get("reason") == "AlreadyExists":
+            item = f"{collection}/{meta['name']}"
+            status, _, current = self.request("GET", item, identity=identity)
+            if status == 200:
+                replacement = json.loads(json.dumps(manifest))
+                replacement.setdefault("metadata", {})["resourceVersion"] = current["metadata"][
+                    "resourceVersion"
+                ]
+                status, _, body = self.request("PUT", item, body=replacement, identity=identity)
+        if status not in (200, 201):
+            raise AssertionError(f"apply of {rtype.kind} {meta.get('name')!r} failed ({status}): {body}")
+        applied: dict[str, Any] = body
+        return applied
 
     def kubeconfig(self, identity: Identity | None = None) -> Path:
         """A kubeconfig file whose only context authenticates as `identity` (default: superuser)."""

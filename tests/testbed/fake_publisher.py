@@ -59,6 +59,14 @@ def show_env(_args: argparse.Namespace) -> int:
     return 0
 
 
+def write(args: argparse.Namespace) -> int:
+    """Write `--text` into `--file` (creating its directory), then print the environment as `env`."""
+    target = Path(args.file)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(args.text, encoding="utf-8")
+    return show_env(args)
+
+
 def call_api(args: argparse.Namespace) -> int:
     """Who the API says this process is, and what RBAC lets it do (results as one JSON line)."""
     from kubernetes import client, config  # noqa: PLC0415  (only this sub-command needs the client)
@@ -96,6 +104,10 @@ def main(argv: list[str] | None = None) -> int:
     waiting.add_argument("--release", required=True)
     waiting.set_defaults(handler=wait_for)
     commands.add_parser("env").set_defaults(handler=show_env)
+    writing = commands.add_parser("write")
+    writing.add_argument("--file", required=True)
+    writing.add_argument("--text", required=True)
+    writing.set_defaults(handler=write)
     api = commands.add_parser("api")
     api.add_argument("--namespace", required=True)
     api.add_argument("--configmap", required=True)

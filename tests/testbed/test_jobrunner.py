@@ -18,6 +18,7 @@ from kubeemu.pytest_fixtures import RunningEmulator
 from support.values import IMAGE_DIGEST
 from testbed.jobrunner import JobRunner, expand, finished
 from testbed.module import TERMINATION_MESSAGE_ENV, module_image, module_job_runner
+from testbed.volumes import StorageClassBehaviour, VolumeProvisioner
 
 FAKE_PUBLISHER = Path(__file__).parent / "fake_publisher.py"
 NAMESPACE = "default"
@@ -228,6 +229,59 @@ def test_env_is_resolved_like_the_kubelet_and_nothing_leaks_from_the_test_proces
     run = runner.pod_run(name)
     assert seen[TERMINATION_MESSAGE_ENV] == str(run.termination_path)
     assert seen["KUBECONFIG"] == str(run.directory / "kubeconfig")
+
+
+def test_claim_mount_paths_in_env_and_args_point_at_the_volume_directory_once_bound(
+    runner: JobRunner, kube_emulator: RunningEmulator
+) -> None:
+    slow = StorageClassBehaviour("slow", never_binds=True)
+    with VolumeProvisioner(kube_emulator, classes=[slow]) as volumes:
+        runner.cluster.apply(
+            {
+                "apiVersion": "v1",
+                "kind": "PersistentVolumeClaim",
+                "metadata": {"name": "target", "namespace": NAMESPACE},
+                "spec": {
+                    "storageClassName": "slow",
+                    "accessModes": ["ReadWriteMany"],
+                    "resources": {"requests": {"storage": "1Gi"}},
+                },
+            }
+        )
+        env = [
+            {"name": "TARGET", "value": "/data/claim"},
+            {"name": "NESTED", "value": "$(TARGET)/staging/a"},
+            {"name": "NEAR", "value": "/data/claimant"},
+            {"name": "SUB", "value": "/mnt/sub/file"},
+        ]
+        args = ["write", "--file", "/data/claim/out.txt", "--text", "hello"]
+        body = job("writer", "fake-publisher", args=args, env=env)
+        pod_spec = body["spec"]["template"]["spec"]
+        pod_spec["volumes"] = [{"name": "claim", "persistentVolumeClaim": {"claimName": "target"}}]
+        pod_spec["containers"][0]["volumeMounts"] = [
+            {"name": "claim", "mountPath": "/data/claim"},
+            {"name": "claim", "mountPath": "/mnt/sub", "subPath": "objects/x", "readOnly": True},
+        ]
+        runner.cluster.apply(body)
+        [waiting] = runner.wait_for_pods(
+            "writer",
+            predicate=lambda pods: (
+                len(pods) == 1
+                and "is not bound" in str(pods[0]["status"].get("containerStatuses", [{}])[0].get("state"))
+            ),
+        )
+        assert waiting["status"]["containerStatuses"][0]["state"]["waiting"]["reason"] == "ContainerCreating"
+        volumes.fix("slow")
+        runner.wait_for_job("writer")
+        directory = volumes.volume_directory("target")
+    [pod] = runner.pods("writer")
+    seen = json.loads(runner.log(pod["metadata"]["name"]))
+    assert (directory / "out.txt").read_text() == "hello"
+    assert seen["TARGET"] == str(directory)
+    assert seen["NESTED"] == str(directory / "staging/a")
+    assert seen["NEAR"] == "/data/claimant"
+    assert seen["SUB"] == str(directory / "objects/x/file")
+    assert (directory / "objects/x").is_dir()
 
 
 def test_a_missing_secret_keeps_the_pod_pending_until_it_appears(runner: JobRunner) -> None:

@@ -961,3 +961,37 @@ def test_running_emulator_apply_is_admitted_and_the_in_process_back_door_is_not(
         ("CREATE", "over-api"),
         ("UPDATE", "over-api"),
     ]
+
+
+def test_a_namespace_is_matched_by_its_own_labels_and_cluster_scope(
+    emulator: RunningEmulator, webhook_servers: Callable[..., WebhookServer]
+) -> None:
+    server = webhook_servers(add_label("mutated", "yes"))
+    route(emulator, server)
+    cluster_scoped = [
+        {
+            "apiGroups": [""],
+            "apiVersions": ["v1"],
+            "resources": ["namespaces"],
+            "operations": ["CREATE"],
+            "scope": "Cluster",
+        }
+    ]
+    selector = {"matchLabels": {"team": "a"}}
+    configure(emulator, "namespaces", webhook(server, rules=cluster_scoped, namespaceSelector=selector))
+
+    for name, labels in (("team-a", {"team": "a"}), ("team-b", {"team": "b"})):
+        namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}
+        assert emulator.request("POST", "/api/v1/namespaces", body=namespace)[0] == 201
+
+    assert [(r["name"], r["namespace"]) for r in server.requests] == [("team-a", "team-a")]
+    assert labels_of(emulator.request("GET", "/api/v1/namespaces/team-a")[2]) == {
+        "team": "a",
+        "mutated": "yes",
+    }
+    namespaced_only = [dict(cluster_scoped[0], scope="Namespaced")]
+    emulator.request("DELETE", f"{MWC_PATH}/namespaces")
+    configure(emulator, "namespaces", webhook(server, rules=namespaced_only))
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-c"}}
+    assert emulator.request("POST", "/api/v1/namespaces", body=namespace)[0] == 201
+    assert len(server.requests) == 1  # a Namespace is cluster-scoped

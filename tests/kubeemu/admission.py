@@ -334,6 +334,8 @@ def _review_request(
         body["name"] = name
     if request.namespace:
         body["namespace"] = request.namespace
+    elif rtype.storage_key == NAMESPACE_STORAGE and name:
+        body["namespace"] = name  # a Namespace's own requests carry its name, as on the apiserver
     return {"apiVersion": f"{REVIEW_GROUP}/{hook.review_version}", "kind": "AdmissionReview", "request": body}
 
 

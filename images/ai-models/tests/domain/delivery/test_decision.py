@@ -21,6 +21,7 @@ from ai_models.domain.delivery.decision import (
     Policy,
     ResolvedModel,
     StartMaterialization,
+    admit,
     decide,
     provisioning_failure,
     wanted_claim,
@@ -140,6 +141,7 @@ class Expect:
     claim_patch: dict[str, Any] | None = None
     requeue: float | None = None
     rule: str = ""  # the rule that decides, when the row is a case of a rule named otherwise
+    ungates: bool = False
 
 
 RULES: dict[str, tuple[DeliveryObservation, Expect]] = {
@@ -201,7 +203,7 @@ RULES: dict[str, tuple[DeliveryObservation, Expect]] = {
     ),
     "an_existing_claim_outlives_a_class_that_is_gone_or_waits_for_consumers": (
         with_(claim=MATERIALIZED, storage=ClassChoice("local", binding_mode="WaitForFirstConsumer")),
-        Expect(DeliveryReason.DELIVERED, template="delivered", rule="delivered"),
+        Expect(DeliveryReason.DELIVERED, template="delivered", rule="delivered", ungates=True),
     ),
     "create_claim": (
         with_(claim=None),
@@ -313,15 +315,20 @@ RULES: dict[str, tuple[DeliveryObservation, Expect]] = {
                 }
             },
             rule="delivered",
+            ungates=True,
         ),
     ),
     "delivered_from_a_claim_that_records_its_digests_after_its_job_is_gone": (
         with_(claim=MATERIALIZED),
-        Expect(DeliveryReason.DELIVERED, template="delivered", rule="delivered"),
+        Expect(DeliveryReason.DELIVERED, template="delivered", rule="delivered", ungates=True),
     ),
     "delivered_again_is_a_no_op_for_the_template": (
         with_(claim=MATERIALIZED, template=DELIVERED_TEMPLATE),
-        Expect(DeliveryReason.DELIVERED, rule="delivered"),
+        Expect(DeliveryReason.DELIVERED, rule="delivered", ungates=True),
+    ),
+    "a_complete_template_that_keeps_the_gate_is_left_as_it_is_and_its_pods_are_ungated": (
+        with_(claim=MATERIALIZED, template=gate(DELIVERED_TEMPLATE)),
+        Expect(DeliveryReason.DELIVERED, rule="delivered", ungates=True),
     ),
     "a_new_model_set_gets_its_own_claim_while_the_template_keeps_the_old_one": (
         with_(
@@ -376,15 +383,15 @@ RULES: dict[str, tuple[DeliveryObservation, Expect]] = {
         with_(
             request=None, template=DELIVERED_TEMPLATE, annotations={DELIVERY_REASON_ANNOTATION: "Delivered"}
         ),
-        Expect(None, template="stripped"),
+        Expect(None, template="stripped", ungates=True),
     ),
     "annotations_removed_from_a_gated_workload_lets_its_pods_schedule": (
         with_(request=None, template=GATED, annotations={}),
-        Expect(None, template="stripped", rule="annotations_removed"),
+        Expect(None, template="stripped", rule="annotations_removed", ungates=True),
     ),
     "annotations_removed_clears_a_report_left_on_an_untouched_template": (
         with_(request=None, template=USERS_TEMPLATE, annotations={DELIVERY_REASON_ANNOTATION: "InvalidSpec"}),
-        Expect(None, rule="annotations_removed"),
+        Expect(None, rule="annotations_removed", ungates=True),
     ),
 }
 
@@ -411,6 +418,7 @@ def test_delivery_rule(rule: str) -> None:
     assert action.remove_failed_job == expect.removes_job
     assert action.claim_patch == expect.claim_patch
     assert action.requeue == expect.requeue
+    assert action.ungate_pods == expect.ungates
 
 
 def test_every_shared_pvc_reason_is_reached_by_a_rule() -> None:
@@ -573,3 +581,75 @@ def test_the_report_is_two_annotations_and_an_event_type() -> None:
     assert changed(annotations, DeliveryReport(DeliveryReason.DELIVERED, "ok"))
     assert changed(annotations, None)
     assert not changed({}, None)
+
+
+# ----- admission -----------------------------------------------------------------------------------
+
+NEW = with_(workload=dataclasses.replace(WEB, uid=""), template=USERS_TEMPLATE, claim=None, annotations={})
+
+
+@pytest.mark.parametrize(
+    ("seen", "expected"),
+    [
+        pytest.param(
+            NEW, gate(DELIVERED_TEMPLATE), id="ready_models_get_the_complete_template_with_the_gate"
+        ),
+        pytest.param(
+            with_(template=USERS_TEMPLATE, claim=MATERIALIZED),
+            DELIVERED_TEMPLATE,
+            id="a_filled_claim_gets_the_complete_template_without_the_gate",
+        ),
+        pytest.param(
+            dataclasses.replace(NEW, models=model(QWEN, ModelPhase.PUBLISHING)),
+            GATED,
+            id="a_model_not_ready_gates_the_users_template",
+        ),
+        pytest.param(
+            dataclasses.replace(NEW, request=InvalidSpec(WEB, ("bad",))),
+            GATED,
+            id="a_broken_request_gates_the_users_template",
+        ),
+        pytest.param(
+            dataclasses.replace(NEW, template=gate(DELIVERED_TEMPLATE)),
+            None,
+            id="an_admitted_template_is_admitted_unchanged",
+        ),
+        pytest.param(
+            with_(template=DELIVERED_TEMPLATE, models=model(QWEN, ModelPhase.FAILED)),
+            None,
+            id="a_blocked_delivery_keeps_the_template_that_mounts_its_claim",
+        ),
+        pytest.param(
+            with_(
+                template=DELIVERED_TEMPLATE,
+                claim=None,
+                models=model(QWEN, ModelPhase.READY, "sha256:" + "c3" * 32, GIB),
+            ),
+            None,
+            id="a_new_model_set_keeps_the_old_claim_mounted_until_the_new_one_is_filled",
+        ),
+        pytest.param(
+            dataclasses.replace(NEW, request=None), None, id="a_workload_that_asks_for_nothing_is_left_alone"
+        ),
+        pytest.param(
+            dataclasses.replace(NEW, workload=Workload(WorkloadKind.DEPLOYMENT, MODULE_NAMESPACE, "api")),
+            None,
+            id="the_module_namespace_is_left_alone",
+        ),
+    ],
+)
+def test_admission(seen: DeliveryObservation, expected: dict[str, Any] | None) -> None:
+    assert admit(seen) == expected
+
+
+def test_a_deployment_admitted_with_ready_models_is_delivered_without_a_second_template() -> None:
+    admitted = admit(NEW)
+    assert admitted is not None
+
+    action = decide(with_(template=admitted, claim=MATERIALIZED), policy=POLICY, now=NOW)
+
+    assert action is not None
+    assert action.report is not None
+    assert action.report.reason is DeliveryReason.DELIVERED
+    assert action.template is None
+    assert action.ungate_pods

@@ -26,6 +26,12 @@ what to create or patch, and when to look again. The rules, in order:
   (`ai.deckhouse.io/materialized-digests`), so the claim, not the Job, remembers its contents.
 - A claim that holds every digest delivers: the template is rewritten, the report is `Delivered`.
 
+Admission (`admit`) writes the template complete as soon as every model is Ready; until the claim
+is filled it keeps the gate, and the controller then removes the gate from the Pods
+(`ungate_pods`) instead of changing the template, so a Deployment created for Ready models keeps
+one ReplicaSet. A template gated for a model that was not Ready is finished by `decide` (a second
+ReplicaSet, which the controller removes once the new one is available).
+
 A stopped or blocked delivery never takes anything away: the template keeps the claim it mounts
 (pods that run keep running), no claim is ever deleted here (only the stale-claim cleanup deletes,
 `claims.claim_verdict`), and fixing the cause returns to `Delivered` with no change to the workload.
@@ -53,7 +59,7 @@ from ai_models.domain.delivery.claims import (
 )
 from ai_models.domain.delivery.contract import DeliveryRequest, InvalidSpec, Workload, ignored
 from ai_models.domain.delivery.report import REPORT_ANNOTATIONS, DeliveryReport, provisioner_text
-from ai_models.domain.delivery.template import DeliveredModel, Template, rewrite, strip
+from ai_models.domain.delivery.template import DeliveredModel, Template, applied, gate, rewrite, strip
 from ai_models.domain.models.reference import ModelKey
 from ai_models.domain.storage.prerequisites import IMMEDIATE, ClaimPhase
 from ai_models.names import (
@@ -204,6 +210,10 @@ class DeliveryAction:
     claim_patch: dict[str, Any] | None = None
     start_materialization: StartMaterialization | None = None
     remove_failed_job: bool = False
+    # Remove the delivery gate from the workload's Pods that carry it: the content is there (or the
+    # workload no longer asks for models), and a pod template that keeps the gate, like one the
+    # admission webhook wrote complete at CREATE, must not be changed for it (a new ReplicaSet).
+    ungate_pods: bool = False
     requeue: float | None = None
 
 
@@ -280,7 +290,7 @@ def decide(seen: DeliveryObservation, *, policy: Policy, now: datetime.datetime)
         leftovers = stripped != dict(seen.template)
         if not leftovers and not any(name in seen.annotations for name in REPORT_ANNOTATIONS):
             return None
-        return DeliveryAction("annotations_removed", None, stripped if leftovers else None)
+        return DeliveryAction("annotations_removed", None, stripped if leftovers else None, ungate_pods=True)
     if isinstance(request, InvalidSpec):
         return _report(seen, "invalid_spec", DeliveryReason.INVALID_SPEC, request.message)
     resolved = resolved_models(request, seen.models)
@@ -468,10 +478,10 @@ def _bound(
 ) -> DeliveryAction:
     digests = sorted({item.digest for item in resolved})
     job = seen.materialization
-    done = set(digests) <= claim.materialized
+    done = _complete(claim, resolved)
     if done or job.state is JobState.SUCCEEDED:
-        delivered = [item.delivered for item in resolved]
-        wanted = rewrite(seen.template, claim=claim.name, models=delivered)
+        current = dict(seen.template)
+        wanted = rewrite(current, claim=claim.name, models=[item.delivered for item in resolved])
         patch = (
             None
             if done
@@ -482,8 +492,10 @@ def _bound(
             "delivered",
             DeliveryReason.DELIVERED,
             f"{_models(resolved)} delivered from the shared claim {claim.name}, read-only under {MODELS_DIR}",
-            template=wanted if wanted != dict(seen.template) else None,
+            # A complete template that keeps the gate is left as it is: its pods are ungated.
+            template=None if current in (wanted, gate(wanted)) else wanted,
             claim_patch=patch,
+            ungate_pods=True,
         )
     copying = f"{_models(resolved)} into the shared claim {claim.name}"
     if job.state is JobState.RUNNING:
@@ -531,6 +543,51 @@ def _bound(
         f"started copying {copying}",
         start_materialization=StartMaterialization(claim.name, tuple(resolved)),
     )
+
+
+def _complete(claim: ClaimSeen | None, resolved: Sequence[ResolvedModel]) -> bool:
+    """Whether the claim holds every artifact (its record), usable as it is."""
+    return (
+        claim is not None
+        and made_by_module(claim.shared)
+        and not claim.deleting
+        and claim.phase is ClaimPhase.BOUND
+        and claim.volume_exists
+        and {item.digest for item in resolved} <= claim.materialized
+    )
+
+
+# ----- admission -----------------------------------------------------------------------------------
+
+
+def admit(seen: DeliveryObservation) -> Template | None:
+    """The pod template a workload is admitted with (CREATE or UPDATE); None leaves it as it is.
+
+    When every model is Ready, the template is written complete: without the gate when the wanted
+    claim already holds every artifact, else with the gate, which the controller then removes from
+    the Pods (never from the template) once the claim is filled, so such a Deployment keeps one
+    ReplicaSet. While a model is not Ready or the request is broken, the template is gated; one
+    that already mounts a claim (a delivery that is blocked now) is left alone: a blocked delivery
+    keeps what its pods use. The claim name does not need the uid the object has not got yet.
+    """
+    request = seen.request
+    if ignored(seen.workload.namespace) or request is None:
+        return None
+    current = dict(seen.template)
+    resolved = resolved_models(request, seen.models) if isinstance(request, DeliveryRequest) else None
+    if resolved is None or not isinstance(request, DeliveryRequest):
+        wanted = current if applied(current) is not None else gate(current)
+    else:
+        name = claim_name(request.workload, (item.digest for item in resolved))
+        claim = seen.claim if seen.claim is not None and seen.claim.name == name else None
+        complete = rewrite(current, claim=name, models=[item.delivered for item in resolved])
+        if _complete(claim, resolved):
+            wanted = complete
+        elif applied(current) is not None:
+            wanted = current  # mounts an earlier claim: kept until the new one is filled
+        else:
+            wanted = gate(complete)
+    return None if wanted == current else wanted
 
 
 def _duration(value: datetime.timedelta) -> str:

@@ -17,7 +17,11 @@ and serves until Ctrl-C/SIGTERM (exit 0; the files stay). `<out>` is `AI_MODELS_
 Also runs the module's controller and api as their ServiceAccounts with a directory store in
 `<out>/store` (logs in `<out>/logs/`), and the test bed's Job runner (`testbed.jobrunner`) that runs
 the Jobs with the module image (the controller's publish Jobs) as local processes (Pod logs in
-`<out>/jobs/`). Run as `PYTHONPATH=tests .venv/bin/python -m testbed.devstack`.
+`<out>/jobs/`), and the rest of a cluster's controllers (`testbed.simulation`): workload controllers
+(Deployments roll out ReplicaSets, StatefulSets, DaemonSets, CronJobs), a scheduler and kubelets for
+one node (`kubeemu-node`) that report Pods Running, and a provisioner whose default StorageClass
+`testbed-rwx` (Immediate, ReadWriteMany) binds every claim to a directory under `<out>/volumes/`.
+Run as `PYTHONPATH=tests .venv/bin/python -m testbed.devstack`.
 """
 
 from __future__ import annotations
@@ -46,6 +50,8 @@ from support.processes import ModuleProcess
 from support.render import RenderedChart, render_chart
 from support.values import module_values
 from testbed.access_levels import grant_access_level
+from testbed.jobrunner import ServedCluster
+from testbed.module import module_cluster_simulation
 
 log = logging.getLogger("testbed.devstack")
 
@@ -209,6 +215,9 @@ async def run_stack(stack: DevStack, *, host: str, port: int, ports: DevPorts, s
     runner = start_job_runner(
         cluster=stack.cluster, url=url, ca_pem=ca_file.read_text(), out_dir=stack.out_dir
     )
+    simulation = module_cluster_simulation(
+        ServedCluster(cluster=stack.cluster, url=url, ca_pem=ca_file.read_text(), workdir=stack.out_dir)
+    )
     processes: list[ModuleProcess] = []
     try:
         # The api first: the controller's upload URLs and the env file name the port it bound.
@@ -229,6 +238,8 @@ async def run_stack(stack: DevStack, *, host: str, port: int, ports: DevPorts, s
         for process in processes:
             code = await asyncio.to_thread(process.terminate)
             log.info("%s stopped with exit code %s", process.name, code)
+        await asyncio.to_thread(simulation.close)
+        log.info("cluster simulation stopped")
         # Last: the controller may create Jobs until it stops; their processes go with the runner.
         await asyncio.to_thread(runner.close)
         log.info("job runner stopped")

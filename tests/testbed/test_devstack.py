@@ -239,6 +239,60 @@ def test_dev_stack_runs_module_image_jobs_and_exports_the_api_url(
     assert "job runner stopped" in process.communicate(timeout=10)[1]
 
 
+def test_dev_stack_binds_claims_of_its_default_rwx_class_and_rolls_out_deployments(
+    devstack: tuple[subprocess.Popen[str], Path],
+) -> None:
+    process, out = devstack
+    manifests = [
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": "shared", "namespace": "default"},
+            "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Gi"}}},
+        },
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": "default"},
+            "spec": {
+                "selector": {"matchLabels": {"app": "web"}},
+                "template": {
+                    "metadata": {"labels": {"app": "web"}},
+                    "spec": {
+                        "containers": [
+                            {
+                                "name": "web",
+                                "image": "nginx:1.27",
+                                "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+                            }
+                        ],
+                        "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "shared"}}],
+                    },
+                },
+            },
+        },
+    ]
+    for manifest in manifests:
+        applied = run_kubectl(out, "apply", "-f", "-", stdin=json.dumps(manifest))
+        assert applied.returncode == 0, applied.stderr
+    bound = run_kubectl(
+        out, "wait", "-n", "default", "--for=jsonpath={.status.phase}=Bound", "pvc/shared", "--timeout=20s"
+    )
+    assert bound.returncode == 0, bound.stderr
+    claim = json.loads(run_kubectl(out, "get", "pvc", "shared", "-n", "default", "-o", "json").stdout)
+    assert claim["spec"]["storageClassName"] == "testbed-rwx"
+    volume = json.loads(run_kubectl(out, "get", "pv", claim["spec"]["volumeName"], "-o", "json").stdout)
+    assert Path(volume["spec"]["hostPath"]["path"]).parent == (out / "volumes").resolve()
+    # kubectl's own rollout check reads the Deployment status the stack's controllers write.
+    rolled = run_kubectl(out, "rollout", "status", "-n", "default", "deployment/web", "--timeout=20s")
+    assert rolled.returncode == 0, rolled.stderr
+    assert "successfully rolled out" in rolled.stdout
+
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=30) == 0
+    assert "cluster simulation stopped" in process.communicate(timeout=10)[1]
+
+
 def test_dev_stack_publishes_from_the_hub_endpoint_and_from_an_upload(
     devstack: tuple[subprocess.Popen[str], Path], fake_hub: FakeHub
 ) -> None:

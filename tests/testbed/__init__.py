@@ -10,8 +10,16 @@ need those reactions, so this package plays them, one stand-in controller per mo
                  (local processes; see its docstring for what is and is not emulated)
 - module         what the stand-ins must know of this module (image digest, entry point, settings
                  prefix, termination-message variable): the one place that fills in their parameters
+- workloads      the Deployment, ReplicaSet, StatefulSet, DaemonSet, CronJob controllers and the Job
+                 controller for Jobs the runner does not run
+- scheduler      kube-scheduler (scheduling gates, unbound claims, node selection) and the kubelets
+                 that report other images' Pods Running without running anything
+- volumes        the PV controller and a provisioner per StorageClass as a test configures it
+                 (directories as volumes); `mounts` says which directory a claim mount would show
+- reactor, simulation   the watch-and-reconcile loop these three share, and the three started together
 - access_levels  Deckhouse's user-authz levels as RBAC bindings on the module's rendered roles
-- pytest_fixtures, devstack   the `job_runner` fixture, and `make dev` (`python -m testbed.devstack`)
+- pytest_fixtures, devstack   the `job_runner` and `cluster_simulation` fixtures, and `make dev`
+                 (`python -m testbed.devstack`)
 
 The pattern for the next stand-ins (issue 12: a Deployment controller, a PV binder, a kubelet for
 Deployment Pods), as `jobrunner` does it:

@@ -34,6 +34,7 @@ import httpx
 from ai_models.adapters.objectstore import DirectoryStore
 from ai_models.domain.delivery.claim_layout import completion_record
 from ai_models.domain.delivery.materialization import MaterializationRequest, RequestedArtifact
+from ai_models.domain.delivery.token import Workload
 from ai_models.names import MaterializeVariable
 from bench.bench_api import ApiProcess, start_api
 from bench.checks import Check
@@ -131,7 +132,8 @@ def main() -> int:
                 emulator, DirectoryStore(store_root), "big", contents, namespace="bench"
             )
             total = sum(len(content) for content in contents.values())
-            token = delivery_token([(owner, digest)], key=KEY)
+            workload = Workload(kind="Deployment", namespace="bench", name="server", uid="uid-server")
+            token = delivery_token([(owner, digest)], key=KEY, workload=workload)
             api = start_api(emulator, account, store_root, work)
             request = MaterializationRequest(
                 api_url=api.url,

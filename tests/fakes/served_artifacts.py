@@ -45,9 +45,14 @@ class _Chunks:
 
     def __init__(self, chunks: Iterator[bytes]) -> None:
         self._chunks = chunks
+        self._pending = b""
 
     def read(self, size: int = -1, /) -> bytes:
-        return next(self._chunks, b"")
+        if not self._pending:
+            self._pending = next(self._chunks, b"")
+        cut = len(self._pending) if size < 0 else size
+        piece, self._pending = self._pending[:cut], self._pending[cut:]
+        return piece
 
 
 def object_path(owner: Owner) -> str:

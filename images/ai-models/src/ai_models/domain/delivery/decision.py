@@ -281,7 +281,10 @@ def _event_time(event: Mapping[str, Any]) -> datetime.datetime:
 
 
 def decide(seen: DeliveryObservation, *, policy: Policy, now: datetime.datetime) -> DeliveryAction | None:
-    """The next step for one workload; None when there is nothing to do for it at all."""
+    """The next step for one workload; None when there is nothing to do for it at all.
+
+    For the controller: the workload is as stored (with its uid, which a claim's owner needs);
+    the admission webhook, which sees objects before they have one, calls `admit`."""
     if ignored(seen.workload.namespace):
         return None
     request = seen.request

@@ -20,6 +20,7 @@ from testbed.workloads import (
     is_ready,
     pod_template_hash,
     revision,
+    without_hash,
 )
 
 NAMESPACE = "default"
@@ -116,6 +117,14 @@ def test_pod_template_hash_is_stable_safe_and_follows_the_template_and_collision
     digest = pod_template_hash(first)
     assert 1 <= len(digest) <= 10
     assert set(digest) <= set("bcdfghjklmnpqrstvwxz2456789")
+
+
+def test_a_template_compares_equal_to_its_replica_sets_whatever_empty_metadata_it_has() -> None:
+    bare = {"spec": {"containers": [{"name": "main", "image": "nginx:1.27"}]}}
+    hashed = {"metadata": {"labels": {HASH_LABEL: "abc"}}, **bare}
+    assert without_hash(hashed) == without_hash(bare) == without_hash({"metadata": {}, **bare}) == bare
+    assert without_hash(template()) == template()
+    assert without_hash(template()) != without_hash(template(app="other"))
 
 
 def test_a_deployment_gets_one_replica_set_named_by_its_template_hash_and_running_pods(

@@ -95,11 +95,16 @@ def pod_template_hash(template: Mapping[str, Any], collision_count: int | None =
 def without_hash(template: Mapping[str, Any]) -> dict[str, Any]:
     """The template minus the `pod-template-hash` label (how a ReplicaSet's template is compared)."""
     copied = copy.deepcopy(dict(template))
-    labels = (copied.get("metadata") or {}).get("labels")
-    if isinstance(labels, dict):
-        labels.pop(HASH_LABEL, None)
-        if not labels:
-            copied["metadata"].pop("labels")
+    metadata = copied.get("metadata")
+    if isinstance(metadata, dict):
+        labels = metadata.get("labels")
+        if isinstance(labels, dict):
+            labels.pop(HASH_LABEL, None)
+        # Empty labels or metadata are no template difference (the hash label may have been all).
+        for key in [k for k, v in metadata.items() if v in ({}, None)]:
+            metadata.pop(key)
+        if not metadata:
+            copied.pop("metadata")
     return copied
 
 
@@ -356,7 +361,8 @@ class WorkloadControllers(StoreReactor):
         template = spec.get("template") or {}
         replicas = _replicas(deployment)
         owned = self.replica_sets(name, namespace)
-        current = next((rs for rs in owned if without_hash(rs["spec"]["template"]) == template), None)
+        wanted = without_hash(template)
+        current = next((rs for rs in owned if without_hash(rs["spec"]["template"]) == wanted), None)
         newest = max((revision(rs) for rs in owned), default=0)
         created = False
         if current is None and not spec.get("paused"):

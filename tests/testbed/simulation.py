@@ -9,11 +9,13 @@ those Jobs and their Pods to it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from testbed.jobrunner import NODE_NAME, Emulator
+from testbed.mounts import ClaimMount, pod_mounts
 from testbed.scheduler import PodScheduler
 from testbed.volumes import StorageClassBehaviour, VolumeProvisioner
 from testbed.workloads import WorkloadControllers
@@ -42,6 +44,10 @@ class ClusterSimulation:
         except BaseException:
             self.volumes.close()
             raise
+
+    def pod_mounts(self, pod: Mapping[str, Any]) -> list[ClaimMount]:
+        """Which directory each claim mount of the Pod would show (`testbed.mounts.pod_mounts`)."""
+        return pod_mounts(self.volumes.cluster, pod)
 
     def close(self) -> None:
         # Creators first: nothing makes new Pods or claims while the others stop.

@@ -279,6 +279,11 @@ def test_a_statefulset_creates_ordinal_pods_one_after_the_other_with_their_claim
     assert (pods[1]["spec"]["hostname"], pods[1]["spec"]["subdomain"]) == ("db-1", "db")
     assert status["currentRevision"] == status["updateRevision"]
     assert simulation.volumes.wait_for_claim("data-db-0")["spec"]["storageClassName"] == "shared"
+    (mount,) = simulation.pod_mounts(pods[1])
+    assert (mount.mount_path, mount.host_path) == (
+        "/var/lib/db",
+        simulation.volumes.volume_directory("data-db-1"),
+    )
 
 
 def test_a_gated_statefulset_pod_holds_back_the_next_ordinal_and_a_rolling_update(

@@ -1,11 +1,16 @@
 #!/usr/bin/env python3
-"""Every 15 minutes, delete shared claims (`ai.deckhouse.io/shared-pvc=true`) no workload references.
+"""Every 15 minutes, delete the shared claims the module made that nothing references any more.
 
-A claim is referenced when its name is a `persistentVolumeClaim.claimName` in the pod template of a
-Deployment, StatefulSet, DaemonSet, Job or CronJob (`spec.jobTemplate.spec.template`) of the claim's
-namespace, whatever its replicas or pause, or in a Pod there. Claims younger than GRACE are kept:
-the controller creates a claim before the workload that mounts it. Claims already being deleted are
-left alone. The bindings are snapshot-only; the hook runs on its schedule alone.
+Only a claim the module made is ever touched (`domain.delivery.claims.made_by_module`: the
+`ai.deckhouse.io/shared-pvc=true` and module labels, and an owner-UID label equal to one of its
+ownerReferences); any other claim, labelled or not, is left alone. A claim is referenced while a
+Deployment, StatefulSet, DaemonSet, Job or CronJob (`spec.jobTemplate.spec.template`) of its
+namespace mounts it in its pod template, whatever its replicas or pause, or a Pod there does, or
+while the workload that owns it exists (its delivery may be waiting to mount it). Nothing is
+deleted on a single observation: the first pass that finds a claim unreferenced records when, in
+the annotation `ai.deckhouse.io/unreferenced-since`, and a later pass deletes it once GRACE has
+passed since; a claim referenced again loses the annotation. The bindings are snapshot-only; the
+hook runs on its schedule alone.
 """
 
 from __future__ import annotations
@@ -17,7 +22,9 @@ from typing import Any
 
 from deckhouse import hook
 
-from ai_models.names import SHARED_PVC_LABEL, SHARED_PVC_LABEL_VALUE
+from ai_models.domain.conditions import parse_timestamp, timestamp
+from ai_models.domain.delivery.claims import SharedClaim, Staleness, claim_verdict
+from ai_models.names import SHARED_PVC_LABEL, SHARED_PVC_LABEL_VALUE, SHARED_PVC_UNREFERENCED_SINCE_ANNOTATION
 from lib.values import QUEUE, filter_results
 
 CLAIMS = "shared_claims"
@@ -69,13 +76,18 @@ config = json.dumps(
                 CLAIMS,
                 "v1",
                 "PersistentVolumeClaim",
-                "{namespace: .metadata.namespace, name: .metadata.name,"
-                " created: .metadata.creationTimestamp, deleting: (.metadata.deletionTimestamp != null)}",
+                "{namespace: .metadata.namespace, name: .metadata.name, labels: (.metadata.labels // {}),"
+                " owners: [.metadata.ownerReferences[]?.uid],"
+                " deleting: (.metadata.deletionTimestamp != null),"
+                f' since: (.metadata.annotations["{SHARED_PVC_UNREFERENCED_SINCE_ANNOTATION}"] // null)}}',
                 labelSelector={"matchLabels": {SHARED_PVC_LABEL: SHARED_PVC_LABEL_VALUE}},
             ),
             *(
                 _snapshot_binding(
-                    name, api_version, kind, f"{{namespace: .metadata.namespace, claims: {jq_claims}}}"
+                    name,
+                    api_version,
+                    kind,
+                    f"{{namespace: .metadata.namespace, uid: .metadata.uid, claims: {jq_claims}}}",
                 )
                 for name, api_version, kind, jq_claims in WORKLOADS
             ),
@@ -85,29 +97,53 @@ config = json.dumps(
 )
 
 
-def _created(text: Any) -> dt.datetime | None:
-    try:
-        return dt.datetime.fromisoformat(str(text).replace("Z", "+00:00"))
-    except ValueError:
-        return None
+def _mark(ctx: hook.Context, namespace: str, name: str, since: str | None) -> None:
+    ctx.kubernetes.merge_patch(
+        kind="PersistentVolumeClaim",
+        namespace=namespace,
+        name=name,
+        apiVersion="v1",
+        patch={"metadata": {"annotations": {SHARED_PVC_UNREFERENCED_SINCE_ANNOTATION: since}}},
+        ignoreMissingObject=True,
+    )
 
 
 def main(ctx: hook.Context) -> None:
     now = dt.datetime.now(dt.UTC)
-    referenced: set[tuple[str, str]] = set()
+    mounted: set[tuple[str, str]] = set()
+    alive: set[str] = set()
     for name, *_ in WORKLOADS:
         for item in filter_results(ctx.snapshots, name):
             namespace = str(item.get("namespace") or "")
-            referenced.update((namespace, str(claim)) for claim in item.get("claims") or [])
-    for claim in filter_results(ctx.snapshots, CLAIMS):
-        namespace, name = str(claim.get("namespace") or ""), str(claim.get("name") or "")
-        if not namespace or not name or claim.get("deleting") or (namespace, name) in referenced:
+            mounted.update((namespace, str(claim)) for claim in item.get("claims") or [])
+            if item.get("uid"):
+                alive.add(str(item["uid"]))
+    for item in filter_results(ctx.snapshots, CLAIMS):
+        claim = SharedClaim(
+            namespace=str(item.get("namespace") or ""),
+            name=str(item.get("name") or ""),
+            labels={str(key): str(value) for key, value in (item.get("labels") or {}).items()},
+            owner_uids=frozenset(str(uid) for uid in item.get("owners") or []),
+            deleting=bool(item.get("deleting")),
+        )
+        if not claim.namespace or not claim.name:
             continue
-        created = _created(claim.get("created"))
-        if created is None or now - created < GRACE:
-            continue
-        print(f"stale claims: deleting {namespace}/{name}, no workload references it", file=sys.stderr)
-        ctx.kubernetes.delete(kind="PersistentVolumeClaim", namespace=namespace, name=name, apiVersion="v1")
+        since = parse_timestamp(item.get("since"))
+        referenced = (claim.namespace, claim.name) in mounted or bool(claim.owner_uids & alive)
+        verdict = claim_verdict(claim, referenced=referenced, first_unreferenced=since, now=now, grace=GRACE)
+        if verdict.staleness is Staleness.STALE:
+            print(
+                f"stale claims: deleting {claim.namespace}/{claim.name}, "
+                f"unreferenced since {item.get('since')}",
+                file=sys.stderr,
+            )
+            ctx.kubernetes.delete(
+                kind="PersistentVolumeClaim", namespace=claim.namespace, name=claim.name, apiVersion="v1"
+            )
+        elif verdict.staleness is Staleness.UNREFERENCED and since is None and verdict.since is not None:
+            _mark(ctx, claim.namespace, claim.name, timestamp(verdict.since))
+        elif verdict.staleness is Staleness.IN_USE and item.get("since") is not None:
+            _mark(ctx, claim.namespace, claim.name, None)
 
 
 if __name__ == "__main__":

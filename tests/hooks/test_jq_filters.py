@@ -335,6 +335,27 @@ CLAIM_WITHOUT_STATUS = claim("model-r", phase=None)
 CLAIM_LOST = claim("model-l", phase="Lost")
 CLAIM_DELETING = claim("model-d", deleting=True)
 CLAIM_NOT_SHARED = claim("data-postgres-0", phase="Lost", shared=False)
+# As the delivery controller makes a claim: owned by its workload, the owner's uid in a label, and
+# marked by the stale-claim cleanup's first pass.
+CLAIM_OWNED_UNREFERENCED = {
+    **CLAIM_BOUND,
+    "metadata": {
+        **CLAIM_BOUND["metadata"],
+        "name": "ai-models-web-0a1b2c3d4e",
+        "labels": {
+            **CLAIM_BOUND["metadata"]["labels"],
+            "module": "ai-models",
+            "ai.deckhouse.io/owner-uid": "w-1",
+        },
+        "ownerReferences": [
+            {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "uid": "w-1", "controller": True}
+        ],
+        "annotations": {
+            **CLAIM_BOUND["metadata"].get("annotations", {}),
+            "ai.deckhouse.io/unreferenced-since": "2026-11-30T10:00:00Z",
+        },
+    },
+}
 
 
 def volumes(*claims: str, extra: Sequence[Obj] = ()) -> list[Obj]:
@@ -499,7 +520,25 @@ STORAGE_CLASS_SAMPLES = [
 
 
 def _workload_claims(*pairs: tuple[Obj, list[str]]) -> list[tuple[Obj, Obj]]:
-    return [(obj, {"namespace": "team-a", "claims": claims}) for obj, claims in pairs]
+    return [
+        (obj, {"namespace": "team-a", "uid": obj["metadata"]["uid"], "claims": claims})
+        for obj, claims in pairs
+    ]
+
+
+def _shared_claim(obj: Obj, *, deleting: bool) -> tuple[Obj, Obj]:
+    meta = obj["metadata"]
+    return (
+        obj,
+        {
+            "namespace": meta["namespace"],
+            "name": meta["name"],
+            "labels": meta["labels"],
+            "owners": [reference["uid"] for reference in meta.get("ownerReferences", [])],
+            "deleting": deleting,
+            "since": (meta.get("annotations") or {}).get("ai.deckhouse.io/unreferenced-since"),
+        },
+    )
 
 
 FILTER_SAMPLES: dict[tuple[str, str], list[tuple[Obj, Any]]] = {
@@ -585,9 +624,10 @@ FILTER_SAMPLES: dict[tuple[str, str], list[tuple[Obj, Any]]] = {
         (CONTROLLER_TLS_SECRET, {"crt": b64("CONTROLLER CERTIFICATE"), "key": b64("CONTROLLER KEY")}),
     ],
     ("stale_claims", "shared_claims"): [
-        (CLAIM_BOUND, {"namespace": "team-a", "name": "model-a", "created": OLD, "deleting": False}),
-        (CLAIM_WITHOUT_STATUS, {"namespace": "team-a", "name": "model-r", "created": OLD, "deleting": False}),
-        (CLAIM_DELETING, {"namespace": "team-a", "name": "model-d", "created": OLD, "deleting": True}),
+        _shared_claim(CLAIM_BOUND, deleting=False),
+        _shared_claim(CLAIM_WITHOUT_STATUS, deleting=False),
+        _shared_claim(CLAIM_DELETING, deleting=True),
+        _shared_claim(CLAIM_OWNED_UNREFERENCED, deleting=False),
     ],
     ("stale_claims", "deployments"): _workload_claims(
         (DEPLOYMENT, ["model-a"]), (DEPLOYMENT_WITHOUT_VOLUMES, [])
@@ -880,15 +920,38 @@ def _delivery_is(expected: dict[str, Any]) -> Callable[[Outcome], None]:
     return check
 
 
-def _deletes(*claims: tuple[str, str]) -> Callable[[Outcome], None]:
+def _deletes(*claims: tuple[str, str], marks: Sequence[tuple[str, str]] = ()) -> Callable[[Outcome], None]:
+    """Deletes exactly `claims`; records (or clears) the unreferenced-since mark of exactly `marks`."""
+
     def check(outcome: Outcome) -> None:
-        got = sorted((op["namespace"], op["name"]) for op in outcome.kube)
-        assert got == sorted(claims)
-        assert all(
-            op == deletion("PersistentVolumeClaim", op["namespace"], op["name"]) for op in outcome.kube
-        )
+        deleted = [op for op in outcome.kube if op["operation"] == "Delete"]
+        assert sorted((op["namespace"], op["name"]) for op in deleted) == sorted(claims)
+        assert all(op == deletion("PersistentVolumeClaim", op["namespace"], op["name"]) for op in deleted)
+        patched = [op for op in outcome.kube if op["operation"] == "MergePatch"]
+        assert sorted((op["namespace"], op["name"]) for op in patched) == sorted(marks)
+        assert len(deleted) + len(patched) == len(outcome.kube)
 
     return check
+
+
+def made_by_module(obj: Obj, *, since: str | None = OLD) -> Obj:
+    """`obj` as the delivery controller makes a claim (its workload, gone now, owns it), marked by an
+    earlier pass of the cleanup `since` then (None: no earlier pass)."""
+    meta = obj["metadata"]
+    annotations = dict(meta.get("annotations") or {})
+    if since is not None:
+        annotations["ai.deckhouse.io/unreferenced-since"] = since
+    return {
+        **obj,
+        "metadata": {
+            **meta,
+            "labels": {**meta["labels"], "module": "ai-models", "ai.deckhouse.io/owner-uid": "gone-workload"},
+            "ownerReferences": [
+                {"apiVersion": "apps/v1", "kind": "Deployment", "name": "gone", "uid": "gone-workload"}
+            ],
+            "annotations": annotations,
+        },
+    }
 
 
 SECRETS_IN_D8_SYSTEM = (
@@ -1047,24 +1110,31 @@ SCENARIOS = [
     ),
     Scenario(
         "stale_claims",
-        "claims no workload of their namespace mounts are deleted",
+        "claims the module made that nothing mounts are deleted on the pass after the grace period",
         (
             *CLAIMS_WORKLOADS,
-            *(claim(name) for name in ("model-a", "model-s", "model-j", "model-c", "model-o")),
-            claim("orphan"),
-            claim("orphan-pending", phase="Pending"),
-            claim("orphan-new", phase=None, storage_class_name=None),
-            claim("model-a", "team-b"),  # mounted in team-a only
-            claim("young", created=YOUNG),
+            *(
+                made_by_module(claim(name))
+                for name in ("model-a", "model-s", "model-j", "model-c", "model-o")
+            ),
+            made_by_module(claim("orphan")),
+            made_by_module(claim("orphan-pending", phase="Pending")),
+            made_by_module(claim("orphan-new", phase=None, storage_class_name=None), since=None),
+            made_by_module(claim("model-a", "team-b")),  # mounted in team-a only
+            made_by_module(claim("recent"), since=YOUNG),
             CLAIM_DELETING,
+            claim("foreign"),  # labelled shared by someone else: never touched
             claim("not-shared", shared=False),
         ),
         module_values,
         _deletes(
             ("team-a", "orphan"),
             ("team-a", "orphan-pending"),
-            ("team-a", "orphan-new"),
             ("team-b", "model-a"),
+            marks=[
+                ("team-a", "orphan-new"),  # first seen unreferenced: recorded, not deleted
+                *(("team-a", name) for name in ("model-a", "model-s", "model-j", "model-c", "model-o")),
+            ],
         ),
     ),
 ]

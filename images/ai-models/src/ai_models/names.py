@@ -137,6 +137,9 @@ SHARED_PVC_VOLUME: Final = "ai-models-shared"
 SHARED_CLAIM_PREFIX: Final = "ai-models-"
 DELIVERY_COMPONENT: Final = "model-delivery"
 MATERIALIZED_DIGESTS_ANNOTATION: Final = "ai.deckhouse.io/materialized-digests"
+# The component label of the materialize Jobs (named like the claim they fill, in the workload
+# namespace) and of their token Secrets (`<claim>-token`, owned by the Job).
+MATERIALIZATION_COMPONENT: Final = "materialization"
 
 
 class DeliveryReason(enum.StrEnum):
@@ -278,6 +281,9 @@ NAME_LABEL: Final = "app.kubernetes.io/name"
 # Shared claims of SharedPVC delivery: `SHARED_PVC_LABEL=SHARED_PVC_LABEL_VALUE`.
 SHARED_PVC_LABEL: Final = "ai.deckhouse.io/shared-pvc"
 SHARED_PVC_LABEL_VALUE: Final = "true"
+# When the stale-claim cleanup first found a shared claim unreferenced (RFC 3339); removed once it is
+# referenced again. A claim is deleted only on a later pass, after the grace period.
+SHARED_PVC_UNREFERENCED_SINCE_ANNOTATION: Final = "ai.deckhouse.io/unreferenced-since"
 # On a publication Job: the digest of the artifact it publishes.
 ARTIFACT_DIGEST_ANNOTATION: Final = "ai.deckhouse.io/artifact-digest"
 # Publication Jobs and their token Secrets are named from the owner's UID: `publish-<uid>` and

@@ -50,6 +50,13 @@ MODEL_CATALOG_SOURCES = Resource(
 )
 JOBS = Resource("batch/v1", "Job", "jobs", namespaced=True)
 SECRETS = Resource("v1", "Secret", "secrets", namespaced=True)
+# Workload delivery: the four top-level workload kinds, shared claims and their volumes.
+DEPLOYMENTS = Resource("apps/v1", "Deployment", "deployments", namespaced=True)
+STATEFUL_SETS = Resource("apps/v1", "StatefulSet", "statefulsets", namespaced=True)
+DAEMON_SETS = Resource("apps/v1", "DaemonSet", "daemonsets", namespaced=True)
+CRON_JOBS = Resource("batch/v1", "CronJob", "cronjobs", namespaced=True)
+PERSISTENT_VOLUME_CLAIMS = Resource("v1", "PersistentVolumeClaim", "persistentvolumeclaims", namespaced=True)
+PERSISTENT_VOLUMES = Resource("v1", "PersistentVolume", "persistentvolumes", namespaced=False)
 
 
 def _snake(kind: str) -> str:

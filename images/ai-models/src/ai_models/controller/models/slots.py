@@ -9,6 +9,10 @@ yet; and a slot is taken under one lock, so two workers never take the last one.
 
 The same lag would show a finished Job this process has just removed as still there, and its
 result would be counted twice; such a Job is reported as ended until the cache drops it.
+
+Publication Jobs live in one namespace and are told apart by name; materialization Jobs
+(`delivery.maxConcurrentMaterializations`) live in the workloads' namespaces, so their keeper
+names a Job by `job_key` (`namespace/name`).
 """
 
 from __future__ import annotations
@@ -20,10 +24,25 @@ from typing import Any
 from ai_models.controller.models.jobs import is_running
 
 
+def job_name(job: Mapping[str, Any]) -> str:
+    return str(job["metadata"]["name"])
+
+
+def namespaced_job_name(job: Mapping[str, Any]) -> str:
+    return f"{job['metadata'].get('namespace') or ''}/{job['metadata']['name']}"
+
+
 class SlotKeeper:
-    def __init__(self, *, limit: int, job_cache: Callable[[], Iterable[Mapping[str, Any]]]) -> None:
+    def __init__(
+        self,
+        *,
+        limit: int,
+        job_cache: Callable[[], Iterable[Mapping[str, Any]]],
+        job_key: Callable[[Mapping[str, Any]], str] = job_name,
+    ) -> None:
         self.limit = limit
         self._job_cache = job_cache
+        self._job_key = job_key
         self._lock = threading.Lock()
         self._created: set[str] = set()  # Job names created here that the cache has not shown yet
         self._ended: set[str] = set()  # uids of Jobs removed here that the cache still shows
@@ -59,9 +78,9 @@ class SlotKeeper:
 
     def _running(self) -> set[str]:
         cached = list(self._job_cache())
-        shown = {str(job["metadata"]["name"]) for job in cached}
+        shown = {self._job_key(job) for job in cached}
         # Once the cache shows a Job, the cache says whether it runs; once it drops one, it no
         # longer shows a Job removed here.
         self._created -= shown
         self._ended &= {str(job["metadata"].get("uid", "")) for job in cached}
-        return {str(job["metadata"]["name"]) for job in cached if is_running(job)} | self._created
+        return {self._job_key(job) for job in cached if is_running(job)} | self._created

@@ -1,5 +1,7 @@
-"""The upload signing key: read from its Secret in the module namespace, created on first use (the
-api reads the same Secret to check the tokens in upload URLs)."""
+"""A signing key of the module: read from its Secret in the module namespace, created on first use
+(the api reads the same Secret to check the tokens). `UploadKeys` is the upload signing key of
+upload URLs; the delivery controller reads the delivery signing key of the materializers' tokens
+with the same class (`secret=DELIVERY_SIGNING_SECRET`, `data_key=DELIVERY_SIGNING_KEY`)."""
 
 from __future__ import annotations
 
@@ -19,9 +21,18 @@ from ai_models.names import (
 
 
 class UploadKeys:
-    def __init__(self, api_client: Any, *, namespace: str) -> None:
+    def __init__(
+        self,
+        api_client: Any,
+        *,
+        namespace: str,
+        secret: str = UPLOAD_SIGNING_SECRET,
+        data_key: str = UPLOAD_SIGNING_KEY,
+    ) -> None:
         self._secrets = Secrets(api_client)
         self._namespace = namespace
+        self._secret = secret
+        self._data_key = data_key
         self._key: bytes | None = None
         self._lock = threading.Lock()
 
@@ -32,8 +43,8 @@ class UploadKeys:
             return self._key
 
     def _read(self) -> bytes:
-        secret = self._secrets.read(self._namespace, UPLOAD_SIGNING_SECRET)
-        return (secret.values.get(UPLOAD_SIGNING_KEY) or b"") if secret is not None else b""
+        secret = self._secrets.read(self._namespace, self._secret)
+        return (secret.values.get(self._data_key) or b"") if secret is not None else b""
 
     def _read_or_create(self) -> bytes:
         key = self._read()
@@ -41,8 +52,6 @@ class UploadKeys:
             return key
         key = secrets.token_bytes(32)
         labels = {MODULE_LABEL: MODULE, HERITAGE_LABEL: HERITAGE}
-        if not self._secrets.create(
-            self._namespace, UPLOAD_SIGNING_SECRET, {UPLOAD_SIGNING_KEY: key}, labels=labels
-        ):
+        if not self._secrets.create(self._namespace, self._secret, {self._data_key: key}, labels=labels):
             return self._read()  # another replica created it first
         return key

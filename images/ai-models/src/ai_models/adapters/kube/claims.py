@@ -1,0 +1,98 @@
+"""Typed writes of workload delivery's own objects in a workload's namespace: shared claims, the
+materialize Job and its token Secret.
+
+A create that finds the object there already (an earlier pass made it) is not an error; the
+caller's next pass reads it from its cache. A refused write raises `jobs.ObjectRefused`, which keeps
+the status, the Status reason and the invalid fields, never the server's text.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
+
+from ai_models.adapters.kube.jobs import ObjectRefused
+
+
+class DeliveryObjects:
+    def __init__(self, api_client: Any, *, timeout: tuple[float, float] = (3, 30)) -> None:
+        self._core = k8s.CoreV1Api(api_client)
+        self._batch = k8s.BatchV1Api(api_client)
+        self._timeout = timeout
+
+    def create_claim(self, claim: Mapping[str, Any]) -> None:
+        meta = claim["metadata"]
+        try:
+            self._core.create_namespaced_persistent_volume_claim(
+                meta["namespace"], dict(claim), _request_timeout=self._timeout, _preload_content=False
+            ).release_conn()
+        except ApiException as error:
+            if error.status != 409:
+                raise ObjectRefused.of(
+                    "create", "PersistentVolumeClaim", meta["name"], meta["namespace"], error
+                ) from error
+
+    def patch_claim(self, namespace: str, name: str, patch: Mapping[str, Any]) -> None:
+        """A merge of `patch` (metadata only) into the claim."""
+        try:
+            self._core.patch_namespaced_persistent_volume_claim(
+                name, namespace, dict(patch), _request_timeout=self._timeout, _preload_content=False
+            ).release_conn()
+        except ApiException as error:
+            raise ObjectRefused.of("patch", "PersistentVolumeClaim", name, namespace, error) from error
+
+    def create_job(self, job: Mapping[str, Any]) -> dict[str, Any]:
+        """Create the Job; the Job as stored (with its uid), also when it existed already."""
+        meta = job["metadata"]
+        namespace, name = meta["namespace"], meta["name"]
+        try:
+            response = self._batch.create_namespaced_job(
+                namespace, dict(job), _request_timeout=self._timeout, _preload_content=False
+            )
+        except ApiException as error:
+            if error.status != 409:
+                raise ObjectRefused.of("create", "Job", name, namespace, error) from error
+            response = self._batch.read_namespaced_job(
+                name, namespace, _request_timeout=self._timeout, _preload_content=False
+            )
+        try:
+            created: dict[str, Any] = json.loads(response.data)
+        finally:
+            response.release_conn()
+        return created
+
+    def put_secret(self, secret: Mapping[str, Any]) -> None:
+        """Create the Secret, or replace one of that name."""
+        meta = secret["metadata"]
+        namespace, name = meta["namespace"], meta["name"]
+        try:
+            self._core.create_namespaced_secret(
+                namespace, dict(secret), _request_timeout=self._timeout, _preload_content=False
+            ).release_conn()
+        except ApiException as error:
+            if error.status != 409:
+                raise ObjectRefused.of("create", "Secret", name, namespace, error) from error
+            try:
+                self._core.replace_namespaced_secret(
+                    name, namespace, dict(secret), _request_timeout=self._timeout, _preload_content=False
+                ).release_conn()
+            except ApiException as replace_error:
+                raise ObjectRefused.of("update", "Secret", name, namespace, replace_error) from error
+
+    def delete_job(self, namespace: str, name: str) -> None:
+        """Delete the Job, its Pods and (by ownership) its token Secret; gone already is fine."""
+        try:
+            self._batch.delete_namespaced_job(
+                name,
+                namespace,
+                propagation_policy="Background",
+                _request_timeout=self._timeout,
+                _preload_content=False,
+            ).release_conn()
+        except ApiException as error:
+            if error.status != 404:
+                raise

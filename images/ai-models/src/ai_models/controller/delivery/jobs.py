@@ -1,0 +1,213 @@
+"""Materialize Jobs: built from the Helm-rendered pod template, as the publication Jobs are
+(`controller.models.jobs.publication_job`), and their state read back.
+
+A Job fills one shared claim and is named like it, in the workload's namespace, so the claim of an
+observation names its Job and a claim name (unique per workload and model set) is never shared by
+two Jobs. The Job is owned by the claim (removing the claim removes its Job), its token Secret
+`<claim>-token` by the Job; both carry the materialization component label and the workload's
+kind, name and uid, so a Job's change maps back to its workload.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import datetime
+from collections.abc import Mapping
+from typing import Any, Final
+
+from ai_models.controller.delivery.keys import WorkloadKey
+from ai_models.controller.models.jobs import JobState as PublicationJobState
+from ai_models.controller.models.jobs import job_state, label_value
+from ai_models.domain.conditions import parse_timestamp
+from ai_models.domain.delivery.contract import Workload, WorkloadKind
+from ai_models.domain.delivery.decision import JobState, MaterializationSeen
+from ai_models.domain.delivery.materialization import (
+    TOKEN_SECRET_KEY,
+    MaterializationOutcome,
+    MaterializationRequest,
+)
+from ai_models.names import (
+    COMPONENT_LABEL,
+    HERITAGE,
+    HERITAGE_LABEL,
+    MATERIALIZATION_COMPONENT,
+    MODULE,
+    MODULE_LABEL,
+    OWNER_KIND_LABEL,
+    OWNER_NAME_ANNOTATION,
+    OWNER_NAME_LABEL,
+    OWNER_UID_LABEL,
+    SHARED_PVC_VOLUME,
+)
+
+MATERIALIZER_CONTAINER: Final = "materialize"
+# Where a materialize Job mounts the claim it fills (its TARGET_DIR).
+CLAIM_MOUNT: Final = "/data/shared-claim"
+TOKEN_SECRET_SUFFIX: Final = "-token"
+# Exit codes of `ai-models materialize` whose outcome is final for the Job (1: failed with an
+# outcome, 2: bad settings): a new Pod would fail the same way. A killed Pod is retried by the Job.
+FINAL_EXIT_CODES: Final = (1, 2)
+SELECTOR: Final = f"{COMPONENT_LABEL}={MATERIALIZATION_COMPONENT}"
+
+
+@dataclasses.dataclass(frozen=True)
+class JobLimits:
+    backoff_limit: int
+    deadline_seconds: int
+
+
+def job_name(claim: str) -> str:
+    return claim
+
+
+def token_secret_name(claim: str) -> str:
+    return f"{claim}{TOKEN_SECRET_SUFFIX}"
+
+
+def job_labels(workload: Workload) -> dict[str, str]:
+    return {
+        COMPONENT_LABEL: MATERIALIZATION_COMPONENT,
+        MODULE_LABEL: MODULE,
+        HERITAGE_LABEL: HERITAGE,
+        OWNER_KIND_LABEL: str(workload.kind),
+        OWNER_NAME_LABEL: label_value(workload.name),
+        OWNER_UID_LABEL: workload.uid,
+    }
+
+
+def workload_of_job(obj: Mapping[str, Any]) -> WorkloadKey | None:
+    """The workload a materialize Job (or its token Secret) is for; None if it is not one."""
+    meta = obj.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    kind = labels.get(OWNER_KIND_LABEL, "")
+    name = (meta.get("annotations") or {}).get(OWNER_NAME_ANNOTATION)
+    if (
+        kind not in tuple(WorkloadKind)
+        or not name
+        or labels.get(COMPONENT_LABEL) != MATERIALIZATION_COMPONENT
+    ):
+        return None
+    return WorkloadKey(WorkloadKind(kind), str(meta.get("namespace") or ""), str(name))
+
+
+def _owner(api_version: str, kind: str, name: str, uid: str) -> dict[str, Any]:
+    return {
+        "apiVersion": api_version,
+        "kind": kind,
+        "name": name,
+        "uid": uid,
+        "controller": True,
+        "blockOwnerDeletion": False,
+    }
+
+
+def materialize_job(
+    template: Mapping[str, Any],
+    *,
+    workload: Workload,
+    claim: str,
+    claim_uid: str,
+    request: MaterializationRequest,
+    limits: JobLimits,
+) -> dict[str, Any]:
+    """The Job that runs `request` with the claim `claim` mounted at `request.target_dir`."""
+    pod = copy.deepcopy(dict(template))
+    labels = job_labels(workload)
+    metadata = pod.setdefault("metadata", {})
+    metadata["labels"] = {**(metadata.get("labels") or {}), **labels}
+    spec = pod["spec"]
+    spec["restartPolicy"] = "Never"
+    spec["volumes"] = [
+        *(spec.get("volumes") or []),
+        {"name": SHARED_PVC_VOLUME, "persistentVolumeClaim": {"claimName": claim}},
+    ]
+    for container in spec["containers"]:
+        if container["name"] == MATERIALIZER_CONTAINER:
+            container["env"] = [
+                *(container.get("env") or []),
+                *request.to_env(token_secret=token_secret_name(claim)),
+            ]
+            container["volumeMounts"] = [
+                *(container.get("volumeMounts") or []),
+                {"name": SHARED_PVC_VOLUME, "mountPath": request.target_dir},
+            ]
+            container["terminationMessagePath"] = request.termination_message_path
+            container["terminationMessagePolicy"] = "FallbackToLogsOnError"
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": job_name(claim),
+            "namespace": workload.namespace,
+            "labels": labels,
+            "annotations": {OWNER_NAME_ANNOTATION: workload.name},
+            "ownerReferences": [_owner("v1", "PersistentVolumeClaim", claim, claim_uid)],
+        },
+        "spec": {
+            "backoffLimit": limits.backoff_limit,
+            "activeDeadlineSeconds": limits.deadline_seconds,
+            "podFailurePolicy": {
+                "rules": [
+                    {
+                        "action": "FailJob",
+                        "onExitCodes": {
+                            "containerName": MATERIALIZER_CONTAINER,
+                            "operator": "In",
+                            "values": list(FINAL_EXIT_CODES),
+                        },
+                    }
+                ]
+            },
+            "template": pod,
+        },
+    }
+
+
+def token_secret(job: Mapping[str, Any], *, workload: Workload, token: str) -> dict[str, Any]:
+    """The Secret the Job reads its delivery token from, owned by the (created) Job."""
+    meta = job["metadata"]
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": token_secret_name(str(meta["name"])),
+            "namespace": workload.namespace,
+            "labels": job_labels(workload),
+            "annotations": {OWNER_NAME_ANNOTATION: workload.name},
+            "ownerReferences": [_owner("batch/v1", "Job", str(meta["name"]), str(meta["uid"]))],
+        },
+        "type": "Opaque",
+        "stringData": {TOKEN_SECRET_KEY: token},
+    }
+
+
+def materialization_seen(
+    job: Mapping[str, Any] | None, *, termination_message: str | None = None, removed_here: bool = False
+) -> MaterializationSeen:
+    """The Job as the decision sees it; `termination_message` of a failed Job's materializer (only
+    the outcome's own message is kept: a log tail is not reported)."""
+    if job is None:
+        return MaterializationSeen()
+    if removed_here or (job.get("metadata") or {}).get("deletionTimestamp"):
+        return MaterializationSeen(JobState.GOING_AWAY)
+    state = job_state(job)
+    if state is PublicationJobState.RUNNING:
+        return MaterializationSeen(JobState.RUNNING)
+    finished = _finished(job)
+    if state is PublicationJobState.SUCCEEDED:
+        return MaterializationSeen(JobState.SUCCEEDED, finished=finished)
+    outcome = MaterializationOutcome.from_json(termination_message)
+    return MaterializationSeen(
+        JobState.FAILED, message=outcome.message if outcome is not None else "", finished=finished
+    )
+
+
+def _finished(job: Mapping[str, Any]) -> datetime.datetime | None:
+    status = job.get("status") or {}
+    for condition in status.get("conditions") or ():
+        if condition.get("type") in ("Complete", "Failed") and condition.get("status") == "True":
+            when = parse_timestamp(condition.get("lastTransitionTime"))
+            if when is not None:
+                return when
+    return parse_timestamp(status.get("completionTime"))

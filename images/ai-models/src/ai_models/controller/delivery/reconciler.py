@@ -1,0 +1,134 @@
+"""One reconcile of one workload: read -> observe -> decide -> run the steps -> requeue.
+
+Level-triggered, idempotent, safe to repeat: the rules are the pure `domain.delivery.decision`,
+the I/O of each part of its action one small module under `steps/`. The return value says when to
+look again (None: on the next event).
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+from ai_models.adapters.kube.claims import DeliveryObjects
+from ai_models.adapters.kube.events import EventRecorder
+from ai_models.adapters.kube.jobs import Jobs
+from ai_models.adapters.kube.workloads import Conflict, Workloads
+from ai_models.controller.delivery import steps
+from ai_models.controller.delivery.informers import DeliveryInformers
+from ai_models.controller.delivery.jobs import MATERIALIZER_CONTAINER
+from ai_models.controller.delivery.keys import WorkloadKey
+from ai_models.controller.delivery.observe import ModelOf, Observer
+from ai_models.controller.delivery.steps import DeliverySettings, StepContext
+from ai_models.controller.models.slots import SlotKeeper, namespaced_job_name
+from ai_models.controller.models.steps.upload_keys import UploadKeys
+from ai_models.domain.delivery.claims import ClassChoice
+from ai_models.domain.delivery.decision import Policy, decide
+from ai_models.names import DELIVERY_SIGNING_KEY, DELIVERY_SIGNING_SECRET, MODULE_NAMESPACE
+
+log = logging.getLogger(__name__)
+# A workload changed between the read and the write: look again this soon (not a failure).
+CONFLICT_RECHECK_SECONDS: Final = 0.5
+
+
+def utcnow() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
+
+
+class DeliveryReconciler:
+    def __init__(
+        self,
+        *,
+        api_client: Any,
+        informers: DeliveryInformers,
+        model_of: ModelOf,
+        storage_class: Callable[[], ClassChoice],
+        materializer_template: Callable[[], Mapping[str, Any]],
+        settings: DeliverySettings,
+        events: EventRecorder | None = None,
+        module_namespace: str = MODULE_NAMESPACE,
+        clock: Callable[[], datetime.datetime] = utcnow,
+        slots: SlotKeeper | None = None,
+    ) -> None:
+        self.informers = informers
+        self.clock = clock
+        self._api_client = api_client
+        # Only the leader creates Jobs, so one keeper in this process sees every Job it creates.
+        self.slots = slots or SlotKeeper(
+            limit=settings.max_concurrent_materializations,
+            job_cache=informers.jobs.objects,
+            job_key=namespaced_job_name,
+        )
+        self.policy = Policy(
+            provisioning_deadline=settings.provisioning_deadline,
+            materialization_retry=settings.materialization_retry,
+        )
+        self.observer = Observer(
+            api_client=api_client,
+            informers=informers,
+            model_of=model_of,
+            storage_class=storage_class,
+            slots=self.slots,
+            termination_message=self._termination_message,
+        )
+        self.context = StepContext(
+            workloads=Workloads(api_client),
+            objects=DeliveryObjects(api_client),
+            events=events,
+            slots=self.slots,
+            signing_keys=UploadKeys(
+                api_client,
+                namespace=module_namespace,
+                secret=DELIVERY_SIGNING_SECRET,
+                data_key=DELIVERY_SIGNING_KEY,
+            ),
+            materializer_template=materializer_template,
+            settings=settings,
+            clock=clock,
+            notify=self,
+        )
+        self._waiting_for_slot: set[WorkloadKey] = set()
+        self._lock = threading.Lock()
+        self.on_slot_freed: Callable[[set[WorkloadKey]], None] = lambda keys: None
+
+    def reconcile(self, key: WorkloadKey) -> float | None:
+        obj = self.informers.workload(key)
+        if obj is None or (obj.get("metadata") or {}).get("deletionTimestamp"):
+            self.got_slot(key)  # gone or going: its claims and Jobs go with it (owner references)
+            return None
+        subject = self.observer.observe(key, obj)
+        action = decide(subject.seen, policy=self.policy, now=self.clock())
+        if action is None:
+            self.got_slot(key)
+            return None
+        log.debug("reconciling", extra={**subject.log, "rule": action.rule})
+        try:
+            return steps.run(action, ctx=self.context, subject=subject)
+        except Conflict:
+            return CONFLICT_RECHECK_SECONDS
+
+    def _termination_message(self, job: Mapping[str, Any]) -> str | None:
+        namespace = str(job["metadata"]["namespace"])
+        return Jobs(self._api_client, namespace=namespace).termination_message(
+            job, container=MATERIALIZER_CONTAINER
+        )
+
+    # ----- what steps tell (steps.Notifier) -------------------------------------------------------
+
+    def waiting_for_slot(self, key: WorkloadKey) -> None:
+        with self._lock:
+            self._waiting_for_slot.add(key)
+
+    def got_slot(self, key: WorkloadKey) -> None:
+        with self._lock:
+            self._waiting_for_slot.discard(key)
+
+    def slot_freed(self) -> None:
+        """A materialize Job stopped running: the workloads waiting for a slot look again."""
+        with self._lock:
+            waiting = set(self._waiting_for_slot)
+        if waiting:
+            self.on_slot_freed(waiting)

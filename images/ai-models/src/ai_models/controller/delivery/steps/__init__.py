@@ -1,0 +1,48 @@
+"""One small step per kind of I/O a `domain.delivery.decision.DeliveryAction` asks for; `run` does
+them in the order that keeps every intermediate state safe: the claim and its Job first, then the
+template that mounts the claim, then the Pods' gates, and the report last (it says what was done)."""
+
+from __future__ import annotations
+
+from ai_models.controller.delivery.observe import Subject
+from ai_models.controller.delivery.steps.claims import create_claim, patch_claim
+from ai_models.controller.delivery.steps.context import DeliverySettings, Notifier, StepContext
+from ai_models.controller.delivery.steps.materialize import remove_failed_job, start_materialization
+from ai_models.controller.delivery.steps.pods import ungate_pods
+from ai_models.controller.delivery.steps.report import write_report
+from ai_models.controller.delivery.steps.template import write_template
+from ai_models.domain.delivery.decision import SLOT_RECHECK_SECONDS, DeliveryAction
+from ai_models.domain.delivery.template import applied
+
+__all__ = ["DeliverySettings", "Notifier", "StepContext", "run"]
+
+WAITING_FOR_SLOT = "waiting_for_a_materialization_slot"
+
+
+def run(action: DeliveryAction, *, ctx: StepContext, subject: Subject) -> float | None:
+    """Do what `action` says; when to look at the workload again."""
+    if action.rule == WAITING_FOR_SLOT:
+        ctx.notify.waiting_for_slot(subject.key)
+    else:
+        ctx.notify.got_slot(subject.key)
+    if action.create_claim is not None:
+        create_claim(action.create_claim, ctx=ctx, subject=subject)
+    if action.claim_patch is not None:
+        patch_claim(action.claim_patch, ctx=ctx, subject=subject)
+    if action.remove_failed_job:
+        remove_failed_job(ctx=ctx, subject=subject)
+    if action.start_materialization is not None and not start_materialization(
+        action.start_materialization, ctx=ctx, subject=subject
+    ):
+        return SLOT_RECHECK_SECONDS  # the report says so on the next pass
+    if action.template is not None:
+        write_template(action.template, ctx=ctx, subject=subject)
+    again = action.requeue
+    if action.ungate_pods:
+        mounted = applied(action.template if action.template is not None else subject.seen.template)
+        claim = mounted.claim if mounted is not None and subject.seen.request is not None else None
+        retry = ungate_pods(ctx=ctx, subject=subject, claim=claim)
+        if retry is not None:
+            again = retry if again is None else min(again, retry)
+    write_report(action.report, ctx=ctx, subject=subject)
+    return again

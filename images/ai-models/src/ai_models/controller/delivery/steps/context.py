@@ -1,0 +1,55 @@
+"""What every delivery step works with: the reconciler's collaborators and settings."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+from ai_models.adapters.kube.claims import DeliveryObjects
+from ai_models.adapters.kube.events import EventRecorder
+from ai_models.adapters.kube.workloads import Workloads
+from ai_models.controller.delivery.jobs import CLAIM_MOUNT, JobLimits
+from ai_models.controller.delivery.keys import WorkloadKey
+from ai_models.controller.models.slots import SlotKeeper
+from ai_models.controller.models.steps.upload_keys import UploadKeys
+from ai_models.domain.delivery.token import DEFAULT_LIFETIME
+
+DEFAULT_LIMITS = JobLimits(backoff_limit=3, deadline_seconds=6 * 3600)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class DeliverySettings:
+    """`api_url`: the serving API as materializers reach it; `ca_bundle`: a file in the
+    materializer's pod that trusts its certificate."""
+
+    api_url: str
+    ca_bundle: str | None = None
+    max_concurrent_materializations: int = 2
+    provisioning_deadline: datetime.timedelta = datetime.timedelta(minutes=10)
+    materialization_retry: datetime.timedelta = datetime.timedelta(minutes=5)
+    limits: JobLimits = DEFAULT_LIMITS
+    token_lifetime: datetime.timedelta = DEFAULT_LIFETIME
+    claim_mount: str = CLAIM_MOUNT
+
+
+class Notifier(Protocol):
+    """What steps tell the reconciler: a workload waits for a materialization slot, or no more."""
+
+    def waiting_for_slot(self, key: WorkloadKey) -> None: ...
+
+    def got_slot(self, key: WorkloadKey) -> None: ...
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class StepContext:
+    workloads: Workloads
+    objects: DeliveryObjects
+    events: EventRecorder | None
+    slots: SlotKeeper
+    signing_keys: UploadKeys
+    materializer_template: Callable[[], Mapping[str, Any]]
+    settings: DeliverySettings
+    clock: Callable[[], datetime.datetime]
+    notify: Notifier

@@ -1,0 +1,80 @@
+"""Take the delivery scheduling gate off the workload's Pods, and nothing else.
+
+The Pods are listed by the workload's selector in its namespace (a CronJob has none: its Jobs' Pods
+are told by their owner), and only the workload's own are touched: a Pod owned by the workload, by
+one of its ReplicaSets (`<name>-<hash>`) or by one of a CronJob's Jobs (`<name>-<time>`). While
+the workload delivers from a claim, only Pods that mount that claim lose the gate: a Pod of an
+older template, gated while its model was not Ready, would start without its models.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ai_models.adapters.kube.workloads import Conflict, label_selector
+from ai_models.controller.delivery.observe import Subject
+from ai_models.controller.delivery.steps.context import StepContext
+from ai_models.domain.delivery.claims import claims_mounted
+from ai_models.domain.delivery.contract import Workload, WorkloadKind
+from ai_models.names import DELIVERY_SCHEDULING_GATE
+
+# A Pod changed between the list and the patch is looked at again this soon.
+CONFLICT_RECHECK_SECONDS = 1.0
+_OWNER_KIND = {
+    WorkloadKind.DEPLOYMENT: "ReplicaSet",
+    WorkloadKind.STATEFUL_SET: "StatefulSet",
+    WorkloadKind.DAEMON_SET: "DaemonSet",
+    WorkloadKind.CRON_JOB: "Job",
+}
+
+
+def owned_by(pod: Mapping[str, Any], workload: Workload) -> bool:
+    wanted = _OWNER_KIND[workload.kind]
+    for ref in (pod.get("metadata") or {}).get("ownerReferences") or ():
+        name = str(ref.get("name") or "")
+        if ref.get("kind") != wanted:
+            continue
+        if workload.kind in (WorkloadKind.DEPLOYMENT, WorkloadKind.CRON_JOB):
+            if name.startswith(f"{workload.name}-"):
+                return True
+        elif name == workload.name:
+            return True
+    return False
+
+
+def _gated(pod: Mapping[str, Any]) -> list[Mapping[str, Any]] | None:
+    gates = (pod.get("spec") or {}).get("schedulingGates") or []
+    if not any(isinstance(item, Mapping) and item.get("name") == DELIVERY_SCHEDULING_GATE for item in gates):
+        return None
+    return [
+        item
+        for item in gates
+        if not (isinstance(item, Mapping) and item.get("name") == DELIVERY_SCHEDULING_GATE)
+    ]
+
+
+def ungate_pods(*, ctx: StepContext, subject: Subject, claim: str | None) -> float | None:
+    """Remove the gate from the workload's Pods (those mounting `claim`, when given); when to look
+    again if a Pod changed meanwhile."""
+    workload = subject.seen.workload
+    spec = subject.obj.get("spec") or {}
+    if workload.kind is WorkloadKind.CRON_JOB:
+        labels = ((subject.seen.template.get("metadata") or {}).get("labels")) or {}
+        selector = label_selector({"matchLabels": labels}) if labels else None
+    else:
+        selector = label_selector(spec.get("selector") or {})
+        if selector is None:
+            return None  # selects nothing: the API server refuses such a workload anyway
+    again: float | None = None
+    for pod in ctx.workloads.pods(workload.namespace, selector=selector):
+        remaining = _gated(pod)
+        if remaining is None or not owned_by(pod, workload):
+            continue
+        if claim is not None and claim not in claims_mounted(pod):
+            continue
+        try:
+            ctx.workloads.set_scheduling_gates(pod, gates=remaining)
+        except Conflict:
+            again = CONFLICT_RECHECK_SECONDS
+    return again

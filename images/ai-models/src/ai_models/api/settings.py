@@ -65,7 +65,9 @@ class ApiSettings(Settings):
         description="How long a Model or ClusterModel read for serving or lookup is reused.",
     )
     api_upload_signing_key_cache_seconds: float = Field(
-        default=30.0, ge=0, description="How long the upload signing key is reused before it is read again."
+        default=30.0,
+        ge=0,
+        description="How long the upload and delivery signing keys are reused before they are read again.",
     )
     api_upload_idle_timeout_seconds: float = Field(
         default=300.0, gt=0, description="How long an upload may send nothing before it is cut off."

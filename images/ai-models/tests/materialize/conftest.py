@@ -32,6 +32,7 @@ from kubeemu.pytest_fixtures import (  # noqa: F401  (fixtures used by this pack
 from support.module_install import install_module
 from support.processes import ModuleProcess
 from support.render import RenderedChart, render_chart
+from support.scenarios import generated_certificate
 from support.values import module_values
 
 KEY = b"materialize-tests-signing-key-32"
@@ -118,7 +119,20 @@ class Served:
     gate: Gate
     url: str
     work: Path
+    app: Any = None
+    shutting_down: threading.Event = dataclasses.field(default_factory=threading.Event)
     started: list[ModuleProcess] = dataclasses.field(default_factory=list)
+    servers: list[BackgroundServer] = dataclasses.field(default_factory=list)
+
+    def https(self) -> tuple[str, Path]:
+        """The same api over TLS (a certificate for 127.0.0.1 from a CA of its own): URL, CA file."""
+        pair = generated_certificate(("127.0.0.1",))
+        files = [self.work / name for name in ("tls.crt", "tls.key", "ca.crt")]
+        for path, pem in zip(files, (pair.cert_pem, pair.key_pem, pair.ca_pem), strict=True):
+            path.write_text(pem)
+        server = BackgroundServer(self.app, shutting_down=self.shutting_down, tls=(files[0], files[1]))
+        self.servers.append(server.start())
+        return server.url, files[2]
 
     def token(self, artifacts: Sequence[tuple[Owner, str]]) -> str:
         return delivery_token(artifacts, key=KEY)
@@ -130,6 +144,7 @@ class Served:
         claim: Path,
         url: str | None = None,
         token: str | None = None,
+        ca_bundle: Path | None = None,
         run: str = "run",
     ) -> Materializer:
         """`ai-models materialize` for `artifacts` (mount name -> object and digest) into `claim`."""
@@ -141,6 +156,7 @@ class Served:
                 for name, (owner, digest) in artifacts.items()
             ),
             termination_message_path=str(self.work / f"termination-{run}"),
+            ca_bundle=str(ca_bundle) if ca_bundle else None,
         )
         env = {
             item["name"]: item["value"] for item in request.to_env(token_secret="unused") if "value" in item
@@ -199,13 +215,23 @@ def served(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Served]:
     server = BackgroundServer(runtime.app, shutting_down=runtime.state.shutting_down).start()
     work = tmp_path / "work"
     work.mkdir()
-    served = Served(emulator=emulator, store=store, gate=gate, url=server.url, work=work)
+    served = Served(
+        emulator=emulator,
+        store=store,
+        gate=gate,
+        url=server.url,
+        work=work,
+        app=runtime.app,
+        shutting_down=runtime.state.shutting_down,
+    )
     try:
         yield served
     finally:
         for process in served.started:
             process.kill() if process.running() else None
         gate.release()
+        for extra in served.servers:
+            extra.stop()
         server.stop()
         runtime.close()
         api_client.close()

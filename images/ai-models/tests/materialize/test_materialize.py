@@ -82,6 +82,25 @@ def test_every_artifact_of_a_workload_is_materialized_verified_and_marked_comple
     assert token not in job.termination.read_text()
 
 
+def test_over_https_the_materializer_trusts_the_ca_bundle_of_its_request_and_nothing_else(
+    served: Any, tmp_path: Path
+) -> None:
+    owner, digest = publish_ready(served.emulator, served.store, "llama", SMALL, namespace=NAMESPACE)
+    url, ca_file = served.https()
+    claim = tmp_path / "claim"
+    claim.mkdir()
+    untrusted = served.materializer({"llama": (owner, digest)}, claim=claim, url=url, run="untrusted")
+    assert untrusted.run() == 1, untrusted.process.log()
+    assert "certificate the Job does not trust" in untrusted.outcome()["message"]
+    assert_not_published(claim, digest)
+
+    trusted = served.materializer(
+        {"llama": (owner, digest)}, claim=claim, url=url, ca_bundle=ca_file, run="ok"
+    )
+    assert trusted.run() == 0, trusted.process.log()
+    assert_delivered(claim, digest, SMALL)
+
+
 def test_a_materializer_killed_mid_copy_is_resumed_by_the_next_one_from_what_staging_holds(
     served: Any, tmp_path: Path
 ) -> None:

@@ -48,11 +48,13 @@ class Momentary(Exception):
 
 
 class Refused(Exception):
-    """The API answered no, for a reason a retry of this Job does not change."""
+    """The API answered no (or cannot be trusted), for a reason a retry of this Job does not change;
+    `retryable`: a new Job (a new token, a new CA bundle) may succeed."""
 
-    def __init__(self, message: str, *, status: int) -> None:
+    def __init__(self, message: str, *, status: int, retryable: bool | None = None) -> None:
         super().__init__(message)
         self.status = status
+        self.retryable = status in (401, 403) if retryable is None else retryable
 
 
 def object_path(ref: ModelKey) -> str:
@@ -145,6 +147,14 @@ class ServingClient:
             self._connection = connection
             connection.request("GET", self._prefix + path, headers={**self._headers, **headers})
             return connection.getresponse()
+        except ssl.SSLCertVerificationError as error:
+            self.close()
+            raise Refused(
+                f"the serving API at {self.where} presents a certificate the Job does not trust "
+                f"({error.verify_message}); the CA bundle of the request must be the module CA",
+                status=0,
+                retryable=True,
+            ) from error
         except (OSError, http.client.HTTPException) as error:
             self.close()
             raise Momentary(

@@ -279,7 +279,7 @@ class ArtifactCopy:
                 failures += 1
                 self._give_up_after(failures, error, what=f"file {item.path!r}")
             except Refused as error:
-                raise MaterializationFailure(str(error), retryable=error.status in (401, 403)) from error
+                raise MaterializationFailure(str(error), retryable=error.retryable) from error
         return hasher
 
     def _read(self, response: http.client.HTTPResponse, view: memoryview, item: ArtifactFile) -> int:
@@ -302,7 +302,7 @@ class ArtifactCopy:
                 failures += 1
                 self._give_up_after(failures, error, what=what)
             except Refused as error:
-                raise MaterializationFailure(str(error), retryable=error.status in (401, 403)) from error
+                raise MaterializationFailure(str(error), retryable=error.retryable) from error
 
     def _give_up_after(self, failures: int, error: Momentary, *, what: str) -> None:
         if failures >= self._retry.attempts:

@@ -1,0 +1,184 @@
+"""The delivery controller (built in the test process on the one runtime) against the API emulator,
+with the cluster simulation and the REAL `ai-models materialize` run by the Job runner against the
+api serving a stored artifact."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ai_models.adapters.kube.informer import Informer
+from ai_models.adapters.kube.resources import JOBS
+from ai_models.controller.delivery.jobs import SELECTOR
+from ai_models.controller.models.jobs import is_running
+from ai_models.domain.delivery.claim_layout import completion_record, object_dir
+from ai_models.domain.delivery.template import applied, gated
+from ai_models.domain.models.reference import ModelKey
+from ai_models.names import (
+    DELIVERY_SCHEDULING_GATE,
+    MATERIALIZED_DIGESTS_ANNOTATION,
+    MODELS_DIR,
+    SHARED_PVC_LABEL,
+    DeliveryReason,
+    ModelKind,
+    ModelPhase,
+)
+from fakes.served_artifacts import create_model, publish_ready
+from support.eventually import eventually
+from testbed.mounts import claim_directory, pod_mounts
+
+FILES = {
+    "config.json": b'{"model_type": "llama"}',
+    "tokenizer/vocab.json": b'{"a": 1}',
+    "model.safetensors": bytes(range(256)) * 2048,
+}
+NAMESPACE = "team-a"  # the conftest's
+Stack = Any  # conftest.DeliveryStack
+LLAMA = ModelKey(ModelKind.MODEL, NAMESPACE, "llama")
+DELIVERY_SECONDS = 90
+
+
+def ready_model(stack: Stack, name: str = "llama") -> str:
+    """A Ready Model with FILES stored; its digest, once the controller's Model cache has it."""
+    _, digest = publish_ready(stack.emulator, stack.store, name, FILES, namespace=NAMESPACE)
+    key = ModelKey(ModelKind.MODEL, NAMESPACE, name)
+    eventually(
+        lambda: ((stack.model_of(key) or {}).get("status") or {}).get("phase") == ModelPhase.READY,
+        message=f"{key} Ready in the Model cache",
+    )
+    return digest
+
+
+def pods(stack: Stack, app: str) -> list[dict[str, Any]]:
+    return stack.items(f"/api/v1/namespaces/{NAMESPACE}/pods?labelSelector=app%3D{app}")
+
+
+def reported(stack: Stack, name: str, reason: DeliveryReason) -> Callable[[], bool]:
+    return lambda: stack.report(name)[0] == reason.value
+
+
+def describe(stack: Stack, name: str) -> Callable[[], str]:
+    return lambda: f"report of {name}: {stack.report(name)}"
+
+
+def test_a_deployment_for_a_ready_model_ends_delivered_from_a_verified_claim_with_its_pods_ungated(
+    start_delivery: Callable[..., Stack],
+) -> None:
+    stack = start_delivery()
+    digest = ready_model(stack)
+    created = stack.deployment("web", models="llama")
+    admitted = created["spec"]["template"]
+    assert gated(admitted), "the admission webhook's template waits for the claim"
+
+    eventually(
+        reported(stack, "web", DeliveryReason.DELIVERED),
+        timeout=DELIVERY_SECONDS,
+        message=describe(stack, "web"),
+    )
+
+    workload = stack.workload("web")
+    template = workload["spec"]["template"]
+    record = applied(template)
+    assert record is not None
+    assert template == admitted, "the complete template written at CREATE is kept: its Pods are ungated"
+    claim = stack.get(f"/api/v1/namespaces/{NAMESPACE}/persistentvolumeclaims/{record.claim}")
+    assert claim is not None
+    assert claim["metadata"]["labels"][SHARED_PVC_LABEL] == "true"
+    assert claim["metadata"]["annotations"][MATERIALIZED_DIGESTS_ANNOTATION] == digest
+    directory = claim_directory(stack.emulator.cluster, NAMESPACE, record.claim)
+    tree = directory / object_dir(digest)
+    for path, data in FILES.items():
+        assert hashlib.sha256((tree / path).read_bytes()).hexdigest() == hashlib.sha256(data).hexdigest()
+    assert json.loads((directory / completion_record(digest)).read_text())["digest"] == digest
+
+    def running_ungated() -> list[dict[str, Any]]:
+        found = pods(stack, "web")
+        assert len(found) == 2, [pod["metadata"]["name"] for pod in found]
+        for pod in found:
+            gates = [gate.get("name") for gate in pod["spec"].get("schedulingGates") or []]
+            assert DELIVERY_SCHEDULING_GATE not in gates, pod["metadata"]["name"]
+            assert (pod.get("status") or {}).get("phase") == "Running", pod["metadata"]["name"]
+        return found
+
+    for pod in eventually(running_ungated, timeout=DELIVERY_SECONDS, message="both Pods ungated and Running"):
+        mounts = {mount.mount_path: mount for mount in pod_mounts(stack.emulator.cluster, pod)}
+        assert mounts[f"{MODELS_DIR}/llama"].host_path == tree
+    replica_sets = stack.items(f"/apis/apps/v1/namespaces/{NAMESPACE}/replicasets")
+    assert len(replica_sets) == 1, "a Deployment created for a Ready model keeps one ReplicaSet"
+
+
+def test_a_model_not_ready_gives_model_not_ready_and_changes_nothing_else(
+    start_delivery: Callable[..., Stack],
+) -> None:
+    stack = start_delivery()
+    create_model(stack.emulator, "llama", namespace=NAMESPACE)  # no artifact yet: Pending
+    eventually(lambda: stack.model_of(LLAMA) is not None, message="the Model in the Model cache")
+    created = stack.deployment("web", models="llama")
+
+    eventually(
+        reported(stack, "web", DeliveryReason.MODEL_NOT_READY),
+        timeout=DELIVERY_SECONDS,
+        message=describe(stack, "web"),
+    )
+
+    workload = stack.workload("web")
+    assert workload["spec"]["template"] == created["spec"]["template"]
+    assert workload["metadata"]["generation"] == created["metadata"]["generation"]
+    assert "not Ready" in (stack.report("web")[1] or "")
+    assert stack.items(f"/api/v1/namespaces/{NAMESPACE}/persistentvolumeclaims") == []
+    assert stack.items(f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs") == []
+    for pod in eventually(lambda: len(pods(stack, "web")) == 2 and pods(stack, "web"), message="two Pods"):
+        gates = [gate.get("name") for gate in pod["spec"].get("schedulingGates") or []]
+        assert gates == [DELIVERY_SCHEDULING_GATE]
+
+
+class RunningJobs:
+    """Counts the running materialize Jobs at every watch event about them."""
+
+    def __init__(self, stack: Stack) -> None:
+        self.most = 0
+        self.names: set[str] = set()
+        self._lock = threading.Lock()
+        self.informer = Informer(stack.emulator.api_client(), JOBS, label_selector=SELECTOR, name="test-jobs")
+        self.informer.add_handler(self._changed)
+
+    def _changed(self, _old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> None:
+        running = sum(1 for job in self.informer.objects() if is_running(job))
+        with self._lock:
+            self.most = max(self.most, running)
+            if new is not None:
+                self.names.add(str(new["metadata"]["name"]))
+
+
+def test_four_workloads_with_a_limit_of_one_never_run_two_materialize_jobs_at_once(
+    start_delivery: Callable[..., Stack],
+) -> None:
+    stack = start_delivery(limit=1)
+    counter = RunningJobs(stack)
+    counter.informer.start()
+    try:
+        assert counter.informer.wait_synced(10)
+        ready_model(stack)
+        names = [f"web-{index}" for index in range(4)]
+        for name in names:
+            stack.deployment(name, models="llama", replicas=1)
+
+        for name in names:
+            eventually(
+                reported(stack, name, DeliveryReason.DELIVERED),
+                timeout=DELIVERY_SECONDS * 2,
+                message=describe(stack, name),
+            )
+        waiting = [
+            event
+            for event in stack.items(f"/api/v1/namespaces/{NAMESPACE}/events")
+            if "waiting for a materialization slot" in str(event.get("message"))
+        ]
+    finally:
+        counter.informer.stop()
+    assert len(counter.names) == 4, counter.names
+    assert counter.most == 1
+    assert waiting, "a workload that waited for the slot said so"

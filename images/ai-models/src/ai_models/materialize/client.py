@@ -108,7 +108,7 @@ class ServingClient:
         try:
             if response.status != 200:
                 self._refuse(response, what)
-            length = int(response.getheader("Content-Length") or -1)
+            length = _number(response.getheader("Content-Length"))
             if not 0 <= length <= MAX_MANIFEST_BYTES:
                 raise Momentary(f"{what} came without a usable Content-Length ({length})")
             return self._read_all(response, length, what)
@@ -118,23 +118,24 @@ class ServingClient:
 
     def file(self, ref: ModelKey, path: str, *, start: int, sha256: str) -> FileAnswer:
         """The file from `start` (a Range request that applies only while its ETag is `sha256`:
-        otherwise the whole file comes, `start` 0). The caller reads `response` and then
-        `finished()`, or `close()` on an error."""
+        otherwise the whole file comes, `start` 0). The caller reads all of `response`, or
+        `close()`s the client on an error."""
         what = f"file {path!r} of {ref.describe()}"
         headers = {"Range": f"bytes={start}-", "If-Range": f'"{sha256}"'} if start else {}
         response = self._get(f"{object_path(ref)}/files/{urllib.parse.quote(path)}", headers, what=what)
         try:
             if response.status == 200:
-                return FileAnswer(
-                    response=response, start=0, length=int(response.getheader("Content-Length") or 0)
-                )
+                length = _number(response.getheader("Content-Length"))
+                if length < 0:
+                    raise Momentary(f"{what} came without a usable Content-Length")
+                return FileAnswer(response=response, start=0, length=length)
             if response.status == 206:
                 first, _, rest = (
                     (response.getheader("Content-Range") or "").removeprefix("bytes ").partition("-")
                 )
-                if not first.isdigit() or int(first) != start:
-                    raise Momentary(f"{what} was answered from another position than bytes={start}-")
-                last = int(rest.partition("/")[0])
+                last = _number(rest.partition("/")[0])
+                if _number(first) != start or last < start:
+                    raise Momentary(f"{what} was answered with another range than bytes={start}-")
                 return FileAnswer(response=response, start=start, length=last - start + 1)
             self._refuse(response, what)
         except BaseException:
@@ -199,6 +200,11 @@ class ServingClient:
             )
         meaning = _REFUSALS.get(status, "the request was refused (the Job's log has the API's answer)")
         raise Refused(f"the serving API refused {what} with {status}: {meaning}", status=status)
+
+
+def _number(text: str | None) -> int:
+    """A header's decimal number; -1 for anything else."""
+    return int(text) if text and text.isascii() and text.isdigit() else -1
 
 
 def _problem_detail(response: http.client.HTTPResponse) -> str:

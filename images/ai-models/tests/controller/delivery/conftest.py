@@ -3,8 +3,9 @@
 runner that runs the REAL `ai-models materialize` for the materializer image, and the api (the real
 app under uvicorn, as its own ServiceAccount) serving a directory store.
 
+    stack = start_delivery(limit=1)               # delivery.maxConcurrentMaterializations
     stack.deployment("web", models="llama")      # applied as the admission webhook would leave it
-    stack.report("Deployment", "web")             # (reason, message) annotations
+    stack.report("web")                           # the (reason, message) annotations
 """
 
 from __future__ import annotations

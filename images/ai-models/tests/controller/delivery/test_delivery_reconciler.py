@@ -53,7 +53,10 @@ def ready_model(stack: Stack, name: str = "llama") -> str:
 
 
 def pods(stack: Stack, app: str) -> list[dict[str, Any]]:
-    return stack.items(f"/api/v1/namespaces/{NAMESPACE}/pods?labelSelector=app%3D{app}")
+    found: list[dict[str, Any]] = stack.items(
+        f"/api/v1/namespaces/{NAMESPACE}/pods?labelSelector=app%3D{app}"
+    )
+    return found
 
 
 def reported(stack: Stack, name: str, reason: DeliveryReason) -> Callable[[], bool]:
@@ -130,7 +133,13 @@ def test_a_model_not_ready_gives_model_not_ready_and_changes_nothing_else(
     assert "not Ready" in (stack.report("web")[1] or "")
     assert stack.items(f"/api/v1/namespaces/{NAMESPACE}/persistentvolumeclaims") == []
     assert stack.items(f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs") == []
-    for pod in eventually(lambda: len(pods(stack, "web")) == 2 and pods(stack, "web"), message="two Pods"):
+
+    def two_pods() -> list[dict[str, Any]]:
+        found = pods(stack, "web")
+        assert len(found) == 2
+        return found
+
+    for pod in eventually(two_pods, message="two Pods"):
         gates = [gate.get("name") for gate in pod["spec"].get("schedulingGates") or []]
         assert gates == [DELIVERY_SCHEDULING_GATE]
 

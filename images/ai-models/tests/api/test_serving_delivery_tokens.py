@@ -195,3 +195,26 @@ def test_without_the_delivery_signing_key_delivery_tokens_are_refused_naming_the
             timeout=10,
             message="a delivery token to verify once the signing key exists",
         )
+
+
+def test_a_delivery_token_is_never_sent_to_the_kubernetes_api(
+    api_cluster: Any, store: DirectoryStore, http: httpx.Client
+) -> None:
+    model, digest = publish(api_cluster, store, "llama", FILES, namespace=NAMESPACE)
+    authn = api_cluster.emulator.cluster.authn
+    looked_up: list[str] = []
+    original = authn.by_token
+
+    def recording(token: str) -> Any:
+        looked_up.append(token)
+        return original(token)
+
+    authn.by_token = recording
+    good = token_for((model, digest))
+    forged = token_for((model, digest), key=b"another-key-that-is-not-the-one!")
+    assert http.get(f"{base(model)}/files/weights.bin", headers=bearer(good)).status_code == 200
+    assert http.get(f"{base(model)}/manifest", headers=bearer(forged)).status_code == 401
+    # The api's own calls (its ServiceAccount reading the Model and the key) are all the API saw.
+    assert looked_up
+    assert good not in looked_up
+    assert forged not in looked_up

@@ -23,6 +23,7 @@ from ai_models.controller.delivery.keys import WorkloadKey
 from ai_models.controller.delivery.observe import model_seen, observation
 from ai_models.controller.delivery.runtime import claim_owners
 from ai_models.controller.delivery.steps.pods import owned_by
+from ai_models.controller.models.slots import SlotKeeper, namespaced_job_name
 from ai_models.domain.delivery.claims import Artifact, ClassChoice, claim_manifest, claim_name
 from ai_models.domain.delivery.contract import DeliveryRequest, Workload, WorkloadKind
 from ai_models.domain.delivery.decision import (
@@ -342,3 +343,13 @@ def test_only_the_workloads_own_pods_are_ungated(
 ) -> None:
     pod = {"metadata": {"ownerReferences": [{"kind": owner_kind, "name": owner_name}]}}
     assert owned_by(pod, Workload(kind, "team-a", "web", "uid")) is mine
+
+
+def test_same_named_materialize_jobs_of_two_namespaces_take_two_slots() -> None:
+    cache = [
+        {"metadata": {"namespace": namespace, "name": CLAIM, "uid": namespace}, "status": {}}
+        for namespace in ("team-a", "team-b")
+    ]
+    slots = SlotKeeper(limit=2, job_cache=lambda: cache, job_key=namespaced_job_name)
+    assert slots.running() == 2
+    assert slots.acquire(f"team-c/{CLAIM}") == (False, 2)

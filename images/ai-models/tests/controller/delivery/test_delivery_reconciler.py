@@ -26,7 +26,7 @@ from ai_models.names import (
     ModelKind,
     ModelPhase,
 )
-from fakes.served_artifacts import create_model, publish_ready
+from fakes.served_artifacts import create_model, mark_ready, publish_ready, store_artifact
 from support.eventually import eventually
 from testbed.mounts import claim_directory, pod_mounts
 
@@ -142,6 +142,34 @@ def test_a_model_not_ready_gives_model_not_ready_and_changes_nothing_else(
     for pod in eventually(two_pods, message="two Pods"):
         gates = [gate.get("name") for gate in pod["spec"].get("schedulingGates") or []]
         assert gates == [DELIVERY_SCHEDULING_GATE]
+
+
+def test_a_workload_waiting_for_its_model_is_delivered_once_the_model_turns_ready(
+    start_delivery: Callable[..., Stack],
+) -> None:
+    stack = start_delivery()
+    owner = create_model(stack.emulator, "llama", namespace=NAMESPACE)
+    eventually(lambda: stack.model_of(LLAMA) is not None, message="the Model in the Model cache")
+    stack.deployment("web", models="llama", replicas=1)
+    eventually(
+        reported(stack, "web", DeliveryReason.MODEL_NOT_READY),
+        timeout=DELIVERY_SECONDS,
+        message=describe(stack, "web"),
+    )
+
+    digest = store_artifact(stack.store, owner, FILES)
+    mark_ready(stack.emulator, owner, digest, size=sum(len(data) for data in FILES.values()))
+
+    eventually(
+        reported(stack, "web", DeliveryReason.DELIVERED),
+        timeout=DELIVERY_SECONDS,
+        message=describe(stack, "web"),
+    )
+    template = stack.workload("web")["spec"]["template"]
+    record = applied(template)
+    assert record is not None
+    assert [(model.name, model.digest) for model in record.models] == [("llama", digest)]
+    assert not gated(template), "the template the controller finishes needs no gate"
 
 
 class RunningJobs:

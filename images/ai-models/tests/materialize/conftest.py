@@ -17,12 +17,13 @@ from typing import Any
 import pytest
 
 from ai_models.adapters.kube import ClientOptions, new_api_client
-from ai_models.adapters.objectstore import DirectoryStore
+from ai_models.adapters.objectstore import DirectoryStore, ObjectStore
 from ai_models.api.server import BackgroundServer, build_runtime
 from ai_models.api.settings import ApiSettings
 from ai_models.domain.delivery.materialization import MaterializationRequest, RequestedArtifact
 from ai_models.domain.storage.ledger import Owner
 from ai_models.names import MODULE_NAMESPACE, MaterializeVariable
+from fakes.s3 import moto_s3, s3_bucket  # noqa: F401  (fixtures used by this package's tests)
 from fakes.served_artifacts import delivery_token, model_key, put_delivery_key
 from kubeemu.pytest_fixtures import (  # noqa: F401  (fixtures used by this package's tests)
     RunningEmulator,
@@ -120,9 +121,21 @@ class Served:
     url: str
     work: Path
     app: Any = None
+    api_client: Any = None
+    config: ApiSettings | None = None
     shutting_down: threading.Event = dataclasses.field(default_factory=threading.Event)
+    runtimes: list[Any] = dataclasses.field(default_factory=list)
     started: list[ModuleProcess] = dataclasses.field(default_factory=list)
     servers: list[BackgroundServer] = dataclasses.field(default_factory=list)
+
+    def serve(self, store: ObjectStore) -> str:
+        """Another api (same account, same settings) serving `store`; its URL."""
+        assert self.config is not None
+        runtime = build_runtime(self.config, store=store, api_client=self.api_client)
+        self.runtimes.append(runtime)
+        server = BackgroundServer(runtime.app, shutting_down=runtime.state.shutting_down)
+        self.servers.append(server.start())
+        return server.url
 
     def https(self) -> tuple[str, Path]:
         """The same api over TLS (a certificate for 127.0.0.1 from a CA of its own): URL, CA file."""
@@ -222,6 +235,8 @@ def served(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Served]:
         url=server.url,
         work=work,
         app=runtime.app,
+        api_client=api_client,
+        config=config,
         shutting_down=runtime.state.shutting_down,
     )
     try:
@@ -232,6 +247,8 @@ def served(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Served]:
         gate.release()
         for extra in served.servers:
             extra.stop()
+        for other in served.runtimes:
+            other.close()
         server.stop()
         runtime.close()
         api_client.close()

@@ -12,8 +12,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ai_models.adapters.objectstore import S3Store
 from ai_models.domain.delivery.claim_layout import completion_record, object_dir, staging_dir
 from fakes.model_files import MIB, SyntheticFile
+from fakes.s3 import S3Bucket
 from fakes.served_artifacts import publish_ready
 from support.tcpproxy import TcpProxy
 
@@ -80,6 +82,22 @@ def test_every_artifact_of_a_workload_is_materialized_verified_and_marked_comple
     token = job.process._env["AI_MODELS_MATERIALIZE_TOKEN"]
     assert token not in job.process.log()
     assert token not in job.termination.read_text()
+
+
+def test_artifacts_the_api_serves_from_s3_are_materialized_the_same_way(
+    served: Any, s3_bucket: S3Bucket, tmp_path: Path
+) -> None:
+    store = S3Store(
+        s3_bucket.name, endpoint_url=s3_bucket.server.endpoint_url, session=s3_bucket.server.session()
+    )
+    url = served.serve(store)
+    owner, digest = publish_ready(served.emulator, store, "llama", SMALL, namespace=NAMESPACE)
+    claim = tmp_path / "claim"
+    claim.mkdir()
+    # The Job has no S3 settings or credentials: its files come from the serving API only.
+    job = served.materializer({"llama": (owner, digest)}, claim=claim, url=url)
+    assert job.run() == 0, job.process.log()
+    assert_delivered(claim, digest, SMALL)
 
 
 def test_over_https_the_materializer_trusts_the_ca_bundle_of_its_request_and_nothing_else(

@@ -41,7 +41,7 @@ def run(action: DeliveryAction, *, ctx: StepContext, subject: Subject) -> float 
     if action.ungate_pods:
         mounted = applied(action.template if action.template is not None else subject.seen.template)
         claim = mounted.claim if mounted is not None and subject.seen.request is not None else None
-        retry = ungate_pods(ctx=ctx, subject=subject, claim=claim)
+        retry = ungate_pods(workloads=ctx.workloads, subject=subject, claim=claim)
         if retry is not None:
             again = retry if again is None else min(again, retry)
     write_report(action.report, ctx=ctx, subject=subject)

@@ -12,9 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ai_models.adapters.kube.workloads import Conflict, label_selector
+from ai_models.adapters.kube.workloads import Conflict, Workloads, label_selector
 from ai_models.controller.delivery.observe import Subject
-from ai_models.controller.delivery.steps.context import StepContext
 from ai_models.domain.delivery.claims import claims_mounted
 from ai_models.domain.delivery.contract import Workload, WorkloadKind
 from ai_models.names import DELIVERY_SCHEDULING_GATE
@@ -54,7 +53,7 @@ def _gated(pod: Mapping[str, Any]) -> list[Mapping[str, Any]] | None:
     ]
 
 
-def ungate_pods(*, ctx: StepContext, subject: Subject, claim: str | None) -> float | None:
+def ungate_pods(*, workloads: Workloads, subject: Subject, claim: str | None) -> float | None:
     """Remove the gate from the workload's Pods (those mounting `claim`, when given); when to look
     again if a Pod changed meanwhile."""
     workload = subject.seen.workload
@@ -67,14 +66,14 @@ def ungate_pods(*, ctx: StepContext, subject: Subject, claim: str | None) -> flo
         if selector is None:
             return None  # selects nothing: the API server refuses such a workload anyway
     again: float | None = None
-    for pod in ctx.workloads.pods(workload.namespace, selector=selector):
+    for pod in workloads.pods(workload.namespace, selector=selector):
         remaining = _gated(pod)
         if remaining is None or not owned_by(pod, workload):
             continue
         if claim is not None and claim not in claims_mounted(pod):
             continue
         try:
-            ctx.workloads.set_scheduling_gates(pod, gates=remaining)
+            workloads.set_scheduling_gates(pod, gates=remaining)
         except Conflict:
             again = CONFLICT_RECHECK_SECONDS
     return again

@@ -1,0 +1,114 @@
+"""Ungating a workload's Pods against the API emulator: only the delivery gate goes, only from the
+workload's own Pods, and while it delivers from a claim only from the Pods that mount that claim."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ai_models.adapters.kube.workloads import Workloads, label_selector
+from ai_models.controller.delivery.keys import WorkloadKey
+from ai_models.controller.delivery.observe import Subject, observation
+from ai_models.controller.delivery.steps.pods import ungate_pods
+from ai_models.domain.delivery.contract import WorkloadKind
+from ai_models.names import DELIVERY_SCHEDULING_GATE, MODEL_ANNOTATION, SHARED_PVC_VOLUME
+
+NAMESPACE = "team-a"
+CLAIM = "ai-models-web-0123456789"
+OTHER_GATE = "example.com/quota"
+
+
+def deployment() -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {
+            "name": "web",
+            "namespace": NAMESPACE,
+            "uid": "uid-web",
+            "resourceVersion": "1",
+            "annotations": {MODEL_ANNOTATION: "llama"},
+        },
+        "spec": {
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": []}},
+        },
+    }
+
+
+def pod(name: str, *, owner: str, gates: list[str], claim: str | None) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "containers": [{"name": "server", "image": "inference:1"}],
+        "schedulingGates": [{"name": gate} for gate in gates],
+    }
+    if claim is not None:
+        spec["volumes"] = [{"name": SHARED_PVC_VOLUME, "persistentVolumeClaim": {"claimName": claim}}]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": NAMESPACE,
+            "labels": {"app": "web"},
+            "ownerReferences": [
+                {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": owner, "uid": f"uid-{owner}"}
+            ],
+        },
+        "spec": spec,
+    }
+
+
+def gates_of(emulator: Any) -> dict[str, list[str]]:
+    code, _, body = emulator.request("GET", f"/api/v1/namespaces/{NAMESPACE}/pods")
+    assert code == 200, body
+    return {
+        item["metadata"]["name"]: [gate["name"] for gate in item["spec"].get("schedulingGates") or []]
+        for item in body["items"]
+    }
+
+
+def subject() -> Subject:
+    obj = deployment()
+    return Subject(
+        key=WorkloadKey(WorkloadKind.DEPLOYMENT, NAMESPACE, "web"), obj=obj, seen=observation(obj, models={})
+    )
+
+
+def test_only_the_workloads_pods_that_mount_its_claim_lose_only_the_delivery_gate(kube_emulator: Any) -> None:
+    kube_emulator.cluster.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+    ours = DELIVERY_SCHEDULING_GATE
+    for item in (
+        pod("web-new-1", owner="web-new", gates=[ours], claim=CLAIM),
+        pod("web-new-2", owner="web-new", gates=[OTHER_GATE, ours], claim=CLAIM),
+        pod("web-old-1", owner="web-old", gates=[ours], claim=None),
+        pod("webby-1", owner="webby-x", gates=[ours], claim=CLAIM),
+    ):
+        kube_emulator.cluster.apply(item)
+    workloads = Workloads(kube_emulator.api_client())
+
+    assert ungate_pods(workloads=workloads, subject=subject(), claim=CLAIM) is None
+
+    assert gates_of(kube_emulator) == {
+        "web-new-1": [],
+        "web-new-2": [OTHER_GATE],
+        "web-old-1": [ours],  # an older template's Pod would start without its models
+        "webby-1": [ours],  # another Deployment's Pod, though its labels match
+    }
+
+    # The workload no longer asks for models: every Pod of its own goes.
+    assert ungate_pods(workloads=workloads, subject=subject(), claim=None) is None
+    assert gates_of(kube_emulator)["web-old-1"] == []
+    assert gates_of(kube_emulator)["webby-1"] == [ours]
+
+
+def test_a_selector_object_becomes_the_label_selector_query() -> None:
+    selector = {
+        "matchLabels": {"b": "2", "a": "1"},
+        "matchExpressions": [
+            {"key": "tier", "operator": "In", "values": ["web", "api"]},
+            {"key": "canary", "operator": "DoesNotExist"},
+            {"key": "zone", "operator": "NotIn", "values": ["x"]},
+            {"key": "team", "operator": "Exists"},
+        ],
+    }
+    assert label_selector(selector) == "a=1,b=2,tier in (web,api),!canary,zone notin (x),team"
+    assert label_selector({}) is None

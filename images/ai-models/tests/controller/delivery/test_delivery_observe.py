@@ -353,3 +353,27 @@ def test_same_named_materialize_jobs_of_two_namespaces_take_two_slots() -> None:
     slots = SlotKeeper(limit=2, job_cache=lambda: cache, job_key=namespaced_job_name)
     assert slots.running() == 2
     assert slots.acquire(f"team-c/{CLAIM}") == (False, 2)
+
+
+def test_a_model_whose_name_has_dots_gets_a_materialize_job_its_materializer_accepts() -> None:
+    # Model names are DNS-1123 subdomains: "llama-3.1-8b" is a name users pick.
+    dotted = ModelKey(ModelKind.MODEL, "team-a", "llama-3.1-8b")
+    wanted = MaterializationRequest(
+        api_url="https://api",
+        target_dir=CLAIM_MOUNT,
+        artifacts=(RequestedArtifact.of(dotted.name, dotted, DIGEST),),
+    )
+    job = materialize_job(
+        materializer_template(),
+        workload=WORKLOAD,
+        claim=CLAIM,
+        claim_uid="uid-claim",
+        request=wanted,
+        limits=JobLimits(backoff_limit=2, deadline_seconds=600),
+    )
+    env = {
+        item["name"]: item.get("value", "aimd1.token")
+        for item in job["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
+    parsed = MaterializationRequest.from_env(env)
+    assert [(item.name, item.ref.key) for item in parsed.artifacts] == [("llama-3.1-8b", dotted)]

@@ -35,6 +35,8 @@ from ai_models.names import MaterializeVariable, ModelKind
 TOKEN_SECRET_KEY: Final = "token"
 DIGEST_PATTERN: Final = r"^sha256:[0-9a-f]{64}$"
 DNS_LABEL: Final = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+# A model's mount name is its object name: a DNS-1123 subdomain ("llama-3.1-8b").
+DNS_SUBDOMAIN: Final = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 _SHOWN_CHARACTERS: Final = 80
 
 
@@ -55,7 +57,7 @@ class ArtifactReference(_Shape):
 class RequestedArtifact(_Shape):
     """One model of the workload: its mount name, the object and the digest to deliver."""
 
-    name: str = Field(min_length=1, max_length=63, pattern=DNS_LABEL)
+    name: str = Field(min_length=1, max_length=NAME_MAX, pattern=DNS_SUBDOMAIN)
     ref: ArtifactReference
     digest: str = Field(pattern=DIGEST_PATTERN)
 

@@ -14,6 +14,7 @@ from ai_models.adapters.kube.informer import Informer
 from ai_models.adapters.kube.resources import JOBS
 from ai_models.controller.delivery.jobs import SELECTOR
 from ai_models.controller.models.jobs import is_running
+from ai_models.domain.artifacts.layout import file_key
 from ai_models.domain.delivery.claim_layout import completion_record, object_dir
 from ai_models.domain.delivery.template import applied, gated
 from ai_models.domain.models.reference import ModelKey
@@ -170,6 +171,35 @@ def test_a_workload_waiting_for_its_model_is_delivered_once_the_model_turns_read
     assert record is not None
     assert [(model.name, model.digest) for model in record.models] == [("llama", digest)]
     assert not gated(template), "the template the controller finishes needs no gate"
+
+
+def test_a_failed_materialization_is_reported_with_the_materializers_message_and_retried_until_delivered(
+    start_delivery: Callable[..., Stack],
+) -> None:
+    stack = start_delivery()
+    fixed = bytes(reversed(FILES["model.safetensors"]))  # what the manifest names, same size
+    recorded = {"model.safetensors": hashlib.sha256(fixed).hexdigest()}
+    owner, digest = publish_ready(
+        stack.emulator, stack.store, "llama", FILES, namespace=NAMESPACE, manifest_sha256=recorded
+    )
+    eventually(lambda: stack.model_of(LLAMA) is not None, message="the Model in the Model cache")
+    stack.deployment("web", models="llama", replicas=1)
+
+    eventually(
+        reported(stack, "web", DeliveryReason.SHARED_PVC_MATERIALIZATION_FAILED),
+        timeout=DELIVERY_SECONDS,
+        message=describe(stack, "web"),
+    )
+    message = stack.report("web")[1] or ""
+    assert "model.safetensors" in message, message  # the materializer's own outcome, about the file
+
+    # The store's file now matches its manifest: a later Job delivers it.
+    stack.store.put_bytes(file_key(owner, digest, "model.safetensors"), fixed)
+    eventually(
+        reported(stack, "web", DeliveryReason.DELIVERED),
+        timeout=DELIVERY_SECONDS,
+        message=describe(stack, "web"),
+    )
 
 
 class RunningJobs:

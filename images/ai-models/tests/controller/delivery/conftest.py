@@ -46,6 +46,7 @@ from ai_models.names import (
     MaterializeVariable,
     ModelKind,
 )
+from kubeemu.authn import Identity
 from kubeemu.pytest_fixtures import RunningEmulator
 from support.module_install import install_module
 from support.render import RenderedChart, render_chart
@@ -135,18 +136,28 @@ class DeliveryStack:
 
 @pytest.fixture
 def start_delivery(kube_emulator: RunningEmulator, tmp_path: Path) -> Iterator[Callable[..., DeliveryStack]]:
-    """`start_delivery(limit=2)`: the stack, with `limit` as delivery.maxConcurrentMaterializations;
+    """`start_delivery(limit=2, template=None, identity=None)`: the stack, with `limit` as
+    delivery.maxConcurrentMaterializations, `template` instead of the materializer pod template and
+    the controller as `identity` (default: the emulator's superuser);
     everything it started is stopped when the test ends."""
     with contextlib.ExitStack() as cleanup:
 
-        def start(*, limit: int = 2) -> DeliveryStack:
-            return _start(kube_emulator, tmp_path, cleanup, limit=limit)
+        def start(
+            *, limit: int = 2, template: Mapping[str, Any] | None = None, identity: Identity | None = None
+        ) -> DeliveryStack:
+            return _start(kube_emulator, tmp_path, cleanup, limit=limit, template=template, identity=identity)
 
         yield start
 
 
 def _start(
-    emulator: RunningEmulator, tmp_path: Path, cleanup: contextlib.ExitStack, *, limit: int
+    emulator: RunningEmulator,
+    tmp_path: Path,
+    cleanup: contextlib.ExitStack,
+    *,
+    limit: int,
+    template: Mapping[str, Any] | None,
+    identity: Identity | None,
 ) -> DeliveryStack:
     account = install_module(emulator, rendered=rendered_chart()).service_accounts["api"]
     emulator.cluster.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
@@ -169,7 +180,7 @@ def _start(
     cleanup.callback(api.close)
     server = BackgroundServer(api.app, shutting_down=api.state.shutting_down).start()
     cleanup.callback(server.stop)
-    controller_client = emulator.api_client()
+    controller_client = emulator.api_client(identity)
     cleanup.callback(controller_client.close)
     settings = ControllerSettings()
     models = {kind: Informer(controller_client, resource) for kind, resource in MODEL_RESOURCES.items()}
@@ -181,7 +192,7 @@ def _start(
         api_client=controller_client,
         model_of=model_of,
         storage_class=lambda: claim_storage_class(read_inputs(controller_client, settings)),
-        materializer_template=materializer_template,
+        materializer_template=materializer_template if template is None else lambda: template,
         settings=DeliverySettings(
             api_url=server.url,
             max_concurrent_materializations=limit,

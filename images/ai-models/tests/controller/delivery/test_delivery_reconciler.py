@@ -28,6 +28,7 @@ from ai_models.names import (
     ModelPhase,
 )
 from fakes.served_artifacts import create_model, mark_ready, publish_ready, store_artifact
+from kubeemu.authn import Identity
 from support.eventually import eventually
 from testbed.mounts import claim_directory, pod_mounts
 
@@ -200,6 +201,61 @@ def test_a_failed_materialization_is_reported_with_the_materializers_message_and
         timeout=DELIVERY_SECONDS,
         message=describe(stack, "web"),
     )
+
+
+NO_JOBS = "delivery-without-jobs"
+RBAC = "rbac.authorization.k8s.io"
+# Everything the delivery controller does, except creating Jobs.
+NO_JOB_CREATE_RULES = [
+    {"apiGroups": [""], "resources": ["*"], "verbs": ["*"]},
+    {"apiGroups": ["apps", "storage.k8s.io", "ai.deckhouse.io"], "resources": ["*"], "verbs": ["*"]},
+    {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "list", "watch", "delete"]},
+]
+
+
+def test_a_materialize_job_the_api_server_refuses_is_reported_naming_the_job_and_the_answer(
+    start_delivery: Callable[..., Stack], kube_emulator: Any
+) -> None:
+    identity = kube_emulator.add_identity(
+        Identity(name="delivery-without-jobs", token="delivery-without-jobs")
+    )
+    kube_emulator.cluster.apply(
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": "delivery-without-jobs"},
+            "rules": NO_JOB_CREATE_RULES,
+        }
+    )
+    kube_emulator.cluster.apply(
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": "delivery-without-jobs"},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": "delivery-without-jobs",
+            },
+            "subjects": [
+                {"kind": "User", "name": "delivery-without-jobs", "apiGroup": "rbac.authorization.k8s.io"}
+            ],
+        }
+    )
+    stack = start_delivery(identity=identity)
+    ready_model(stack)
+    stack.deployment("web", models="llama", replicas=1)
+
+    eventually(
+        reported(stack, "web", DeliveryReason.SHARED_PVC_MATERIALIZATION_FAILED),
+        timeout=DELIVERY_SECONDS,
+        message=describe(stack, "web"),
+    )
+    message = stack.report("web")[1] or ""
+    assert message.startswith(f"cannot create the Job {NAMESPACE}/ai-models-web-"), message
+    assert "HTTP 403" in message, message
+    assert "tries again" in message
+    assert stack.items(f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs") == []
 
 
 class RunningJobs:

@@ -4,6 +4,7 @@ template that mounts the claim, then the Pods' gates, and the report last (it sa
 
 from __future__ import annotations
 
+from ai_models.adapters.kube.jobs import ObjectRefused
 from ai_models.controller.delivery.observe import Subject
 from ai_models.controller.delivery.steps.claims import create_claim, patch_claim
 from ai_models.controller.delivery.steps.context import DeliverySettings, Notifier, StepContext
@@ -12,7 +13,9 @@ from ai_models.controller.delivery.steps.pods import ungate_pods
 from ai_models.controller.delivery.steps.report import write_report
 from ai_models.controller.delivery.steps.template import write_template
 from ai_models.domain.delivery.decision import SLOT_RECHECK_SECONDS, DeliveryAction
+from ai_models.domain.delivery.report import DeliveryReport
 from ai_models.domain.delivery.template import applied
+from ai_models.names import DeliveryReason
 
 __all__ = ["DeliverySettings", "Notifier", "StepContext", "run"]
 
@@ -31,10 +34,15 @@ def run(action: DeliveryAction, *, ctx: StepContext, subject: Subject) -> float 
         patch_claim(action.claim_patch, ctx=ctx, subject=subject)
     if action.remove_failed_job:
         remove_failed_job(ctx=ctx, subject=subject)
-    if action.start_materialization is not None and not start_materialization(
-        action.start_materialization, ctx=ctx, subject=subject
-    ):
-        return SLOT_RECHECK_SECONDS  # the report says so on the next pass
+    if action.start_materialization is not None:
+        try:
+            started = start_materialization(action.start_materialization, ctx=ctx, subject=subject)
+        except ObjectRefused as error:
+            if error.temporary:
+                raise
+            return _refused(error, ctx=ctx, subject=subject)
+        if not started:
+            return SLOT_RECHECK_SECONDS  # the report says so on the next pass
     if action.template is not None:
         write_template(action.template, ctx=ctx, subject=subject)
     again = action.requeue
@@ -46,3 +54,16 @@ def run(action: DeliveryAction, *, ctx: StepContext, subject: Subject) -> float 
             again = retry if again is None else min(again, retry)
     write_report(action.report, ctx=ctx, subject=subject)
     return again
+
+
+def _refused(error: ObjectRefused, *, ctx: StepContext, subject: Subject) -> float:
+    """The API server refused the materialize Job or its Secret: say which, and try again later."""
+    retry = ctx.settings.materialization_retry
+    report = DeliveryReport(
+        DeliveryReason.SHARED_PVC_MATERIALIZATION_FAILED,
+        f"{error}; the materializer pod template the module's Helm chart renders, or an admission "
+        "policy or quota of the namespace, does not let it be created; the module tries again in "
+        f"{int(retry.total_seconds())}s",
+    )
+    write_report(report, ctx=ctx, subject=subject)
+    return retry.total_seconds()

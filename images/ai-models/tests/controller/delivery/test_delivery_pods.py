@@ -1,14 +1,18 @@
-"""Ungating a workload's Pods against the API emulator: only the delivery gate goes, only from the
-workload's own Pods, and while it delivers from a claim only from the Pods that mount that claim."""
+"""Reads and writes of single steps against the API emulator: ungating a workload's Pods (only the
+delivery gate goes, only from the workload's own Pods, and while it delivers from a claim only from
+the Pods that mount that claim), and a bound claim's volume confirmed by a read."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from ai_models.adapters.kube.workloads import Workloads, label_selector
+from ai_models.controller.delivery.informers import DeliveryInformers
 from ai_models.controller.delivery.keys import WorkloadKey
-from ai_models.controller.delivery.observe import Subject, observation
+from ai_models.controller.delivery.observe import Observer, Subject, observation
 from ai_models.controller.delivery.steps.pods import ungate_pods
+from ai_models.controller.models.slots import SlotKeeper
+from ai_models.domain.delivery.claims import ClassChoice
 from ai_models.domain.delivery.contract import WorkloadKind
 from ai_models.names import DELIVERY_SCHEDULING_GATE, MODEL_ANNOTATION, SHARED_PVC_VOLUME
 
@@ -112,3 +116,35 @@ def test_a_selector_object_becomes_the_label_selector_query() -> None:
     }
     assert label_selector(selector) == "a=1,b=2,tier in (web,api),!canary,zone notin (x),team"
     assert label_selector({}) is None
+
+
+def test_a_volume_the_cache_has_not_seen_is_read_before_the_claim_is_called_lost(kube_emulator: Any) -> None:
+    kube_emulator.cluster.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {"name": "pv-1"},
+            "spec": {
+                "capacity": {"storage": "1Gi"},
+                "accessModes": ["ReadWriteMany"],
+                "hostPath": {"path": "/tmp/pv-1"},
+            },
+        }
+    )
+    api = kube_emulator.api_client()
+    informers = DeliveryInformers(api)  # not started: its caches are empty
+    observer = Observer(
+        api_client=api,
+        informers=informers,
+        model_of=lambda key: None,
+        storage_class=lambda: ClassChoice(None),
+        slots=SlotKeeper(limit=1, job_cache=list),
+        termination_message=lambda job: None,
+    )
+
+    def bound_to(volume: str) -> dict[str, Any]:
+        return {"metadata": {"name": CLAIM}, "spec": {"volumeName": volume}, "status": {"phase": "Bound"}}
+
+    assert observer.volume_exists(bound_to("pv-1"))
+    assert not observer.volume_exists(bound_to("pv-gone"))
+    assert observer.volume_exists({"metadata": {"name": CLAIM}, "spec": {}, "status": {"phase": "Pending"}})

@@ -151,7 +151,7 @@ class Observer:
             obj,
             models=models,
             claim=claim,
-            volume_exists=self._volume_exists(claim) if claim is not None else True,
+            volume_exists=self.volume_exists(claim) if claim is not None else True,
             events=self._events(claim) if claim is not None else (),
             materialization=self._materialization(job, removed_here=bool(uid) and self._slots.is_ended(uid)),
             storage=self._storage_class() if name is not None and claim is None else None,
@@ -166,7 +166,7 @@ class Observer:
             seen = materialization_seen(job, termination_message=self._termination_message(job))
         return seen
 
-    def _volume_exists(self, claim: Mapping[str, Any]) -> bool:
+    def volume_exists(self, claim: Mapping[str, Any]) -> bool:
         """Whether a bound claim's PersistentVolume exists: the cache, confirmed by a read when the
         cache lacks it (the volume informer may not have seen a volume the claim's binder made)."""
         phase = (claim.get("status") or {}).get("phase")
@@ -176,7 +176,9 @@ class Observer:
         if self._informers.volumes.get("", volume) is not None:
             return True
         try:
-            self._core.read_persistent_volume(volume, _request_timeout=self._timeout, _preload_content=False)
+            self._core.read_persistent_volume(
+                volume, _request_timeout=self._timeout, _preload_content=False
+            ).release_conn()
         except ApiException as error:
             if error.status == 404:
                 return False

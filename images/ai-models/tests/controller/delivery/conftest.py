@@ -105,32 +105,44 @@ class DeliveryStack:
     def deployment(self, name: str, *, models: str, replicas: int = 2) -> dict[str, Any]:
         """A Deployment naming `models`, with the pod template the admission webhook writes at
         CREATE (`decision.admit`: complete and gated for Ready models, gated otherwise)."""
+        return self.apply_workload("Deployment", name, models=models, replicas=replicas)
+
+    def apply_workload(self, kind: str, name: str, *, models: str, replicas: int = 2) -> dict[str, Any]:
+        """A Deployment, StatefulSet or CronJob naming `models`, admitted as by the webhook."""
+        template: dict[str, Any] = {
+            "metadata": {"labels": {"app": name}},
+            "spec": {"containers": [{"name": "server", "image": "inference:1"}]},
+        }
+        spec: dict[str, Any]
+        if kind == "CronJob":
+            template["spec"]["restartPolicy"] = "Never"
+            spec = {"schedule": "@daily", "jobTemplate": {"spec": {"template": template}}}
+        else:
+            spec = {"replicas": replicas, "selector": {"matchLabels": {"app": name}}, "template": template}
+            if kind == "StatefulSet":
+                spec["serviceName"] = name
         obj: dict[str, Any] = {
-            "apiVersion": "apps/v1",
-            "kind": "Deployment",
+            "apiVersion": "batch/v1" if kind == "CronJob" else "apps/v1",
+            "kind": kind,
             "metadata": {"name": name, "namespace": NAMESPACE, "annotations": {MODEL_ANNOTATION: models}},
-            "spec": {
-                "replicas": replicas,
-                "selector": {"matchLabels": {"app": name}},
-                "template": {
-                    "metadata": {"labels": {"app": name}},
-                    "spec": {"containers": [{"name": "server", "image": "inference:1"}]},
-                },
-            },
+            "spec": spec,
         }
         keys = [ModelKey(ModelKind.MODEL, NAMESPACE, item) for item in models.split(",")]
         admitted = admit(observation(obj, models={key: self.model_of(key) for key in keys}))
         if admitted is not None:
-            obj["spec"]["template"] = admitted
+            parent = obj["spec"]["jobTemplate"]["spec"] if kind == "CronJob" else obj["spec"]
+            parent["template"] = admitted
         return self.emulator.apply(obj)
 
-    def workload(self, name: str) -> dict[str, Any]:
-        found = self.get(f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments/{name}")
+    def workload(self, name: str, *, kind: str = "Deployment") -> dict[str, Any]:
+        plural = {"Deployment": "deployments", "StatefulSet": "statefulsets", "CronJob": "cronjobs"}[kind]
+        group = "batch/v1" if kind == "CronJob" else "apps/v1"
+        found = self.get(f"/apis/{group}/namespaces/{NAMESPACE}/{plural}/{name}")
         assert found is not None
         return found
 
-    def report(self, name: str) -> tuple[str | None, str | None]:
-        annotations = self.workload(name)["metadata"].get("annotations") or {}
+    def report(self, name: str, *, kind: str = "Deployment") -> tuple[str | None, str | None]:
+        annotations = self.workload(name, kind=kind)["metadata"].get("annotations") or {}
         return annotations.get(DELIVERY_REASON_ANNOTATION), annotations.get(DELIVERY_MESSAGE_ANNOTATION)
 
 

@@ -61,12 +61,18 @@ def pods(stack: Stack, app: str) -> list[dict[str, Any]]:
     return found
 
 
-def reported(stack: Stack, name: str, reason: DeliveryReason) -> Callable[[], bool]:
-    return lambda: stack.report(name)[0] == reason.value
+def pod_runs(pod: Mapping[str, Any]) -> bool:
+    return (pod.get("status") or {}).get("phase") == "Running"
 
 
-def describe(stack: Stack, name: str) -> Callable[[], str]:
-    return lambda: f"report of {name}: {stack.report(name)}"
+def reported(
+    stack: Stack, name: str, reason: DeliveryReason, *, kind: str = "Deployment"
+) -> Callable[[], bool]:
+    return lambda: bool(stack.report(name, kind=kind)[0] == reason.value)
+
+
+def describe(stack: Stack, name: str, *, kind: str = "Deployment") -> Callable[[], str]:
+    return lambda: f"report of {kind} {name}: {stack.report(name, kind=kind)}"
 
 
 def test_a_deployment_for_a_ready_model_ends_delivered_from_a_verified_claim_with_its_pods_ungated(
@@ -113,6 +119,40 @@ def test_a_deployment_for_a_ready_model_ends_delivered_from_a_verified_claim_wit
         assert mounts[f"{MODELS_DIR}/llama"].host_path == tree
     replica_sets = stack.items(f"/apis/apps/v1/namespaces/{NAMESPACE}/replicasets")
     assert len(replica_sets) == 1, "a Deployment created for a Ready model keeps one ReplicaSet"
+
+
+def test_a_statefulset_and_a_cronjob_for_a_ready_model_end_delivered(
+    start_delivery: Callable[..., Stack],
+) -> None:
+    stack = start_delivery()
+    digest = ready_model(stack)
+    stack.apply_workload("StatefulSet", "db", models="llama", replicas=1)
+    cron = stack.apply_workload("CronJob", "nightly", models="llama")
+
+    for kind, name in (("StatefulSet", "db"), ("CronJob", "nightly")):
+        eventually(
+            reported(stack, name, DeliveryReason.DELIVERED, kind=kind),
+            timeout=DELIVERY_SECONDS,
+            message=describe(stack, name, kind=kind),
+        )
+
+    def running_pod() -> dict[str, Any]:
+        found = [item for item in pods(stack, "db") if pod_runs(item)]
+        assert found
+        return found[0]
+
+    pod = eventually(
+        running_pod, timeout=DELIVERY_SECONDS, message="the StatefulSet's Pod ungated and Running"
+    )
+    mounts = {mount.mount_path: mount for mount in pod_mounts(stack.emulator.cluster, pod)}
+    seen = mounts[f"{MODELS_DIR}/llama"].host_path
+    assert seen is not None
+    assert seen.as_posix().endswith(object_dir(digest))
+    template = stack.workload("nightly", kind="CronJob")["spec"]["jobTemplate"]["spec"]["template"]
+    assert template == cron["spec"]["jobTemplate"]["spec"]["template"], "kept as admitted"
+    record = applied(template)
+    assert record is not None
+    assert [model.digest for model in record.models] == [digest]
 
 
 def test_a_model_not_ready_gives_model_not_ready_and_changes_nothing_else(

@@ -10,6 +10,8 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import pytest
+
 from ai_models.adapters.kube.informer import Informer
 from ai_models.adapters.kube.resources import JOBS
 from ai_models.controller.delivery.jobs import SELECTOR
@@ -243,56 +245,64 @@ def test_a_failed_materialization_is_reported_with_the_materializers_message_and
     )
 
 
-NO_JOBS = "delivery-without-jobs"
 RBAC = "rbac.authorization.k8s.io"
-# Everything the delivery controller does, except creating Jobs.
-NO_JOB_CREATE_RULES = [
-    {"apiGroups": [""], "resources": ["*"], "verbs": ["*"]},
-    {"apiGroups": ["apps", "storage.k8s.io", "ai.deckhouse.io"], "resources": ["*"], "verbs": ["*"]},
-    {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "list", "watch", "delete"]},
+ALL = ["*"]
+READ_PATCH_DELETE = ["get", "list", "watch", "patch", "update", "delete"]
+CORE_BUT_CLAIMS = ["pods", "events", "persistentvolumes", "secrets", "serviceaccounts"]
+# What the delivery controller may do: everything, except creating Jobs, or claims.
+WITHOUT_JOB_CREATE = [
+    {"apiGroups": [""], "resources": ALL, "verbs": ALL},
+    {"apiGroups": ["apps", "storage.k8s.io", "ai.deckhouse.io"], "resources": ALL, "verbs": ALL},
+    {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": READ_PATCH_DELETE},
+]
+WITHOUT_CLAIM_CREATE = [
+    {"apiGroups": [""], "resources": CORE_BUT_CLAIMS, "verbs": ALL},
+    {"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": READ_PATCH_DELETE},
+    {"apiGroups": ["apps", "storage.k8s.io", "ai.deckhouse.io", "batch"], "resources": ALL, "verbs": ALL},
 ]
 
 
-def test_a_materialize_job_the_api_server_refuses_is_reported_naming_the_job_and_the_answer(
-    start_delivery: Callable[..., Stack], kube_emulator: Any
-) -> None:
-    identity = kube_emulator.add_identity(
-        Identity(name="delivery-without-jobs", token="delivery-without-jobs")
-    )
-    kube_emulator.cluster.apply(
+def controller_allowed(emulator: Any, name: str, rules: list[dict[str, Any]]) -> Identity:
+    identity: Identity = emulator.add_identity(Identity(name=name, token=name))
+    role = {"apiVersion": f"{RBAC}/v1", "metadata": {"name": name}}
+    emulator.cluster.apply({**role, "kind": "ClusterRole", "rules": rules})
+    emulator.cluster.apply(
         {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRole",
-            "metadata": {"name": "delivery-without-jobs"},
-            "rules": NO_JOB_CREATE_RULES,
-        }
-    )
-    kube_emulator.cluster.apply(
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
+            **role,
             "kind": "ClusterRoleBinding",
-            "metadata": {"name": "delivery-without-jobs"},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "ClusterRole",
-                "name": "delivery-without-jobs",
-            },
-            "subjects": [
-                {"kind": "User", "name": "delivery-without-jobs", "apiGroup": "rbac.authorization.k8s.io"}
-            ],
+            "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": name},
+            "subjects": [{"kind": "User", "name": name, "apiGroup": RBAC}],
         }
     )
-    stack = start_delivery(identity=identity)
+    return identity
+
+
+@pytest.mark.parametrize(
+    ("rules", "reason", "refused"),
+    [
+        (WITHOUT_JOB_CREATE, DeliveryReason.SHARED_PVC_MATERIALIZATION_FAILED, "Job"),
+        (WITHOUT_CLAIM_CREATE, DeliveryReason.SHARED_PVC_CLAIM_PENDING, "PersistentVolumeClaim"),
+    ],
+)
+def test_an_object_the_api_server_refuses_is_reported_naming_it_and_the_answer(
+    start_delivery: Callable[..., Stack],
+    kube_emulator: Any,
+    rules: list[dict[str, Any]],
+    reason: DeliveryReason,
+    refused: str,
+) -> None:
+    stack = start_delivery(identity=controller_allowed(kube_emulator, "delivery-limited", rules))
     ready_model(stack)
     stack.deployment("web", models="llama", replicas=1)
 
-    eventually(
-        reported(stack, "web", DeliveryReason.SHARED_PVC_MATERIALIZATION_FAILED),
-        timeout=DELIVERY_SECONDS,
-        message=describe(stack, "web"),
-    )
-    message = stack.report("web")[1] or ""
-    assert message.startswith(f"cannot create the Job {NAMESPACE}/ai-models-web-"), message
+    def refusal_reported() -> str:
+        got, message = stack.report("web")
+        assert got == reason.value
+        assert isinstance(message, str)
+        assert message.startswith(f"cannot create the {refused} {NAMESPACE}/ai-models-web-")
+        return message
+
+    message = eventually(refusal_reported, timeout=DELIVERY_SECONDS, message=describe(stack, "web"))
     assert "HTTP 403" in message, message
     assert "tries again" in message
     assert stack.items(f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs") == []

@@ -29,7 +29,19 @@ def run(action: DeliveryAction, *, ctx: StepContext, subject: Subject) -> float 
     else:
         ctx.notify.got_slot(subject.key)
     if action.create_claim is not None:
-        create_claim(action.create_claim, ctx=ctx, subject=subject)
+        try:
+            create_claim(action.create_claim, ctx=ctx, subject=subject)
+        except ObjectRefused as error:
+            if error.temporary:
+                raise
+            return _refused(
+                error,
+                DeliveryReason.SHARED_PVC_CLAIM_PENDING,
+                "a ResourceQuota or an admission policy of the namespace, or the controller's RBAC, "
+                "does not let it be created",
+                ctx=ctx,
+                subject=subject,
+            )
     if action.claim_patch is not None:
         patch_claim(action.claim_patch, ctx=ctx, subject=subject)
     if action.remove_failed_job:
@@ -40,7 +52,14 @@ def run(action: DeliveryAction, *, ctx: StepContext, subject: Subject) -> float 
         except ObjectRefused as error:
             if error.temporary:
                 raise
-            return _refused(error, ctx=ctx, subject=subject)
+            return _refused(
+                error,
+                DeliveryReason.SHARED_PVC_MATERIALIZATION_FAILED,
+                "the materializer pod template the module's Helm chart renders, or an admission "
+                "policy or quota of the namespace, does not let it be created",
+                ctx=ctx,
+                subject=subject,
+            )
         if not started:
             return SLOT_RECHECK_SECONDS  # the report says so on the next pass
     if action.template is not None:
@@ -56,14 +75,12 @@ def run(action: DeliveryAction, *, ctx: StepContext, subject: Subject) -> float 
     return again
 
 
-def _refused(error: ObjectRefused, *, ctx: StepContext, subject: Subject) -> float:
-    """The API server refused the materialize Job or its Secret: say which, and try again later."""
+def _refused(
+    error: ObjectRefused, reason: DeliveryReason, cause: str, *, ctx: StepContext, subject: Subject
+) -> float:
+    """The API server refused an object of the delivery for good: say which and why, and try again
+    after the retry period (a temporary refusal backs off instead)."""
     retry = ctx.settings.materialization_retry
-    report = DeliveryReport(
-        DeliveryReason.SHARED_PVC_MATERIALIZATION_FAILED,
-        f"{error}; the materializer pod template the module's Helm chart renders, or an admission "
-        "policy or quota of the namespace, does not let it be created; the module tries again in "
-        f"{int(retry.total_seconds())}s",
-    )
-    write_report(report, ctx=ctx, subject=subject)
+    message = f"{error}; {cause}; the module tries again in {int(retry.total_seconds())}s"
+    write_report(DeliveryReport(reason, message), ctx=ctx, subject=subject)
     return retry.total_seconds()

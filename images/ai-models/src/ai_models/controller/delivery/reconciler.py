@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datetime
 import logging
-import threading
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
@@ -23,7 +22,7 @@ from ai_models.controller.delivery.jobs import MATERIALIZER_CONTAINER
 from ai_models.controller.delivery.keys import WorkloadKey
 from ai_models.controller.delivery.observe import ModelOf, Observer
 from ai_models.controller.delivery.steps import DeliverySettings, StepContext
-from ai_models.controller.models.slots import SlotKeeper, namespaced_job_name
+from ai_models.controller.models.slots import SlotKeeper, SlotWaiters, namespaced_job_name
 from ai_models.controller.models.steps.upload_keys import UploadKeys
 from ai_models.domain.delivery.claims import ClassChoice
 from ai_models.domain.delivery.decision import Policy, decide
@@ -38,7 +37,7 @@ def utcnow() -> datetime.datetime:
     return datetime.datetime.now(datetime.UTC)
 
 
-class DeliveryReconciler:
+class DeliveryReconciler(SlotWaiters[WorkloadKey]):
     def __init__(
         self,
         *,
@@ -53,6 +52,7 @@ class DeliveryReconciler:
         clock: Callable[[], datetime.datetime] = utcnow,
         slots: SlotKeeper | None = None,
     ) -> None:
+        super().__init__()
         self.informers = informers
         self.clock = clock
         self._api_client = api_client
@@ -90,9 +90,6 @@ class DeliveryReconciler:
             clock=clock,
             notify=self,
         )
-        self._waiting_for_slot: set[WorkloadKey] = set()
-        self._lock = threading.Lock()
-        self.on_slot_freed: Callable[[set[WorkloadKey]], None] = lambda keys: None
 
     def reconcile(self, key: WorkloadKey) -> float | None:
         obj = self.informers.workload(key)
@@ -115,20 +112,3 @@ class DeliveryReconciler:
         return Jobs(self._api_client, namespace=namespace).termination_message(
             job, container=MATERIALIZER_CONTAINER
         )
-
-    # ----- what steps tell (steps.Notifier) -------------------------------------------------------
-
-    def waiting_for_slot(self, key: WorkloadKey) -> None:
-        with self._lock:
-            self._waiting_for_slot.add(key)
-
-    def got_slot(self, key: WorkloadKey) -> None:
-        with self._lock:
-            self._waiting_for_slot.discard(key)
-
-    def slot_freed(self) -> None:
-        """A materialize Job stopped running: the workloads waiting for a slot look again."""
-        with self._lock:
-            waiting = set(self._waiting_for_slot)
-        if waiting:
-            self.on_slot_freed(waiting)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datetime
 import logging
-import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -20,7 +19,7 @@ from ai_models.controller.models.dependencies import DependencyReader
 from ai_models.controller.models.jobs import JobApi
 from ai_models.controller.models.observe import Observer, owner_of
 from ai_models.controller.models.planning import Planner
-from ai_models.controller.models.slots import SlotKeeper
+from ai_models.controller.models.slots import SlotKeeper, SlotWaiters
 from ai_models.controller.models.steps.context import ReconcilerSettings, StepContext
 from ai_models.controller.models.steps.upload_keys import UploadKeys
 from ai_models.controller.storage.accounting import Accounting
@@ -40,7 +39,7 @@ __all__ = ["MAX_ATTEMPTS", "Reconciler", "ReconcilerSettings", "owner_of"]
 log = logging.getLogger(__name__)
 
 
-class Reconciler:
+class Reconciler(SlotWaiters[ModelKey]):
     def __init__(
         self,
         *,
@@ -56,6 +55,7 @@ class Reconciler:
         clock: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.UTC),
         slots: SlotKeeper | None = None,
     ) -> None:
+        super().__init__()
         self.objects = objects
         self.planner = planner
         self.accounting = accounting
@@ -87,9 +87,6 @@ class Reconciler:
             clock=clock,
             notify=self,
         )
-        self._waiting_for_slot: set[ModelKey] = set()
-        self._lock = threading.Lock()
-        self.on_slot_freed: Callable[[set[ModelKey]], None] = lambda keys: None
         self.on_published: Callable[[str], None] = lambda result: None
 
     # ----- entry points -------------------------------------------------------------------------
@@ -122,21 +119,7 @@ class Reconciler:
         if isinstance(action, RePublishDamaged):
             steps.run(action, ctx=self.context, subject=subject)
 
-    # ----- what steps tell (steps.context.Notifier) ------------------------------------------------
-
-    def waiting_for_slot(self, key: ModelKey) -> None:
-        with self._lock:
-            self._waiting_for_slot.add(key)
-
-    def got_slot(self, key: ModelKey) -> None:
-        with self._lock:
-            self._waiting_for_slot.discard(key)
-
-    def slot_freed(self) -> None:
-        with self._lock:
-            waiting = set(self._waiting_for_slot)
-        if waiting:
-            self.on_slot_freed(waiting)
+    # ----- what steps tell (steps.context.Notifier; slot waits are SlotWaiters') ---------------------
 
     def published(self, result: str) -> None:
         self.on_published(result)

@@ -18,8 +18,8 @@ names a Job by `job_key` (`namespace/name`).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from typing import Any, Generic, TypeVar
 
 from ai_models.controller.models.jobs import is_running
 
@@ -30,6 +30,33 @@ def job_name(job: Mapping[str, Any]) -> str:
 
 def namespaced_job_name(job: Mapping[str, Any]) -> str:
     return f"{job['metadata'].get('namespace') or ''}/{job['metadata']['name']}"
+
+
+K = TypeVar("K", bound=Hashable)
+
+
+class SlotWaiters(Generic[K]):
+    """The keys that found every slot taken; when one frees, all of them look again (the first
+    to get there takes it). Shared by the workers of one controller."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._waiting: set[K] = set()
+        self.on_slot_freed: Callable[[set[K]], None] = lambda keys: None
+
+    def waiting_for_slot(self, key: K) -> None:
+        with self._lock:
+            self._waiting.add(key)
+
+    def got_slot(self, key: K) -> None:
+        with self._lock:
+            self._waiting.discard(key)
+
+    def slot_freed(self) -> None:
+        with self._lock:
+            waiting = set(self._waiting)
+        if waiting:
+            self.on_slot_freed(waiting)
 
 
 class SlotKeeper:

@@ -22,7 +22,7 @@ lint: install
 	$(BIN)/lint-imports
 
 test: lint
-	$(BIN)/pytest
+	$(BIN)/pytest -n 2 --dist loadfile
 
 render: install
 	PYTHONPATH=tests $(BIN)/python -m support.render_cli --out out

@@ -22,7 +22,8 @@ lint: install
 	$(BIN)/lint-imports
 
 test: lint
-	$(BIN)/pytest -n 2 --dist loadfile
+	$(BIN)/pytest -n 2 --dist loadfile -m "not serial"
+	$(BIN)/pytest -m serial
 
 render: install
 	PYTHONPATH=tests $(BIN)/python -m support.render_cli --out out

@@ -13,6 +13,7 @@ Waits (`wait_for`) wake on the reactor's own progress: every handled batch bumps
 
 from __future__ import annotations
 
+import abc
 import functools
 import logging
 import queue
@@ -75,7 +76,7 @@ def owner_reference(owner: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-class StoreReactor:
+class StoreReactor(abc.ABC):
     """Subclasses set `watched` ((group, version, plural) triples), implement `keys_for` and
     `reconcile`, and call `start()` at the end of their `__init__`."""
 
@@ -110,11 +111,13 @@ class StoreReactor:
 
     # --- for subclasses --------------------------------------------------------------------------
 
+    @abc.abstractmethod
     def keys_for(self, kind: str, event: WatchEvent) -> Iterable[Hashable]:
-        raise NotImplementedError
+        """Which keys an event of `kind` concerns."""
 
+    @abc.abstractmethod
     def reconcile(self, key: Any) -> None:
-        raise NotImplementedError
+        """Bring `key` to what the store says it should be."""
 
     def kick(self, key: Hashable) -> None:
         """Reconcile `key` soon (a test changed what the reactor was configured with)."""

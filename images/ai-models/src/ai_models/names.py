@@ -268,6 +268,15 @@ ROOT_CA_SECRET: Final = "ai-models-root-ca"
 # The controller Service and the certificate of its admission webhook listener (every replica).
 CONTROLLER_SERVICE: Final = "ai-models-controller"
 CONTROLLER_TLS_SECRET: Final = "ai-models-controller-tls"
+# The workload admission webhook (issue 12): the MutatingWebhookConfiguration the chart renders, the
+# webhook's name in it, the path every controller replica serves it on, and the controller Service
+# port that leads there (443 -> the container's `https-webhook`).
+DELIVERY_WEBHOOK_CONFIGURATION: Final = "d8-ai-models-delivery"
+DELIVERY_WEBHOOK_NAME: Final = "delivery.ai-models.deckhouse.io"
+DELIVERY_WEBHOOK_PATH: Final = "/admission/workloads"
+DELIVERY_WEBHOOK_PORT_NAME: Final = "https-webhook"
+# The materializer pod template Helm renders for the controller (mounted into it), like the publisher's.
+MATERIALIZER_TEMPLATE_CONFIGMAP: Final = "ai-models-materializer-template"
 API_TLS_SECRET: Final = "ai-models-api-tls"
 CA_COMMON_NAME: Final = "ai-models-ca"
 # The copy of the object store's CA (setting artifacts.caSecretName), next to the credentials.

@@ -2,13 +2,39 @@
 
 from __future__ import annotations
 
+import datetime
+import re
 from pathlib import Path
+from typing import Any, Final
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from ai_models.domain.storage.prerequisites import DeliveryMode
-from ai_models.names import API_IN_CLUSTER_URL, CONTROLLER_LEASE, PUBLISHER_TEMPLATE_CONFIGMAP
+from ai_models.names import (
+    API_IN_CLUSTER_URL,
+    CONTROLLER_LEASE,
+    DELIVERY_WEBHOOK_PATH,
+    MATERIALIZER_TEMPLATE_CONFIGMAP,
+    PUBLISHER_TEMPLATE_CONFIGMAP,
+)
 from ai_models.settings import Settings
+
+
+# A Go-style duration as ModuleConfig settings spell them: "90s", "10m", "1h30m".
+_DURATION: Final = re.compile(r"^(?:(?P<h>[0-9]+)h)?(?:(?P<m>[0-9]+)m)?(?:(?P<s>[0-9]+)s)?$")
+
+
+def parse_duration(value: Any) -> Any:
+    """"1h30m" -> timedelta; numbers are seconds; anything else is left to pydantic to refuse."""
+    if isinstance(value, str) and value.isdigit():
+        return datetime.timedelta(seconds=int(value))
+    if isinstance(value, str) and value:
+        match = _DURATION.match(value)
+        if match is None:
+            raise ValueError(f"{value!r} is not a duration such as 90s, 10m or 1h30m")
+        parts = {key: int(found or 0) for key, found in match.groupdict().items()}
+        return datetime.timedelta(hours=parts["h"], minutes=parts["m"], seconds=parts["s"])
+    return value
 
 
 class ControllerSettings(Settings):
@@ -41,6 +67,35 @@ class ControllerSettings(Settings):
     delivery_node_cache_selector: dict[str, str] = Field(
         default_factory=dict, description="Setting delivery.nodeCache.nodeSelector (JSON)."
     )
+    delivery_max_concurrent_materializations: int = Field(
+        default=2, ge=1, le=64, description="Setting delivery.maxConcurrentMaterializations."
+    )
+    delivery_provisioning_timeout: datetime.timedelta = Field(
+        default=datetime.timedelta(minutes=10),
+        gt=datetime.timedelta(0),
+        description="Setting delivery.provisioningTimeout: how long a shared claim may stay unbound.",
+    )
+    delivery_materialization_retry_seconds: float = Field(
+        default=300.0, gt=0, description="How long a failed materialization waits before it is tried again."
+    )
+    delivery_api_url: str = Field(
+        default=API_IN_CLUSTER_URL, description="The serving API as materialize Jobs reach it."
+    )
+    delivery_materializer_template_file: Path | None = Field(
+        default=None,
+        description=f"The materializer pod template (ConfigMap {MATERIALIZER_TEMPLATE_CONFIGMAP}).",
+    )
+    delivery_registry_secret: str | None = Field(
+        default=None,
+        description="The module's image pull Secret (module namespace), copied beside each materialize Job.",
+    )
+    delivery_workers: int = Field(default=2, ge=1, le=64, description="Workloads reconciled at once.")
+    controller_webhook_address: str = Field(default="0.0.0.0", description="Listener of the admission webhook.")
+    controller_webhook_port: int = Field(default=9443, ge=0, le=65535)
+    controller_webhook_cert_dir: Path | None = Field(
+        default=None, description="tls.crt and tls.key of the webhook listener; no webhook when not set."
+    )
+    controller_webhook_path: str = Field(default=DELIVERY_WEBHOOK_PATH)
     publish_pod_template_file: Path | None = Field(
         default=None, description=f"The publisher pod template (ConfigMap {PUBLISHER_TEMPLATE_CONFIGMAP})."
     )
@@ -80,3 +135,8 @@ class ControllerSettings(Settings):
         le=1,
         description="Share of the stored bytes above which a pass removes nothing and reports it instead.",
     )
+
+    @field_validator("delivery_provisioning_timeout", mode="before")
+    @classmethod
+    def _duration(cls, value: Any) -> Any:
+        return parse_duration(value)

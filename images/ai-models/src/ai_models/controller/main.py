@@ -20,7 +20,9 @@ from ai_models.adapters.kube.leases import LeaseTiming, lead_while_holding_lease
 from ai_models.adapters.kube.ledger_store import SecretLedgerStore
 from ai_models.adapters.kube.resources import MODEL_CATALOG_SOURCES
 from ai_models.adapters.objectstore import open_store
+from ai_models.controller.admission.server import WebhookServer
 from ai_models.controller.catalog import CatalogRuntime, catalog_controller
+from ai_models.controller.delivery.wiring import attach_delivery, start_webhook
 from ai_models.controller.health import ProbeServer, ProbeState, serve_metrics
 from ai_models.controller.metrics import ControllerMetrics
 from ai_models.controller.models.runtime import ModelRuntime
@@ -29,6 +31,7 @@ from ai_models.controller.prerequisites import PrerequisitesCollector, check, lo
 from ai_models.controller.runtime import Manager
 from ai_models.controller.settings import ControllerSettings
 from ai_models.controller.storage.metrics import LedgerCollector, StorageMetrics
+from ai_models.domain.storage.prerequisites import DeliveryMode
 
 log = logging.getLogger(__name__)
 # The first API call is retried START_ATTEMPTS times, 2 s apart doubling to at most 30 s: about
@@ -108,6 +111,7 @@ def run(settings: ControllerSettings) -> int:
     ).start()
     metrics = ControllerMetrics(REGISTRY)
     serve_metrics(address=settings.controller_metrics_address, port=settings.controller_metrics_port)
+    webhook: WebhookServer | None = None
     try:
         api = _load_kube_configuration()
         # Every replica reports the verdict at once, before waiting for the lease: in a cluster
@@ -148,14 +152,19 @@ def run(settings: ControllerSettings) -> int:
         manager = Manager()
         catalog_informer = manager.informer(Informer(api, MODEL_CATALOG_SOURCES))
         manager.controller(catalog_controller(catalog, informer=catalog_informer))
-        ModelRuntime(
+        models = ModelRuntime(
             settings=settings,
             api_client=api,
             store=store,
             metrics=storage_metrics,
             snapshot=hub_snapshot,
             events=events,
-        ).attach(manager, catalog_sources=catalog_informer)
+        )
+        models.attach(manager, catalog_sources=catalog_informer)
+        if settings.delivery_mode is DeliveryMode.SHARED_PVC:
+            attach_delivery(manager, api_client=api, settings=settings, models=models, events=events)
+            # Every replica admits workloads: the API server calls whichever the Service picks.
+            webhook = start_webhook(api, settings)
         probes.mark_ready()
 
         def reconcile(stop: threading.Event) -> None:
@@ -186,5 +195,7 @@ def run(settings: ControllerSettings) -> int:
         return 2
     finally:
         probes.mark_stopping()
+        if webhook is not None:
+            webhook.stop()
         probe_server.stop()
     return 0

@@ -35,7 +35,7 @@ METRIC = STORAGE_PREREQUISITES_METRIC
 REQUEST_TIMEOUT = (5.0, 30.0)
 
 
-def _storage_classes(api: Any) -> tuple[StorageClassFacts, ...]:
+def storage_classes(api: Any) -> tuple[StorageClassFacts, ...]:
     listed = k8s.StorageV1Api(api).list_storage_class(_request_timeout=REQUEST_TIMEOUT)
     return tuple(
         StorageClassFacts(
@@ -92,7 +92,7 @@ def read_inputs(api: Any, settings: ControllerSettings) -> StorageInputs:
         mode=mode,
         shared_pvc_storage_class=settings.delivery_shared_pvc_storage_class,
         global_storage_class=settings.delivery_global_storage_class,
-        storage_classes=_storage_classes(api) if shared else (),
+        storage_classes=storage_classes(api) if shared else (),
         shared_claims=_shared_claims(api) if shared else (),
         node_cache_size=settings.delivery_node_cache_size,
         node_cache_selector=settings.delivery_node_cache_selector,

@@ -19,13 +19,12 @@ from ai_models.names import (
 )
 from ai_models.settings import Settings
 
-
 # A Go-style duration as ModuleConfig settings spell them: "90s", "10m", "1h30m".
 _DURATION: Final = re.compile(r"^(?:(?P<h>[0-9]+)h)?(?:(?P<m>[0-9]+)m)?(?:(?P<s>[0-9]+)s)?$")
 
 
 def parse_duration(value: Any) -> Any:
-    """"1h30m" -> timedelta; numbers are seconds; anything else is left to pydantic to refuse."""
+    """ "1h30m" -> timedelta; numbers are seconds; anything else is left to pydantic to refuse."""
     if isinstance(value, str) and value.isdigit():
         return datetime.timedelta(seconds=int(value))
     if isinstance(value, str) and value:
@@ -90,7 +89,9 @@ class ControllerSettings(Settings):
         description="The module's image pull Secret (module namespace), copied beside each materialize Job.",
     )
     delivery_workers: int = Field(default=2, ge=1, le=64, description="Workloads reconciled at once.")
-    controller_webhook_address: str = Field(default="0.0.0.0", description="Listener of the admission webhook.")
+    controller_webhook_address: str = Field(
+        default="0.0.0.0", description="Listener of the admission webhook."
+    )
     controller_webhook_port: int = Field(default=9443, ge=0, le=65535)
     controller_webhook_cert_dir: Path | None = Field(
         default=None, description="tls.crt and tls.key of the webhook listener; no webhook when not set."

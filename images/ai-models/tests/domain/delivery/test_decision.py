@@ -632,6 +632,21 @@ NEW = with_(workload=dataclasses.replace(WEB, uid=""), template=USERS_TEMPLATE, 
             dataclasses.replace(NEW, request=None), None, id="a_workload_that_asks_for_nothing_is_left_alone"
         ),
         pytest.param(
+            with_(template=gate(DELIVERED_TEMPLATE), claim=MATERIALIZED),
+            None,
+            id="an_update_of_a_delivered_gated_template_keeps_the_gate_no_rollout",
+        ),
+        pytest.param(
+            with_(template=DELIVERED_TEMPLATE, request=None),
+            USERS_TEMPLATE,
+            id="an_update_that_removes_the_annotations_strips_the_template",
+        ),
+        pytest.param(
+            with_(template=GATED, request=None),
+            USERS_TEMPLATE,
+            id="an_update_that_removes_the_annotations_drops_the_gate",
+        ),
+        pytest.param(
             dataclasses.replace(NEW, workload=Workload(WorkloadKind.DEPLOYMENT, MODULE_NAMESPACE, "api")),
             None,
             id="the_module_namespace_is_left_alone",

@@ -10,6 +10,7 @@ kind, name and uid, so a Job's change maps back to its workload.
 
 from __future__ import annotations
 
+import base64
 import copy
 import dataclasses
 import datetime
@@ -45,6 +46,8 @@ MATERIALIZER_CONTAINER: Final = "materialize"
 # Where a materialize Job mounts the claim it fills (its TARGET_DIR).
 CLAIM_MOUNT: Final = "/data/shared-claim"
 TOKEN_SECRET_SUFFIX: Final = "-token"
+REGISTRY_SECRET_SUFFIX: Final = "-registry"
+DOCKER_CONFIG_KEY: Final = ".dockerconfigjson"
 # Exit codes of `ai-models materialize` whose outcome is final for the Job (1: failed with an
 # outcome, 2: bad settings): a new Pod would fail the same way. A killed Pod is retried by the Job.
 FINAL_EXIT_CODES: Final = (1, 2)
@@ -63,6 +66,10 @@ def job_name(claim: str) -> str:
 
 def token_secret_name(claim: str) -> str:
     return f"{claim}{TOKEN_SECRET_SUFFIX}"
+
+
+def registry_secret_name(claim: str) -> str:
+    return f"{claim}{REGISTRY_SECRET_SUFFIX}"
 
 
 def job_labels(workload: Workload) -> dict[str, str]:
@@ -110,14 +117,21 @@ def materialize_job(
     claim_uid: str,
     request: MaterializationRequest,
     limits: JobLimits,
+    pull_secret: bool = False,
 ) -> dict[str, Any]:
-    """The Job that runs `request` with the claim `claim` mounted at `request.target_dir`."""
+    """The Job that runs `request` with the claim `claim` mounted at `request.target_dir`; with
+    `pull_secret`, its Pods pull the module image with the copy `registry_secret` makes."""
     pod = copy.deepcopy(dict(template))
     labels = job_labels(workload)
     metadata = pod.setdefault("metadata", {})
     metadata["labels"] = {**(metadata.get("labels") or {}), **labels}
     spec = pod["spec"]
     spec["restartPolicy"] = "Never"
+    if pull_secret:
+        spec["imagePullSecrets"] = [
+            *(spec.get("imagePullSecrets") or []),
+            {"name": registry_secret_name(claim)},
+        ]
     spec["volumes"] = [
         *(spec.get("volumes") or []),
         {"name": SHARED_PVC_VOLUME, "persistentVolumeClaim": {"claimName": claim}},
@@ -179,6 +193,26 @@ def token_secret(job: Mapping[str, Any], *, workload: Workload, token: str) -> d
         },
         "type": "Opaque",
         "stringData": {TOKEN_SECRET_KEY: token},
+    }
+
+
+def registry_secret(
+    *, claim: str, claim_uid: str, workload: Workload, docker_config: bytes
+) -> dict[str, Any]:
+    """The module's image pull credentials beside a materialize Job: a user's namespace has none,
+    and the Job runs the module image. Owned by the claim, so it exists before the Job's Pod."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": registry_secret_name(claim),
+            "namespace": workload.namespace,
+            "labels": job_labels(workload),
+            "annotations": {OWNER_NAME_ANNOTATION: workload.name},
+            "ownerReferences": [_owner("v1", "PersistentVolumeClaim", claim, claim_uid)],
+        },
+        "type": "kubernetes.io/dockerconfigjson",
+        "data": {DOCKER_CONFIG_KEY: base64.b64encode(docker_config).decode()},
     }
 
 

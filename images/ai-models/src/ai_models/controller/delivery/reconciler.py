@@ -51,6 +51,7 @@ class DeliveryReconciler(SlotWaiters[WorkloadKey]):
         module_namespace: str = MODULE_NAMESPACE,
         clock: Callable[[], datetime.datetime] = utcnow,
         slots: SlotKeeper | None = None,
+        registry_credentials: Callable[[], bytes | None] = lambda: None,
     ) -> None:
         super().__init__()
         self.informers = informers
@@ -86,6 +87,7 @@ class DeliveryReconciler(SlotWaiters[WorkloadKey]):
                 data_key=DELIVERY_SIGNING_KEY,
             ),
             materializer_template=materializer_template,
+            registry_credentials=registry_credentials,
             settings=settings,
             clock=clock,
             notify=self,

@@ -52,6 +52,7 @@ class DeliveryRuntime:
         workers: int = 2,
         resync_seconds: float | None = 300.0,
         clock: Callable[[], datetime.datetime] = utcnow,
+        registry_credentials: Callable[[], bytes | None] = lambda: None,
     ) -> None:
         self.informers = DeliveryInformers(api_client, resync_seconds=resync_seconds)
         self.reconciler = DeliveryReconciler(
@@ -64,6 +65,7 @@ class DeliveryRuntime:
             events=events,
             module_namespace=module_namespace,
             clock=clock,
+            registry_credentials=registry_credentials,
         )
         self.controller: Controller[WorkloadKey] = Controller(
             "delivery", self.reconciler.reconcile, workers=workers

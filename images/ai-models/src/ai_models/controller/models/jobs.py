@@ -60,22 +60,26 @@ _NAME_HASH_CHARACTERS: Final = 12
 
 
 class PodTemplateError(RuntimeError):
-    """The publisher pod template is missing or malformed; the message names the file."""
+    """A Job pod template the chart renders is missing or malformed; the message names the file."""
 
 
-def load_pod_template(path: Path) -> dict[str, Any]:
+def load_pod_template(
+    path: Path, *, container: str = PUBLISHER_CONTAINER, configmap: str = PUBLISHER_TEMPLATE_CONFIGMAP
+) -> dict[str, Any]:
+    """The pod template in `path` (mounted from `configmap`), which must have `container`."""
+    what = configmap.removeprefix("ai-models-").removesuffix("-template") + " pod template"
     try:
         document = yaml.safe_load(path.read_text())
     except (OSError, yaml.YAMLError) as error:
-        raise PodTemplateError(f"cannot read the publisher pod template {path}: {error}") from error
+        raise PodTemplateError(f"cannot read the {what} {path}: {error}") from error
     spec = document.get("spec") if isinstance(document, dict) else None
     containers = spec.get("containers") if isinstance(spec, dict) else None
     if not isinstance(containers, list) or not any(
-        isinstance(item, dict) and item.get("name") == PUBLISHER_CONTAINER for item in containers
+        isinstance(item, dict) and item.get("name") == container for item in containers
     ):
         raise PodTemplateError(
-            f"the publisher pod template {path} has no container named {PUBLISHER_CONTAINER!r}; "
-            f"it comes from the ConfigMap {PUBLISHER_TEMPLATE_CONFIGMAP} rendered by the module's Helm chart"
+            f"the {what} {path} has no container named {container!r}; "
+            f"it comes from the ConfigMap {configmap} rendered by the module's Helm chart"
         )
     result: dict[str, Any] = document
     return result

@@ -566,7 +566,8 @@ def _complete(claim: ClaimSeen | None, resolved: Sequence[ResolvedModel]) -> boo
 def admit(seen: DeliveryObservation) -> Template | None:
     """The pod template a workload is admitted with (CREATE or UPDATE); None leaves it as it is.
 
-    When every model is Ready, the template is written complete: without the gate when the wanted
+    Without the annotations (an UPDATE that removed them) the module's part is stripped. When
+    every model is Ready, the template is written complete: without the gate when the wanted
     claim already holds every artifact, else with the gate, which the controller then removes from
     the Pods (never from the template) once the claim is filled, so such a Deployment keeps one
     ReplicaSet. While a model is not Ready or the request is broken, the template is gated; one
@@ -574,9 +575,12 @@ def admit(seen: DeliveryObservation) -> Template | None:
     keeps what its pods use. The claim name does not need the uid the object has not got yet.
     """
     request = seen.request
-    if ignored(seen.workload.namespace) or request is None:
+    if ignored(seen.workload.namespace):
         return None
     current = dict(seen.template)
+    if request is None:  # the annotations were removed: take back what the module added, at once
+        stripped = strip(current)
+        return None if stripped == current else stripped
     resolved = resolved_models(request, seen.models) if isinstance(request, DeliveryRequest) else None
     if resolved is None or not isinstance(request, DeliveryRequest):
         wanted = current if applied(current) is not None else gate(current)
@@ -585,7 +589,9 @@ def admit(seen: DeliveryObservation) -> Template | None:
         claim = seen.claim if seen.claim is not None and seen.claim.name == name else None
         complete = rewrite(current, claim=name, models=[item.delivered for item in resolved])
         if _complete(claim, resolved):
-            wanted = complete
+            # A template written complete and gated at CREATE stays as it is on a later UPDATE
+            # (a label or annotation change): dropping the gate now would roll the pods for nothing.
+            wanted = current if current == gate(complete) else complete
         elif applied(current) is not None:
             wanted = current  # mounts an earlier claim: kept until the new one is filled
         else:

@@ -50,6 +50,8 @@ class StepContext:
     slots: SlotKeeper
     signing_keys: UploadKeys
     materializer_template: Callable[[], Mapping[str, Any]]
+    # The module's docker config JSON for the materializers' image pulls (None: pull without).
+    registry_credentials: Callable[[], bytes | None]
     settings: DeliverySettings
     clock: Callable[[], datetime.datetime]
     notify: Notifier

@@ -3,7 +3,7 @@ remove a failed one so its successor can start."""
 
 from __future__ import annotations
 
-from ai_models.controller.delivery.jobs import job_name, materialize_job, token_secret
+from ai_models.controller.delivery.jobs import job_name, materialize_job, registry_secret, token_secret
 from ai_models.controller.delivery.observe import Subject
 from ai_models.controller.delivery.steps.context import StepContext
 from ai_models.domain.delivery import token
@@ -38,6 +38,13 @@ def start_materialization(start: StartMaterialization, *, ctx: StepContext, subj
             ),
             ca_bundle=ctx.settings.ca_bundle,
         )
+        credentials = ctx.registry_credentials()
+        if credentials is not None:
+            ctx.objects.put_secret(
+                registry_secret(
+                    claim=start.claim, claim_uid=claim.uid, workload=workload, docker_config=credentials
+                )
+            )
         job = materialize_job(
             ctx.materializer_template(),
             workload=workload,
@@ -45,6 +52,7 @@ def start_materialization(start: StartMaterialization, *, ctx: StepContext, subj
             claim_uid=claim.uid,
             request=request,
             limits=ctx.settings.limits,
+            pull_secret=credentials is not None,
         )
         grant = token.DeliveryGrant(
             workload=token.Workload(

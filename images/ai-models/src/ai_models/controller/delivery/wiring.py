@@ -1,0 +1,123 @@
+"""SharedPVC delivery in the controller process: the admission webhook on every replica, the
+delivery reconciler on the leader, both from the controller's settings.
+
+The webhook reads Models and claims directly (a standby replica runs no informers); the reconciler
+reads the Models from the leader's Model informers, which it is hung on, so a Model that becomes
+Ready wakes the workloads that name it.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from ai_models.adapters.kube.events import EventRecorder
+from ai_models.adapters.kube.secrets import Secrets
+from ai_models.controller.admission.server import WebhookServer
+from ai_models.controller.admission.workloads import ClusterReads, WorkloadAdmission
+from ai_models.controller.delivery.jobs import DOCKER_CONFIG_KEY, MATERIALIZER_CONTAINER
+from ai_models.controller.delivery.runtime import DeliveryRuntime
+from ai_models.controller.delivery.steps import DeliverySettings
+from ai_models.controller.delivery.storage import StorageClassChoice
+from ai_models.controller.models.jobs import load_pod_template
+from ai_models.controller.models.runtime import ModelRuntime
+from ai_models.controller.runtime import Manager
+from ai_models.controller.settings import ControllerSettings
+from ai_models.domain.models.reference import ModelKey
+from ai_models.names import MATERIALIZER_TEMPLATE_CONFIGMAP
+
+log = logging.getLogger(__name__)
+
+
+def start_webhook(api_client: Any, settings: ControllerSettings) -> WebhookServer | None:
+    """Serve the admission webhook when the chart mounted its certificate; None without one."""
+    cert_dir = settings.controller_webhook_cert_dir
+    if cert_dir is None:
+        log.info(
+            "no admission webhook: %s is not set", ControllerSettings.variable("controller_webhook_cert_dir")
+        )
+        return None
+    reads = ClusterReads(api_client)
+    return WebhookServer(
+        admit=WorkloadAdmission(read_model=reads.model, read_claim=reads.claim),
+        address=settings.controller_webhook_address,
+        port=settings.controller_webhook_port,
+        cert_file=cert_dir / "tls.crt",
+        key_file=cert_dir / "tls.key",
+        path=settings.controller_webhook_path,
+    ).start()
+
+
+def delivery_settings(settings: ControllerSettings) -> DeliverySettings:
+    return DeliverySettings(
+        api_url=settings.delivery_api_url,
+        max_concurrent_materializations=settings.delivery_max_concurrent_materializations,
+        provisioning_deadline=settings.delivery_provisioning_timeout,
+        materialization_retry=datetime.timedelta(seconds=settings.delivery_materialization_retry_seconds),
+    )
+
+
+class _Sources:
+    """What the reconciler reads outside its own caches, from the settings."""
+
+    def __init__(self, api_client: Any, settings: ControllerSettings, models: ModelRuntime) -> None:
+        self._settings = settings
+        self._models = models
+        self._secrets = Secrets(api_client)
+
+    def model_of(self, key: ModelKey) -> Mapping[str, Any] | None:
+        return self._models.models_informers[key.kind].get(key.namespace, key.name)
+
+    def materializer_template(self) -> Mapping[str, Any]:
+        path = self._settings.delivery_materializer_template_file
+        if path is None:
+            raise RuntimeError(
+                f"{ControllerSettings.variable('delivery_materializer_template_file')} is not set: the "
+                "controller needs the materializer pod template that the module's Helm chart renders "
+                f"(ConfigMap {MATERIALIZER_TEMPLATE_CONFIGMAP})"
+            )
+        return load_pod_template(
+            path, container=MATERIALIZER_CONTAINER, configmap=MATERIALIZER_TEMPLATE_CONFIGMAP
+        )
+
+    def registry_credentials(self) -> bytes | None:
+        name = self._settings.delivery_registry_secret
+        if not name:
+            return None
+        found = self._secrets.read(self._settings.namespace, name)
+        if found is None or DOCKER_CONFIG_KEY not in found.values:
+            raise RuntimeError(
+                f"the module's image pull Secret {self._settings.namespace}/{name} is missing or has no "
+                f"{DOCKER_CONFIG_KEY}; materialize Jobs could not pull the module image"
+            )
+        return found.values[DOCKER_CONFIG_KEY]
+
+
+def attach_delivery(
+    manager: Manager,
+    *,
+    api_client: Any,
+    settings: ControllerSettings,
+    models: ModelRuntime,
+    events: EventRecorder,
+) -> DeliveryRuntime:
+    """The delivery reconciler on the leader's manager, woken by the Model informers."""
+    sources = _Sources(api_client, settings, models)
+    delivery = DeliveryRuntime(
+        api_client=api_client,
+        model_of=sources.model_of,
+        storage_class=StorageClassChoice(api_client, settings),
+        materializer_template=sources.materializer_template,
+        settings=delivery_settings(settings),
+        events=events,
+        module_namespace=settings.namespace,
+        workers=settings.delivery_workers,
+        resync_seconds=settings.model_resync_seconds,
+        registry_credentials=sources.registry_credentials,
+    )
+    delivery.attach(manager)
+    for informer in models.models_informers.values():
+        informer.add_handler(delivery.model_changed)
+    return delivery

@@ -161,6 +161,13 @@ class DeliveryReason(enum.StrEnum):
     SHARED_PVC_MATERIALIZATION_FAILED = "SharedPVCMaterializationFailed"
 
 
+class DeliveryEvent(enum.StrEnum):
+    """Reasons of the other Events the delivery records on a workload."""
+
+    # A ReplicaSet of a Deployment's gated-only template, deleted once the complete one is available.
+    STALE_REPLICA_SET_DELETED = "StaleReplicaSetDeleted"
+
+
 class ModelKind(enum.StrEnum):
     MODEL = "Model"
     CLUSTER_MODEL = "ClusterModel"

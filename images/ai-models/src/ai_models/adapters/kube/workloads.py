@@ -1,6 +1,7 @@
 """Typed writes to top-level workloads (Deployment, StatefulSet, DaemonSet, CronJob) and their Pods,
 for workload delivery: the pod template replaced whole under a resourceVersion guard, annotations
-merged, Pods listed by selector and a scheduling gate taken off one Pod.
+merged, Pods listed by selector and a scheduling gate taken off one Pod, a Deployment's ReplicaSets
+listed and a stale one deleted.
 
 Every write carries the resourceVersion it was computed from: a workload or Pod changed since is
 refused (409 Conflict, `Conflict`) instead of overwritten, and the caller looks again.
@@ -101,6 +102,35 @@ class Workloads:
         finally:
             response.release_conn()
         return [item for item in page.get("items") or () if isinstance(item, dict)]
+
+    def replica_sets(self, namespace: str, *, selector: str) -> list[dict[str, Any]]:
+        """The ReplicaSets of `namespace` the label selector matches (one list)."""
+        response = k8s.AppsV1Api(self._api_client).list_namespaced_replica_set(
+            namespace, label_selector=selector, _request_timeout=self._timeout, _preload_content=False
+        )
+        try:
+            page = json.loads(response.data)
+        finally:
+            response.release_conn()
+        return [item for item in page.get("items") or () if isinstance(item, dict)]
+
+    def delete_replica_set(self, namespace: str, name: str, *, uid: str) -> bool:
+        """Delete the ReplicaSet if it is still the object with `uid` (its Pods go with it, in the
+        background); False when it is gone or another object has the name now."""
+        try:
+            response = k8s.AppsV1Api(self._api_client).delete_namespaced_replica_set(
+                name,
+                namespace,
+                body={"preconditions": {"uid": uid}, "propagationPolicy": "Background"},
+                _request_timeout=self._timeout,
+                _preload_content=False,
+            )
+        except ApiException as error:
+            if error.status in (404, 409):
+                return False
+            raise
+        response.release_conn()
+        return True
 
     def set_scheduling_gates(self, pod: Mapping[str, Any], *, gates: Sequence[Mapping[str, Any]]) -> None:
         """Leave the Pod only `gates` (a subset of its own: gates may only be removed)."""

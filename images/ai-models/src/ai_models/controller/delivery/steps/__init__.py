@@ -1,6 +1,7 @@
 """One small step per kind of I/O a `domain.delivery.decision.DeliveryAction` asks for; `run` does
 them in the order that keeps every intermediate state safe: the claim and its Job first, then the
-template that mounts the claim, then the Pods' gates, and the report last (it says what was done)."""
+template that mounts the claim, then the Pods' gates, and the report (it says what was done); the
+stale ReplicaSets of a delivered Deployment go after it."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from ai_models.controller.delivery.steps.claims import create_claim, patch_claim
 from ai_models.controller.delivery.steps.context import DeliverySettings, Notifier, StepContext
 from ai_models.controller.delivery.steps.materialize import remove_failed_job, start_materialization
 from ai_models.controller.delivery.steps.pods import ungate_pods
+from ai_models.controller.delivery.steps.replica_sets import delete_stale_replica_sets
 from ai_models.controller.delivery.steps.report import write_report
 from ai_models.controller.delivery.steps.template import write_template
 from ai_models.domain.delivery.decision import SLOT_RECHECK_SECONDS, DeliveryAction
@@ -72,6 +74,16 @@ def run(action: DeliveryAction, *, ctx: StepContext, subject: Subject) -> float 
         if retry is not None:
             again = retry if again is None else min(again, retry)
     write_report(action.report, ctx=ctx, subject=subject)
+    # After the report: a failure here (RBAC, the API server) only delays the cleanup. Not in the
+    # pass that wrote the template: its ReplicaSet is not even made yet.
+    if (
+        action.template is None
+        and action.report is not None
+        and action.report.reason is DeliveryReason.DELIVERED
+    ):
+        retry = delete_stale_replica_sets(ctx=ctx, subject=subject)
+        if retry is not None:
+            again = retry if again is None else min(again, retry)
     return again
 
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from ai_models.adapters.kube.claims import DeliveryObjects
 from ai_models.adapters.kube.events import EventRecorder
@@ -17,6 +19,7 @@ from ai_models.controller.models.steps.upload_keys import UploadKeys
 from ai_models.domain.delivery.token import DEFAULT_LIFETIME
 
 DEFAULT_LIMITS = JobLimits(backoff_limit=3, deadline_seconds=6 * 3600)
+REMEMBERED_SETTLED: Final = 8192  # settled Deployments remembered, least recently settled forgotten
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -42,6 +45,27 @@ class Notifier(Protocol):
     def got_slot(self, key: WorkloadKey) -> None: ...
 
 
+class SettledDeployments:
+    """The Deployments (uid and generation) whose stale ReplicaSets are all gone: not listed again
+    until their template changes. Forgetting one costs one list, so the memory is bounded."""
+
+    def __init__(self, *, limit: int = REMEMBERED_SETTLED) -> None:
+        self._limit = limit
+        self._lock = threading.Lock()
+        self._settled: OrderedDict[WorkloadKey, tuple[str, int]] = OrderedDict()
+
+    def settled(self, key: WorkloadKey, *, uid: str, generation: int) -> bool:
+        with self._lock:
+            return self._settled.get(key) == (uid, generation)
+
+    def mark(self, key: WorkloadKey, *, uid: str, generation: int) -> None:
+        with self._lock:
+            self._settled[key] = (uid, generation)
+            self._settled.move_to_end(key)
+            while len(self._settled) > self._limit:
+                self._settled.popitem(last=False)
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class StepContext:
     workloads: Workloads
@@ -55,3 +79,4 @@ class StepContext:
     settings: DeliverySettings
     clock: Callable[[], datetime.datetime]
     notify: Notifier
+    settled: SettledDeployments = dataclasses.field(default_factory=SettledDeployments)

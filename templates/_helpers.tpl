@@ -1010,3 +1010,40 @@ spec:
       sizeLimit: 64Mi
   {{- with include "ai_models.artifacts_ca_volume" . }}{{ . | nindent 2 }}{{ end }}
 {{- end -}}
+
+{{- /* The materialize Job's pod template (see templates/materializer/pod-template.yaml). Reads the
+module image and aiModels.logLevel. Usage: include "ai_models.materializer_pod_template" . | fromYaml */ -}}
+{{- define "ai_models.materializer_pod_template" -}}
+{{- $moduleValues := index .Values (include "ai_models.module_camelcase_name" .) | default dict -}}
+metadata:
+  labels:
+    app: ai-models-materializer
+    module: {{ include "ai_models.module_name" . }}
+    heritage: deckhouse
+spec:
+  automountServiceAccountToken: false
+  enableServiceLinks: false
+  restartPolicy: Never
+  {{- include "ai_models.priority_class" (list . "cluster-low") | nindent 2 }}
+  {{- include "ai_models.pod_security_context_run_as_user_deckhouse_with_writable_fs" . | nindent 2 }}
+    # The claim is chowned to fsGroup once, not on every Job: it holds whole models.
+    fsGroupChangePolicy: OnRootMismatch
+  containers:
+  - name: materialize
+    image: {{ include "ai_models.module_image" (list . "aiModels") }}
+    command: ["ai-models"]
+    args: ["materialize"]
+    {{- include "ai_models.container_security_context_pss_restricted" . | nindent 4 }}
+    env:
+    - name: AI_MODELS_LOG_LEVEL
+      value: {{ $moduleValues.logLevel | default "Info" | quote }}
+    - name: AI_MODELS_LOG_FORMAT
+      value: json
+    resources:
+      requests:
+        {{- include "ai_models.ephemeral_storage_logs" . | nindent 8 }}
+        cpu: 100m
+        memory: 128Mi
+      limits:
+        memory: 256Mi
+{{- end -}}

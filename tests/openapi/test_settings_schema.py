@@ -94,6 +94,7 @@ def test_defaults_fill_every_optional_section() -> None:
     assert module["delivery"] == {
         "mode": "SharedPVC",
         "maxConcurrentMaterializations": 2,
+        "provisioningTimeout": "10m",
         "nodeCache": {"size": "200Gi", "nodeSelector": {"ai.deckhouse.io/model-cache": "true"}},
     }
     assert module["sources"]["huggingFace"]["endpoint"] == "https://huggingface.co"

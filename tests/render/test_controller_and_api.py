@@ -38,6 +38,7 @@ OWN_TEMPLATES = (
     "templates/controller/",
     "templates/api/",
     "templates/publisher/",
+    "templates/materializer/",
     "templates/rbac-to-us.yaml",
 )
 SCENARIOS = load_scenarios()
@@ -165,7 +166,14 @@ def expected_controller_env(values: Mapping[str, Any]) -> dict[str, Any]:
         "AI_MODELS_DELIVERY_NODE_CACHE_SELECTOR": json.dumps(
             delivery["nodeCache"]["nodeSelector"], separators=(",", ":")
         ),
+        "AI_MODELS_DELIVERY_MAX_CONCURRENT_MATERIALIZATIONS": str(delivery["maxConcurrentMaterializations"]),
+        "AI_MODELS_DELIVERY_PROVISIONING_TIMEOUT": delivery["provisioningTimeout"],
+        "AI_MODELS_DELIVERY_MATERIALIZER_TEMPLATE_FILE": "/etc/ai-models/materializer/template.yaml",
+        "AI_MODELS_DELIVERY_REGISTRY_SECRET": "ai-models-module-registry",
     }
+    if values["aiModels"]["internal"]["controllerCert"].get("crt"):
+        env["AI_MODELS_CONTROLLER_WEBHOOK_CERT_DIR"] = "/etc/ai-models/webhook-tls"
+        env["AI_MODELS_CONTROLLER_WEBHOOK_PORT"] = "9443"
     if delivery.get("sharedPVCStorageClassName"):
         env["AI_MODELS_DELIVERY_SHARED_PVC_STORAGE_CLASS"] = delivery["sharedPVCStorageClassName"]
     if values["global"].get("defaultClusterStorageClass"):
@@ -203,6 +211,15 @@ API_INTERNAL_LISTENER_ENV = {
     "AI_MODELS_API_TLS_KEY_FILE": "/etc/ai-models/api-tls/tls.key",
 }
 
+# SharedPVC mode only (the default): the storage-prerequisites check's claims and events, and what
+# SharedPVC delivery makes beside each workload (D93).
+CONTROLLER_SHARED_PVC_ONLY_RULES = [
+    rule([""], ["persistentvolumeclaims", "events"], ["list"]),
+    rule([""], ["persistentvolumeclaims"], ["get", "watch", "create", "patch"]),
+    rule([""], ["persistentvolumes"], ["get", "list", "watch"]),
+    rule(["batch"], ["jobs"], ["get", "list", "watch", "create", "delete"]),
+    rule([""], ["secrets"], ["create", "update", "delete"]),
+]
 CONTROLLER_CLUSTER_RULES = [
     rule(["ai.deckhouse.io"], ["modelcatalogsources"], ["get", "list", "watch", "patch", "update"]),
     rule(["ai.deckhouse.io"], ["modelcatalogsources/status"], ["get", "patch", "update"]),
@@ -212,7 +229,13 @@ CONTROLLER_CLUSTER_RULES = [
     rule([""], ["events"], ["create", "patch"]),
     # The storage-prerequisites check; SharedPVC (the default mode) reads shared claims and events.
     rule(["storage.k8s.io"], ["storageclasses"], ["list"]),
-    rule([""], ["persistentvolumeclaims", "events"], ["list"]),
+    # Workload delivery in both modes (D93).
+    rule(["apps"], ["deployments", "statefulsets", "daemonsets"], ["get", "list", "watch", "patch"]),
+    rule(["batch"], ["cronjobs"], ["get", "list", "watch", "patch"]),
+    rule([""], ["pods"], ["list", "patch"]),
+    # A delivered Deployment's stale ReplicaSet, deleted once the new one is available (D95).
+    rule(["apps"], ["replicasets"], ["list", "delete"]),
+    *CONTROLLER_SHARED_PVC_ONLY_RULES,
 ]
 # NodeCache mode reads nodes instead of claims and their events.
 CONTROLLER_NODE_CACHE_PREREQUISITE_RULES = [rule([""], ["nodes"], ["list"])]
@@ -273,6 +296,12 @@ def test_minimal_cluster_renders_exactly_these_objects() -> None:
     ]
     expected += [
         ("templates/publisher/pod-template.yaml", "ConfigMap", NAMESPACE, "ai-models-publisher-template"),
+        (
+            "templates/materializer/pod-template.yaml",
+            "ConfigMap",
+            NAMESPACE,
+            "ai-models-materializer-template",
+        ),
         ("templates/publisher/rbac-for-us.yaml", "ServiceAccount", NAMESPACE, "publisher"),
         ("templates/publisher/rbac-for-us.yaml", "ClusterRole", "", "d8:ai-models:publisher"),
         ("templates/publisher/rbac-for-us.yaml", "ClusterRoleBinding", "", "d8:ai-models:publisher"),
@@ -671,7 +700,7 @@ def test_each_process_gets_exactly_its_rules(
 
 def test_the_controller_reads_nodes_not_claims_in_node_cache_mode() -> None:
     cluster, _, _ = granted(rendered("delivery-node-cache"), "controller")
-    shared_pvc_only = rule_set([rule([""], ["persistentvolumeclaims", "events"], ["list"])])
+    shared_pvc_only = rule_set(CONTROLLER_SHARED_PVC_ONLY_RULES)
     assert cluster == (rule_set(CONTROLLER_CLUSTER_RULES) - shared_pvc_only) | rule_set(
         CONTROLLER_NODE_CACHE_PREREQUISITE_RULES
     )

@@ -49,7 +49,7 @@ def _phase(text: Any) -> ClaimPhase:
 
 
 def shared_claim_facts(results: Sequence[Mapping[str, Any]]) -> tuple[SharedClaimFacts, ...]:
-    """Claims as facts; `provisioning_failed` stays False: a hook cannot watch Events cheaply."""
+    """Claims as facts; `access_mode_refusal` stays None: a hook cannot watch Events cheaply."""
     return tuple(
         SharedClaimFacts(
             namespace=str(item["namespace"]),

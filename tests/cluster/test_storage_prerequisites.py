@@ -11,10 +11,14 @@ from typing import Any
 import pytest
 from kubernetes import client as typed_client
 
+from ai_models.domain.delivery.claims import Artifact, claim_manifest
+from ai_models.domain.delivery.contract import Workload, WorkloadKind
+from ai_models.names import SHARED_PVC_LABEL, SHARED_PVC_LABEL_VALUE
 from cluster.catalog_stack import CatalogStack, stack_fixture
 from fakes.hub import FakeHub
 from kubeemu.pytest_fixtures import RunningEmulator
 from support.module_install import InstalledModule, install_module
+from testbed.volumes import StorageClassBehaviour, VolumeProvisioner
 
 client: Any = typed_client
 METRIC = "d8_ai_models_storage_prerequisites_satisfied"
@@ -35,6 +39,22 @@ def storage_class(name: str, *, binding: str, default: bool) -> dict[str, Any]:
         "provisioner": "example.com/csi",
         "volumeBindingMode": binding,
     }
+
+
+WORKLOAD = Workload(WorkloadKind.DEPLOYMENT, "default", "web", uid="0d9e7c1a-3f4b-4c55-9a0e-5c3d2b1a0f9e")
+
+
+def module_claim(*, name: str, storage_class: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    """A shared claim as the delivery controller makes it (module labels, owner uid and reference);
+    `labels` instead of the module's: a claim someone else labelled."""
+    manifest = claim_manifest(
+        workload=WORKLOAD, artifacts=[Artifact("sha256:" + "a" * 64, 1024)], storage_class=storage_class
+    )
+    manifest["metadata"]["name"] = name
+    if labels is not None:
+        manifest["metadata"]["labels"] = labels
+        del manifest["metadata"]["ownerReferences"]
+    return manifest
 
 
 def scrape(port: int) -> str:
@@ -77,23 +97,8 @@ def test_only_a_provisioning_failure_about_the_claim_itself_refutes_read_write_m
 
     cluster = kube_emulator.cluster
     cluster.apply(storage_class("ceph-rwx", binding="Immediate", default=True))
-    claim = cluster.apply(
-        {
-            "apiVersion": "v1",
-            "kind": "PersistentVolumeClaim",
-            "metadata": {
-                "name": "shared-llama",
-                "namespace": "default",
-                "labels": {"ai.deckhouse.io/shared-pvc": "true"},
-            },
-            "spec": {
-                "accessModes": ["ReadWriteMany"],
-                "storageClassName": "ceph-rwx",
-                "resources": {"requests": {"storage": "10Gi"}},
-            },
-            "status": {"phase": "Pending"},
-        }
-    )
+    made = module_claim(name="shared-llama", storage_class="ceph-rwx")
+    claim = cluster.apply({**made, "status": {"phase": "Pending"}})
 
     def event(name: str, uid: str) -> dict[str, Any]:
         return {
@@ -120,3 +125,52 @@ def test_only_a_provisioning_failure_about_the_claim_itself_refutes_read_write_m
     verdict = check(api, settings)
     assert str(verdict.reason) == "ReadWriteManyFailed"
     assert "default/shared-llama" in verdict.message
+
+
+def sample(reason: str, value: float) -> str:
+    return f'{METRIC}{{mode="SharedPVC",reason="{reason}"}} {value}'
+
+
+def test_the_first_module_claim_confirms_or_refutes_read_write_many_on_the_metric(
+    stack: CatalogStack, tmp_path: Path
+) -> None:
+    cluster = stack.emulator.cluster
+    without_rwx = StorageClassBehaviour(name="rbd", default=True, read_write_many=False)
+    with VolumeProvisioner(stack.emulator, classes=[without_rwx], workdir=tmp_path / "volumes") as volumes:
+        replica = stack.controller("replica-a")
+        port = replica.metrics_port()
+        # No shared claim yet: the class is usable, ReadWriteMany is not claimed to work.
+        stack.eventually(
+            lambda: sample("ReadWriteManyUnconfirmed", 1.0) in scrape(port),
+            what="unconfirmed before any claim",
+        )
+
+        def refused(name: str) -> bool:
+            code, _, body = stack.emulator.request("GET", "/api/v1/namespaces/default/events")
+            assert code == 200, body
+            return any(
+                event.get("reason") == "ProvisioningFailed"
+                and (event.get("involvedObject") or {}).get("name") == name
+                and "ReadWriteMany" in str(event.get("message"))
+                for event in body.get("items") or []
+            )
+
+        # A claim someone else labelled is refused for its access mode: it does not count.
+        foreign = {SHARED_PVC_LABEL: SHARED_PVC_LABEL_VALUE}
+        cluster.apply(module_claim(name="someone-elses", storage_class="rbd", labels=foreign))
+        stack.eventually(lambda: refused("someone-elses"), what="the foreign claim refused")
+        assert sample("ReadWriteManyUnconfirmed", 1.0) in scrape(port)
+
+        # The module's first claim is refused for its access mode: the verdict turns false.
+        cluster.apply(module_claim(name="ai-models-web-0123456789", storage_class="rbd"))
+        stack.eventually(lambda: refused("ai-models-web-0123456789"), what="the module's claim refused")
+        stack.eventually(
+            lambda: sample("ReadWriteManyFailed", 0.0) in scrape(port), what="refuted by the module's claim"
+        )
+
+        # The provisioner learns ReadWriteMany: the claim binds and confirms it, nothing restarts.
+        volumes.configure(StorageClassBehaviour(name="rbd", default=True))
+        stack.eventually(
+            lambda: sample("Satisfied", 1.0) in scrape(port), what="confirmed by the bound claim"
+        )
+        assert replica.running()

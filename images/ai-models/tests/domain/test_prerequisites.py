@@ -16,6 +16,7 @@ from ai_models.domain.storage.prerequisites import (
     StorageClassSource,
     StorageInputs,
     evaluate,
+    names_access_mode,
 )
 
 NFS = StorageClassFacts("nfs-rwx")
@@ -24,8 +25,13 @@ LOCAL = StorageClassFacts("local-path", volume_binding_mode="WaitForFirstConsume
 SHARED = StorageInputs(mode=DeliveryMode.SHARED_PVC, storage_classes=(NFS, CEPH))
 
 
-def claim(phase: ClaimPhase, *, storage_class: str = "ceph-rwx", failed: bool = False) -> SharedClaimFacts:
-    return SharedClaimFacts("team-a", "ai-models-llama", storage_class, phase, provisioning_failed=failed)
+REFUSAL = "failed to provision volume: volume capabilities not supported: access modes [ReadWriteMany]"
+
+
+def claim(
+    phase: ClaimPhase, *, storage_class: str = "ceph-rwx", refusal: str | None = None
+) -> SharedClaimFacts:
+    return SharedClaimFacts("team-a", "ai-models-llama", storage_class, phase, access_mode_refusal=refusal)
 
 
 def with_(**changes: object) -> StorageInputs:
@@ -68,12 +74,88 @@ def test_a_bound_shared_claim_confirms_read_write_many() -> None:
     assert verdict.satisfied
 
 
-@pytest.mark.parametrize("failed", [claim(ClaimPhase.PENDING, failed=True), claim(ClaimPhase.LOST)])
+@pytest.mark.parametrize("failed", [claim(ClaimPhase.PENDING, refusal=REFUSAL), claim(ClaimPhase.LOST)])
 def test_a_failed_shared_claim_refutes_read_write_many(failed: SharedClaimFacts) -> None:
     verdict = evaluate(with_(shared_claims=(failed,)))
     assert verdict.reason is PrerequisitesReason.READ_WRITE_MANY_FAILED
     assert not verdict.satisfied
     assert "team-a/ai-models-llama" in verdict.message
+
+
+def test_an_access_mode_refusal_is_named_with_the_provisioners_words() -> None:
+    verdict = evaluate(with_(shared_claims=(claim(ClaimPhase.PENDING, refusal=REFUSAL),)))
+    assert REFUSAL in verdict.message
+    assert "ceph-rwx" in verdict.message
+
+
+def test_a_pending_claim_without_an_access_mode_refusal_leaves_read_write_many_unconfirmed() -> None:
+    verdict = evaluate(with_(shared_claims=(claim(ClaimPhase.PENDING),)))
+    assert verdict.reason is PrerequisitesReason.READ_WRITE_MANY_UNCONFIRMED
+    assert verdict.satisfied
+    assert "confirmed by the first shared claim that binds" in verdict.message
+
+
+def test_a_bound_claim_of_the_class_wins_over_a_refused_one() -> None:
+    # The class did give a ReadWriteMany volume; the refusal was about something else after all.
+    refused = claim(ClaimPhase.PENDING, refusal=REFUSAL)
+    verdict = evaluate(with_(shared_claims=(refused, claim(ClaimPhase.BOUND))))
+    assert verdict.reason is PrerequisitesReason.SATISFIED
+    assert "confirmed by a bound claim" in verdict.message
+
+
+def test_a_refusal_for_another_class_says_nothing_about_this_one() -> None:
+    refused = claim(ClaimPhase.PENDING, storage_class="nfs-rwx", refusal=REFUSAL)
+    assert evaluate(with_(shared_claims=(refused,))).reason is PrerequisitesReason.READ_WRITE_MANY_UNCONFIRMED
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        # external-provisioner over the AWS EBS CSI driver
+        'failed to provision volume with StorageClass "gp3": rpc error: code = InvalidArgument desc = '
+        "Volume capabilities MULTI_NODE_MULTI_WRITER not supported. "
+        "Only AccessModes[ReadWriteOnce] supported.",
+        # the in-tree volume plugins
+        "invalid AccessModes [ReadWriteMany]: only AccessModes [ReadWriteOnce] are supported",
+        # ceph-csi RBD with a filesystem volume
+        'failed to provision volume with StorageClass "ceph-rbd": rpc error: code = InvalidArgument desc = '
+        "multi node access modes are only supported on rbd `block` type volumes",
+        # rancher local-path-provisioner
+        'failed to provision volume with StorageClass "local-path": '
+        "NodePath only supports ReadWriteOnce and ReadWriteOncePod (1.22+) access modes",
+        # GCE PD CSI
+        "rpc error: code = InvalidArgument desc = VolumeCapabilities is invalid: specified multi writer with "
+        "mount access type",
+        # the test bed's provisioner
+        'failed to provision volume with StorageClass "testbed-rwo": rpc error: code = InvalidArgument '
+        "desc = volume capabilities not supported: access modes [ReadWriteMany]",
+    ],
+)
+def test_provisioners_refusals_of_the_access_mode_are_recognised(message: str) -> None:
+    assert names_access_mode(message)
+
+
+@pytest.mark.parametrize(
+    ("message", "masked"),
+    [
+        ('failed to provision volume with StorageClass "nfs-rwx": exceeded quota: compute-resources', ()),
+        ("rpc error: code = Unavailable desc = connection refused", ()),
+        ('storageclass.storage.k8s.io "gone" not found', ()),
+        (
+            'failed to provision volume with StorageClass "readwritemany-nfs": rpc error: code = '
+            "ResourceExhausted desc = no space left",
+            ("readwritemany-nfs",),
+        ),
+        (
+            "claim team-a/ai-models-accessmode-demo-0123456789: timed out waiting for the volume",
+            ("ai-models-accessmode-demo-0123456789", "team-a"),
+        ),
+    ],
+)
+def test_other_provisioning_failures_are_not_about_the_access_mode(
+    message: str, masked: tuple[str, ...]
+) -> None:
+    assert not names_access_mode(message, masked=masked)
 
 
 def test_claims_of_another_class_say_nothing_about_this_one() -> None:

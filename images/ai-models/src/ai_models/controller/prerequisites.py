@@ -3,17 +3,19 @@ evaluator, log it at start (before leader election) and export it on every scrap
 
 from __future__ import annotations
 
+import json
 import logging
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Iterator, Mapping
+from typing import Any, Final
 
 from kubernetes import client as k8s
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from ai_models.controller.settings import ControllerSettings
+from ai_models.domain.delivery.decision import PROVISIONING_FAILED_EVENT
+from ai_models.domain.delivery.read_write_many import claim_facts, needs_events
 from ai_models.domain.storage.prerequisites import (
-    ClaimPhase,
     DeliveryMode,
     PrerequisitesVerdict,
     SharedClaimFacts,
@@ -33,6 +35,9 @@ METRIC = STORAGE_PREREQUISITES_METRIC
 # (connect, read) of each read: a stalled API server fails the check (logged at start, no sample on
 # a scrape) instead of blocking the start or the scrape forever.
 REQUEST_TIMEOUT = (5.0, 30.0)
+# One page of a Pending claim's ProvisioningFailed Events: a retrying provisioner aggregates into
+# one Event per message, so the latest refusal is in it.
+EVENTS_LIMIT: Final = 50
 
 
 def storage_classes(api: Any) -> tuple[StorageClassFacts, ...]:
@@ -49,40 +54,42 @@ def storage_classes(api: Any) -> tuple[StorageClassFacts, ...]:
     )
 
 
-def _provisioning_failed(core: Any, claim: Any) -> bool:
-    # One page, filtered by the server to this claim; the uid check keeps a namespace user's
-    # hand-made Event about a same-named claim from counting.
-    events = core.list_namespaced_event(
-        claim.metadata.namespace,
-        field_selector=f"involvedObject.uid={claim.metadata.uid},reason=ProvisioningFailed",
-        limit=1,
-        _request_timeout=REQUEST_TIMEOUT,
+def _page(response: Any) -> list[dict[str, Any]]:
+    try:
+        page = json.loads(response.data)
+    finally:
+        response.release_conn()
+    items = page.get("items") if isinstance(page, dict) else None
+    return [item for item in items or () if isinstance(item, dict)]
+
+
+def _claim_events(core: Any, claim: Mapping[str, Any]) -> list[dict[str, Any]]:
+    # One page, filtered by the server to this claim's uid and the reason; `claim_facts` still
+    # checks the uid of each, and believes only the latest.
+    meta = claim["metadata"]
+    return _page(
+        core.list_namespaced_event(
+            meta["namespace"],
+            field_selector=f"involvedObject.uid={meta['uid']},reason={PROVISIONING_FAILED_EVENT}",
+            limit=EVENTS_LIMIT,
+            _request_timeout=REQUEST_TIMEOUT,
+            _preload_content=False,
+        )
     )
-    return any(event.involved_object.uid == claim.metadata.uid for event in events.items)
 
 
 def _shared_claims(api: Any) -> tuple[SharedClaimFacts, ...]:
+    """The shared claims the module made, with the access-mode refusal of each Pending one."""
     core = k8s.CoreV1Api(api)
-    claims = core.list_persistent_volume_claim_for_all_namespaces(
-        label_selector=SHARED_PVC_SELECTOR, _request_timeout=REQUEST_TIMEOUT
-    ).items
-    facts = []
-    for claim in claims:
-        phase_text = (claim.status.phase if claim.status else None) or ClaimPhase.PENDING.value
-        phase = (
-            ClaimPhase(phase_text) if phase_text in ClaimPhase.__members__.values() else ClaimPhase.PENDING
+    claims = _page(
+        core.list_persistent_volume_claim_for_all_namespaces(
+            label_selector=SHARED_PVC_SELECTOR, _request_timeout=REQUEST_TIMEOUT, _preload_content=False
         )
-        failed = phase is ClaimPhase.PENDING and _provisioning_failed(core, claim)
-        facts.append(
-            SharedClaimFacts(
-                namespace=claim.metadata.namespace,
-                name=claim.metadata.name,
-                storage_class=claim.spec.storage_class_name,
-                phase=phase,
-                provisioning_failed=failed,
-            )
-        )
-    return tuple(facts)
+    )
+    facts = (
+        claim_facts(claim, _claim_events(core, claim) if needs_events(claim) else ()) for claim in claims
+    )
+    return tuple(fact for fact in facts if fact is not None)
 
 
 def read_inputs(api: Any, settings: ControllerSettings) -> StorageInputs:

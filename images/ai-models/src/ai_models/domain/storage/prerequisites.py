@@ -8,8 +8,12 @@ SharedPVC needs a class resolved from `delivery.sharedPVCStorageClassName`, then
 storage class, then the single default StorageClass; it must exist and bind at once
 (`volumeBindingMode: Immediate`: delivery waits for the volume before creating its first consumer,
 so a WaitForFirstConsumer volume never binds). ReadWriteMany cannot be read from a class; the first
-shared claim that binds confirms it, one that fails refutes it. NodeCache needs a cache size and a
-node selector that matches at least one node.
+shared claim of the class that binds confirms it; one whose provisioning failed for an access-mode
+reason (`names_access_mode`), or that lost its volume, refutes it. Any other provisioning failure
+(quota, a provisioner that is down) says nothing about ReadWriteMany: the verdict stays
+unconfirmed, and the workload's delivery report names the failure. Only claims the module made
+count; the readers filter them (`domain.delivery.read_write_many`). NodeCache needs a cache size
+and a node selector that matches at least one node.
 """
 
 from __future__ import annotations
@@ -75,7 +79,36 @@ class SharedClaimFacts:
     name: str
     storage_class: str | None
     phase: ClaimPhase
-    provisioning_failed: bool = False  # a ProvisioningFailed event about this very claim (by uid)
+    # The provisioner's message when its latest ProvisioningFailed Event about this very claim (by
+    # uid) names an access mode (`names_access_mode`); None otherwise.
+    access_mode_refusal: str | None = None
+
+
+# What a provisioner's refusal of a ReadWriteMany claim says, in the words of the common ones once
+# case, spaces and punctuation are dropped: "ReadWriteMany", "access mode(s)" / "AccessModes",
+# CSI's MULTI_NODE_MULTI_WRITER or "multi writer", "volume capabilities not supported" (CSI's access
+# mode and access type; a shared claim asks for nothing unusual but the mode), and "only
+# ReadWriteOnce". Not "RWX": class names carry it ("nfs-rwx").
+ACCESS_MODE_WORDS = (
+    "readwritemany",
+    "accessmode",
+    "multinodemultiwriter",
+    "multiwriter",
+    "volumecapabilit",
+    "readwriteonce",
+)
+
+
+def names_access_mode(message: str, *, masked: Sequence[str] = ()) -> bool:
+    """Whether a ProvisioningFailed message is about the access mode. `masked` are names the
+    message may quote (the class, the claim, its namespace), left out first so that a class called
+    "readwritemany-nfs" does not make every failure of it look like one."""
+    text = message.lower()
+    for name in masked:
+        if name:
+            text = text.replace(name.lower(), " ")
+    folded = "".join(char for char in text if "a" <= char <= "z")
+    return any(word in folded for word in ACCESS_MODE_WORDS)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -186,8 +219,16 @@ def _shared_pvc(inputs: StorageInputs) -> PrerequisitesVerdict:
             PrerequisitesReason.SATISFIED,
             f"{resolution.message}; ReadWriteMany confirmed by a bound claim",
         )
-    elif failed := [claim for claim in claims if claim.provisioning_failed or claim.phase is ClaimPhase.LOST]:
-        first = failed[0]
+    elif refused := [claim for claim in claims if claim.access_mode_refusal]:
+        first = refused[0]
+        reason = PrerequisitesReason.READ_WRITE_MANY_FAILED
+        message = (
+            f"{resolution.message}: the provisioner refused the shared claim {first.namespace}/{first.name} "
+            f"for its access mode ReadWriteMany: {first.access_mode_refusal}; use a class whose "
+            "provisioner supports ReadWriteMany"
+        )
+    elif lost := [claim for claim in claims if claim.phase is ClaimPhase.LOST]:
+        first = lost[0]
         reason = PrerequisitesReason.READ_WRITE_MANY_FAILED
         message = (
             f"{resolution.message}: the shared claim {first.namespace}/{first.name} could not get a "

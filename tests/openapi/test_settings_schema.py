@@ -7,7 +7,9 @@ from typing import Any
 
 import jsonschema
 import pytest
+from pydantic import ValidationError
 
+from ai_models.controller.settings import ControllerSettings
 from ai_models.domain.storage.prerequisites import DeliveryMode, StorageClassSource
 from ai_models.settings import LogLevel
 from support.docs import documented_objects
@@ -153,3 +155,42 @@ def test_values_vocabularies_are_the_evaluators() -> None:
     assert internal["delivery"]["properties"]["storageClassSource"]["enum"] == [
         s.value for s in StorageClassSource
     ]
+
+
+# ----- delivery.provisioningTimeout: the schema and the controller read one grammar ----------------
+
+ACCEPTED_DURATIONS = {"10m": 600, "90s": 90, "1h30m": 5400, "2h": 7200, "1h0m5s": 3605, "0h1s": 1}
+REFUSED_DURATIONS = ["", "m", "10", "10 m", "1d", "1.5h", "30m1h", "10M", "-5m", "PT10M"]
+
+
+@pytest.mark.parametrize(("duration", "seconds"), ACCEPTED_DURATIONS.items())
+def test_a_provisioning_timeout_the_schema_accepts_is_the_controllers_duration(
+    duration: str, seconds: int
+) -> None:
+    values = module_values(deep_merge(MINIMAL_SETTINGS, {"delivery": {"provisioningTimeout": duration}}))
+    assert values["aiModels"]["delivery"]["provisioningTimeout"] == duration
+    settings = ControllerSettings.model_validate({"delivery_provisioning_timeout": duration})
+    assert settings.delivery_provisioning_timeout.total_seconds() == seconds
+
+
+@pytest.mark.parametrize("duration", REFUSED_DURATIONS)
+def test_a_provisioning_timeout_that_is_not_a_duration_is_refused_with_its_name(duration: str) -> None:
+    with pytest.raises(InvalidModuleValues, match=r"aiModels\.delivery\.provisioningTimeout"):
+        module_values(deep_merge(MINIMAL_SETTINGS, {"delivery": {"provisioningTimeout": duration}}))
+    # The controller refuses it too; it also reads bare seconds ("10"), which the setting never
+    # hands it, and an empty value is "not set" there (the default).
+    if duration and not duration.isdigit():
+        with pytest.raises(ValidationError, match="delivery_provisioning_timeout"):
+            ControllerSettings.model_validate({"delivery_provisioning_timeout": duration})
+
+
+def test_the_provisioning_timeout_defaults_to_the_controllers_default() -> None:
+    node = load_yaml(OPENAPI_DIR / "config-values.yaml")["properties"]["delivery"]["properties"]
+    default = node["provisioningTimeout"]["default"]
+    field = ControllerSettings.model_fields["delivery_provisioning_timeout"]
+    assert (
+        ControllerSettings.model_validate(
+            {"delivery_provisioning_timeout": default}
+        ).delivery_provisioning_timeout
+        == field.default
+    )

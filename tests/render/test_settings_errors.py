@@ -62,6 +62,10 @@ def test_schema_rejects_a_broken_setting_naming_it(broken: dict[str, Any], messa
             settings(delivery={"mode": "NodeCache", "nodeCache": {"size": "0"}}),
             r"aiModels\.delivery\.nodeCache\.size must be greater than zero",
         ),
+        (
+            settings(delivery={"provisioningTimeout": "0h00m0s"}),
+            r"aiModels\.delivery\.provisioningTimeout must be longer than zero",
+        ),
     ],
     ids=[
         "https-without-mode",
@@ -69,6 +73,7 @@ def test_schema_rejects_a_broken_setting_naming_it(broken: dict[str, Any], messa
         "zero-budget",
         "empty-cache-selector",
         "zero-cache",
+        "zero-provisioning-timeout",
     ],
 )
 def test_templates_reject_inconsistent_settings_naming_them(broken: dict[str, Any], message: str) -> None:
@@ -81,6 +86,7 @@ def test_consistent_settings_around_those_rules_render() -> None:
     for valid in (
         settings(artifacts={"capacityLimit": "0.5Gi"}),
         settings(delivery={"mode": "SharedPVC", "nodeCache": {"nodeSelector": {}}}),
+        settings(delivery={"provisioningTimeout": "0h0m1s"}),
         settings(https={"mode": "CustomCertificate", "customCertificate": {"secretName": "tls"}}),
     ):
         assert render_chart(module_values(valid)).objects

@@ -139,6 +139,21 @@ def test_a_controller_certificate_without_the_module_ca_fails_the_render() -> No
 # ----- the configuration ---------------------------------------------------------------------------
 
 
+def inventory(chart: RenderedChart) -> set[tuple[str, str, str]]:
+    return {
+        (obj["kind"], obj["metadata"].get("namespace", ""), obj["metadata"]["name"]) for obj in chart.objects
+    }
+
+
+def test_the_certificate_adds_exactly_the_webhook_and_its_secret() -> None:
+    added = inventory(rendered(WITH_CERT.name)) - inventory(rendered("minimal"))
+    assert added == {
+        ("MutatingWebhookConfiguration", "", DELIVERY_WEBHOOK_CONFIGURATION),
+        ("Secret", NAMESPACE, CONTROLLER_TLS_SECRET),
+    }
+    assert inventory(rendered("minimal")) <= inventory(rendered(WITH_CERT.name))
+
+
 @pytest.mark.parametrize("item", [WITH_CERT, NODE_CACHE_WITH_CERT], ids=lambda item: item.name)
 def test_with_the_certificate_every_object_is_valid_and_passes_review(item: Scenario) -> None:
     chart = rendered(item.name)

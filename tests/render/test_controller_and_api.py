@@ -218,7 +218,7 @@ CONTROLLER_SHARED_PVC_ONLY_RULES = [
     rule([""], ["persistentvolumeclaims"], ["get", "watch", "create", "patch"]),
     rule([""], ["persistentvolumes"], ["get", "list", "watch"]),
     rule(["batch"], ["jobs"], ["get", "list", "watch", "create", "delete"]),
-    rule([""], ["secrets"], ["create", "update", "delete"]),
+    rule([""], ["secrets"], ["create", "update"]),
 ]
 CONTROLLER_CLUSTER_RULES = [
     rule(["ai.deckhouse.io"], ["modelcatalogsources"], ["get", "list", "watch", "patch", "update"]),

@@ -37,7 +37,7 @@ BOTH_MODES = [
 SHARED_PVC_ONLY = [
     *(("", "persistentvolumeclaims", verb) for verb in ("get", "list", "watch", "create", "patch")),
     *(("batch", "jobs", verb) for verb in ("get", "list", "watch", "create", "delete")),
-    *(("", "secrets", verb) for verb in ("create", "update", "delete")),
+    *(("", "secrets", verb) for verb in ("create", "update")),
 ]
 SHARED_PVC_ONLY_CLUSTER = [("", "persistentvolumes", verb) for verb in ("get", "list", "watch")]
 # Never, in any mode: what delivery has no business doing.
@@ -51,6 +51,7 @@ NEVER = [
     ("", "secrets", "list"),
     ("", "secrets", "watch"),
     ("", "secrets", "patch"),
+    ("", "secrets", "delete"),
     ("batch", "jobs", "update"),
     ("batch", "jobs", "patch"),
     ("apps", "replicasets", "create"),

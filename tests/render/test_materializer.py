@@ -23,6 +23,7 @@ from ai_models.controller.delivery.jobs import (
     MATERIALIZER_CONTAINER,
     JobLimits,
     materialize_job,
+    registry_secret_name,
     token_secret_name,
 )
 from ai_models.domain.delivery.contract import Workload, WorkloadKind
@@ -84,6 +85,7 @@ def job_for(chart: RenderedChart) -> dict[str, Any]:
         claim_uid="9f0d7c1e-2b3a-4c5d-8e9f-0a1b2c3d4e5f",
         request=REQUEST,
         limits=JobLimits(backoff_limit=2, deadline_seconds=3600),
+        pull_secret=True,
     )
 
 
@@ -182,6 +184,8 @@ def test_the_controller_adds_the_claim_the_request_and_the_termination_message()
     assert job["metadata"]["namespace"] == WORKLOAD.namespace
     pod = job["spec"]["template"]["spec"]
     assert pod["volumes"] == [{"name": SHARED_PVC_VOLUME, "persistentVolumeClaim": {"claimName": CLAIM}}]
+    # Only the copy beside the Job: the workload's namespace has no module-registry Secret.
+    assert pod["imagePullSecrets"] == [{"name": registry_secret_name(CLAIM)}]
     (container,) = pod["containers"]
     assert container["volumeMounts"] == [{"name": SHARED_PVC_VOLUME, "mountPath": CLAIM_MOUNT}]
     assert container["terminationMessagePath"] == REQUEST.termination_message_path

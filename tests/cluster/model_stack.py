@@ -6,11 +6,12 @@ running publish Jobs exactly as the controller builds them from the Helm-rendere
 from __future__ import annotations
 
 import base64
+import copy
 import dataclasses
 import hashlib
 import json
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +24,9 @@ from kubeemu.authn import Identity, new_token
 from kubeemu.pytest_fixtures import RunningEmulator
 from support.eventually import eventually
 from support.module_install import MODULE_NAMESPACE, InstalledModule, install_module
+from support.module_tls import with_internal_tls
 from support.processes import ModuleProcess
-from support.render import render_chart
+from support.render import RenderedChart, render_chart
 from support.tcpproxy import TcpProxy
 from support.values import module_values
 from testbed.access_levels import grant_access_level
@@ -46,6 +48,7 @@ class ModelStack:
     runner: JobRunner
     capacity_limit: str | None
     store_proxy: TcpProxy
+    chart: RenderedChart
     processes: list[ModuleProcess] = dataclasses.field(default_factory=list)
     api_port: int | None = None
     replicas: dict[str, ModuleProcess] = dataclasses.field(default_factory=dict)
@@ -321,7 +324,11 @@ def model_stack(
     workdir: Path,
     *,
     capacity_limit: str | None = None,
+    extra_settings: Mapping[str, Any] | None = None,
+    internal_tls: bool = False,
 ) -> Iterator[ModelStack]:
+    """With `internal_tls`, the chart is rendered with the certificates the internal TLS hook
+    issues (the controller's admission webhook needs them)."""
     settings: dict[str, Any] = {
         "artifacts": {
             "bucket": bucket.name,
@@ -335,7 +342,9 @@ def model_stack(
     moto_port = int(bucket.server.endpoint_url.rsplit(":", 1)[1])
     proxy = TcpProxy("127.0.0.1", moto_port).start()
     settings["artifacts"]["endpoint"] = proxy.url("http")
-    chart = render_chart(module_values(settings))
+    settings.update(copy.deepcopy(dict(extra_settings or {})))
+    values = module_values(settings)
+    chart = render_chart(with_internal_tls(values) if internal_tls else values)
     module = install_module(emulator, rendered=chart)
     env = bucket.process_env()
     # What the hook copies from artifacts.credentialsSecretName in a cluster.
@@ -361,6 +370,7 @@ def model_stack(
         runner=runner,
         capacity_limit=capacity_limit,
         store_proxy=proxy,
+        chart=chart,
     )
     try:
         yield stack

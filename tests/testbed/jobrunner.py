@@ -37,7 +37,7 @@ directory any pod's claim mount would show.
 
 The kubelet would mount a file at the container's `terminationMessagePath` (`/dev/termination-log`),
 which a local process cannot have. The runner creates a per-Pod file instead and, when the program
-learns that path from a variable (`termination_message_env`), points that variable at it,
+learns that path from a variable (one of `termination_message_env`), points it there,
 overriding the Job's value. `testbed.module.module_job_runner` passes this module's values.
 
 Deliberately not emulated: Jobs whose containers use another image get no Pods at all (a kubelet
@@ -274,8 +274,8 @@ class JobRunner:
     `image_matches` picks the Jobs to run; `namespace` limits the watch (default: all namespaces);
     `commands` maps container command names to local programs (`.py` files run with this Python);
     `entrypoint` is the image's ENTRYPOINT (what runs when a container has no command);
-    `termination_message_env` names the variable through which the program learns its termination
-    message path (None: the program writes no termination file); `withheld_env(name)` is True for
+    `termination_message_env` names the variables through which the programs learn their
+    termination message path (none: no program writes a termination file); `withheld_env(name)` is True for
     the test process's variables the Pod's process must not inherit; `workdir` holds per-Pod
     directories (log, termination file, kubeconfig; default `<emulator workdir>/jobs`);
     `backoff_seconds` is the first retry delay (doubling, capped at 6 min).
@@ -289,7 +289,7 @@ class JobRunner:
         namespace: str | None = None,
         commands: Mapping[str, Path] | None = None,
         entrypoint: Sequence[str] = (),
-        termination_message_env: str | None = None,
+        termination_message_env: Sequence[str] = (),
         withheld_env: Callable[[str], bool] = lambda name: False,
         workdir: Path | None = None,
         backoff_seconds: float = 0.0,
@@ -825,8 +825,8 @@ class _JobRun:
             **env,
             "KUBECONFIG": str(kubeconfig),
         }
-        if self.runner.termination_message_env:
-            environment[self.runner.termination_message_env] = str(pod.termination_path)
+        for variable in self.runner.termination_message_env:
+            environment[variable] = str(pod.termination_path)
         started = rfc3339()
         with self.runner._changed:
             if pod.gone or self._stopped():

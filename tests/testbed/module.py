@@ -27,8 +27,13 @@ ENTRY_POINT = Path(sys.executable).parent / MODULE_COMMAND
 IMAGE_ENTRYPOINT = (MODULE_COMMAND,)
 # Every setting of the module's processes is an environment variable with this prefix.
 SETTINGS_ENV_PREFIX: str = names.ENV_PREFIX
-# Through this variable `ai-models publish` learns the file the kubelet mounts for its outcome.
+# Through these variables `ai-models publish` and `ai-models materialize` learn the file the
+# kubelet mounts for their outcome.
 TERMINATION_MESSAGE_ENV: str = names.PublishVariable.TERMINATION_MESSAGE_PATH.value
+TERMINATION_MESSAGE_VARIABLES: tuple[str, ...] = (
+    TERMINATION_MESSAGE_ENV,
+    names.MaterializeVariable.TERMINATION_MESSAGE_PATH.value,
+)
 # The controller deployment of the rendered chart, whose image the module gives its Jobs too.
 CONTROLLER_DEPLOYMENT = "ai-models-controller"
 CONTROLLER_CONTAINER = "controller"
@@ -67,7 +72,7 @@ def module_job_runner(
         image_matches=lambda candidate: candidate == wanted,
         commands={MODULE_COMMAND: ENTRY_POINT, **(commands or {})},
         entrypoint=IMAGE_ENTRYPOINT,
-        termination_message_env=TERMINATION_MESSAGE_ENV,
+        termination_message_env=TERMINATION_MESSAGE_VARIABLES,
         withheld_env=withheld_from_pods,
         namespace=namespace,
         workdir=workdir,

@@ -1,6 +1,7 @@
 """The cluster's own controllers for workload delivery, started together: `testbed.volumes` (PV
 controller and provisioners), `testbed.scheduler` (kube-scheduler and the nodes' kubelets) and
-`testbed.workloads` (Deployment, ReplicaSet, StatefulSet, DaemonSet, CronJob and Job controllers).
+`testbed.workloads` (Deployment, ReplicaSet, StatefulSet, DaemonSet, CronJob and Job controllers), and
+`testbed.serviceaccounts` (a `default` ServiceAccount in every Namespace).
 
 The Job runner (`testbed.jobrunner`) is not part of it: tests that run module Jobs start one beside
 it, and `runner_image` tells the simulation which images the runner has, so the simulation leaves
@@ -17,6 +18,7 @@ from typing import Any
 from testbed.jobrunner import NODE_NAME, Emulator
 from testbed.mounts import ClaimMount, pod_mounts
 from testbed.scheduler import PodScheduler
+from testbed.serviceaccounts import ServiceAccounts
 from testbed.volumes import StorageClassBehaviour, VolumeProvisioner
 from testbed.workloads import WorkloadControllers
 
@@ -33,16 +35,17 @@ class ClusterSimulation:
         runner_image: Callable[[str], bool] = lambda image: False,
         workdir: Path | None = None,
     ) -> None:
-        self.volumes = VolumeProvisioner(emulator, classes=classes, workdir=workdir)
+        self.accounts = ServiceAccounts(emulator)
+        started: list[Any] = [self.accounts]
         try:
+            self.volumes = VolumeProvisioner(emulator, classes=classes, workdir=workdir)
+            started.append(self.volumes)
             self.scheduler = PodScheduler(emulator, nodes=nodes, runs_elsewhere=runner_image)
-            try:
-                self.workloads = WorkloadControllers(emulator, runner_runs_image=runner_image)
-            except BaseException:
-                self.scheduler.close()
-                raise
+            started.append(self.scheduler)
+            self.workloads = WorkloadControllers(emulator, runner_runs_image=runner_image)
         except BaseException:
-            self.volumes.close()
+            for reactor in reversed(started):
+                reactor.close()
             raise
 
     def pod_mounts(self, pod: Mapping[str, Any]) -> list[ClaimMount]:
@@ -54,6 +57,7 @@ class ClusterSimulation:
         self.workloads.close()
         self.scheduler.close()
         self.volumes.close()
+        self.accounts.close()
 
     def __enter__(self) -> ClusterSimulation:
         return self

@@ -1,0 +1,277 @@
+"""A SharedPVC delivery stack for cluster tests: the publication stack (`model_stack`: emulator with
+the module's RBAC, fake Hub, moto S3, controller and api as real processes, the Job runner) plus
+what delivery needs from a cluster:
+
+- the chart rendered with the internal TLS hook's certificates, and its MutatingWebhookConfiguration
+  applied, so the emulator calls the controller's webhook over HTTPS with the module CA as the
+  API server would (the controller Service is routed to the port the replica bound);
+- the test bed's cluster simulation (Deployment/StatefulSet/DaemonSet/CronJob controllers, the
+  scheduler, a provisioner per StorageClass), which leaves the module image's Jobs to the runner:
+  materialize Jobs run as real `ai-models materialize` processes writing into the claim's directory;
+- the materializer pod template from the rendered ConfigMap, and the module's image pull Secret.
+
+Workloads are created over the API (`apply_workload`), so the webhook sees them.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import hashlib
+import urllib.parse
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client as typed_client
+
+from ai_models import names
+from cluster.model_stack import USER_NAMESPACE, ModelStack, model_stack
+from fakes.hub import FakeHub
+from fakes.s3 import S3Bucket
+from kubeemu.pytest_fixtures import RunningEmulator
+from support.module_install import MODULE_NAMESPACE
+from support.processes import ModuleProcess
+from testbed.module import module_cluster_simulation
+from testbed.mounts import ClaimMount
+from testbed.simulation import ClusterSimulation
+from testbed.volumes import StorageClassBehaviour
+
+client: Any = typed_client
+WEBHOOK_LISTENING = "serving the admission webhook"
+RWX_CLASS = StorageClassBehaviour(name="rwx", default=True)
+REGISTRY_SECRET = "deckhouse-registry-copy-source"
+DOCKER_CONFIG = b'{"auths": {"registry.example": {"auth": "dXNlcjpwYXNz"}}}'
+REPORT_REASON = names.DELIVERY_REASON_ANNOTATION
+REPORT_MESSAGE = names.DELIVERY_MESSAGE_ANNOTATION
+
+
+@dataclasses.dataclass
+class DeliveryStack:
+    models: ModelStack
+    simulation: ClusterSimulation
+    cert_dir: Path
+    materializer_template: Path
+
+    @property
+    def emulator(self) -> RunningEmulator:
+        return self.models.emulator
+
+    @property
+    def apps(self) -> Any:
+        return client.AppsV1Api(self.emulator.api_client())
+
+    @property
+    def core(self) -> Any:
+        return self.models.core
+
+    @property
+    def batch(self) -> Any:
+        return client.BatchV1Api(self.emulator.api_client())
+
+    def api(self) -> ModuleProcess:
+        return self.models.api()
+
+    def controller(self, replica: str = "controller-0", **env: str) -> ModuleProcess:
+        """A controller replica serving the webhook; the controller Service leads to it from now on."""
+        api_port = self.models.api_port
+        assert api_port, "start the api first: materializers read from it"
+        process = self.models.controller(
+            replica,
+            AI_MODELS_CONTROLLER_WEBHOOK_CERT_DIR=str(self.cert_dir),
+            AI_MODELS_CONTROLLER_WEBHOOK_PORT="0",
+            AI_MODELS_CONTROLLER_WEBHOOK_ADDRESS="127.0.0.1",
+            AI_MODELS_DELIVERY_API_URL=f"http://127.0.0.1:{api_port}",
+            AI_MODELS_DELIVERY_MATERIALIZER_TEMPLATE_FILE=str(self.materializer_template),
+            AI_MODELS_DELIVERY_REGISTRY_SECRET=REGISTRY_SECRET,
+            AI_MODELS_DELIVERY_MATERIALIZATION_RETRY_SECONDS="2",
+            **env,
+        )
+        self.route_webhook_to(process)
+        return process
+
+    def route_webhook_to(self, process: ModuleProcess) -> None:
+        port = process.bound_port(WEBHOOK_LISTENING)
+        self.emulator.route_service(MODULE_NAMESPACE, names.CONTROLLER_SERVICE, port)
+
+    # ----- models --------------------------------------------------------------------------------
+
+    def ready_model(
+        self, name: str, repo: str, *, namespace: str | None = USER_NAMESPACE, timeout: float = 90
+    ) -> dict[str, Any]:
+        """A Model (or ClusterModel, namespace None) published from the fake Hub, once Ready."""
+        source = {"url": f"https://huggingface.co/{repo}"}
+        if namespace is None:
+            self.models.create_cluster_model(name, source)
+        else:
+            self.models.create_model(name, source, namespace=namespace)
+        return self.models.wait_phase(name, "Ready", namespace=namespace, timeout=timeout)
+
+    # ----- workloads -----------------------------------------------------------------------------
+
+    def apply_workload(self, manifest: Mapping[str, Any]) -> dict[str, Any]:
+        """Create (or replace) the workload over the API, through the admission webhook."""
+        return self.emulator.apply(dict(manifest))
+
+    def workload(self, kind: str, name: str, namespace: str = USER_NAMESPACE) -> dict[str, Any]:
+        return self._get(f"/apis/{_api_version(kind)}/namespaces/{namespace}/{kind.lower()}s/{name}")
+
+    def _get(self, path: str) -> dict[str, Any]:
+        status, _, body = self.emulator.request("GET", path)
+        assert status == 200, (path, status, body)
+        assert isinstance(body, dict)
+        return body
+
+    def _items(self, path: str, selector: str | None = None) -> list[dict[str, Any]]:
+        query = f"?labelSelector={urllib.parse.quote(selector)}" if selector else ""
+        return list(self._get(path + query).get("items") or [])
+
+    def report(self, kind: str, name: str, namespace: str = USER_NAMESPACE) -> tuple[str, str]:
+        annotations = self.workload(kind, name, namespace)["metadata"].get("annotations") or {}
+        return str(annotations.get(REPORT_REASON) or ""), str(annotations.get(REPORT_MESSAGE) or "")
+
+    def wait_reason(
+        self, kind: str, name: str, reason: str, *, namespace: str = USER_NAMESPACE, timeout: float = 90
+    ) -> str:
+        """Wait for the delivery report's reason; its message."""
+        self.models.eventually(
+            lambda: self.report(kind, name, namespace)[0] == reason,
+            timeout=timeout,
+            what=lambda: (
+                f"{kind} {namespace}/{name} reports {reason}; now {self.report(kind, name, namespace)}"
+            ),
+        )
+        return self.report(kind, name, namespace)[1]
+
+    def describe(self, namespace: str = USER_NAMESPACE) -> str:
+        """The delivery's objects in `namespace`, one line each, for failure messages."""
+        lines = []
+        for claim in self.claims(namespace):
+            lines.append(f"claim {claim['metadata']['name']}: {claim.get('status')}")
+        for job in self.jobs(namespace):
+            lines.append(f"job {job['metadata']['name']}: {job.get('status')}")
+        pods = self.pods(namespace)
+        for pod in pods[:10]:
+            lines.append(
+                f"pod {pod['metadata']['name']}: gates {pod['spec'].get('schedulingGates')} "
+                f"status {pod.get('status')}"
+            )
+        lines.append(f"{len(pods)} pods")
+        return "\n".join(lines)
+
+    def pods(self, namespace: str = USER_NAMESPACE, selector: str | None = None) -> list[dict[str, Any]]:
+        return self._items(f"/api/v1/namespaces/{namespace}/pods", selector)
+
+    def replica_sets(self, namespace: str = USER_NAMESPACE) -> list[dict[str, Any]]:
+        return self._items(f"/apis/apps/v1/namespaces/{namespace}/replicasets")
+
+    def claims(self, namespace: str = USER_NAMESPACE) -> list[dict[str, Any]]:
+        return self._items(f"/api/v1/namespaces/{namespace}/persistentvolumeclaims")
+
+    def jobs(self, namespace: str = USER_NAMESPACE) -> list[dict[str, Any]]:
+        return self._items(f"/apis/batch/v1/namespaces/{namespace}/jobs")
+
+    def mounts(self, pod: Mapping[str, Any]) -> list[ClaimMount]:
+        return self.simulation.pod_mounts(pod)
+
+    def delivered_files(self, pod: Mapping[str, Any], model: str) -> dict[str, str]:
+        """relative path -> sha256 of what the pod would see at /data/modelcache/models/<model>."""
+        wanted = f"{names.MODELS_DIR}/{model}"
+        for mount in self.mounts(pod):
+            if mount.mount_path == wanted and mount.host_path is not None:
+                return tree_digests(mount.host_path)
+        return {}
+
+
+def tree_digests(root: Path) -> dict[str, str]:
+    return {
+        str(path.relative_to(root)): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(root.rglob("*"))
+        if path.is_file()
+    }
+
+
+def _api_version(kind: str) -> str:
+    return "batch/v1" if kind == "CronJob" else "apps/v1"
+
+
+def deployment(
+    name: str,
+    *,
+    models: str | None = None,
+    cluster_models: str | None = None,
+    namespace: str = USER_NAMESPACE,
+    replicas: int = 1,
+    image: str = "registry.example/inference:1",
+) -> dict[str, Any]:
+    annotations: dict[str, str] = {}
+    if models is not None:
+        annotations[names.MODEL_ANNOTATION] = models
+    if cluster_models is not None:
+        annotations[names.CLUSTER_MODEL_ANNOTATION] = cluster_models
+    labels = {"app": name}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": namespace, "annotations": annotations},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {"containers": [{"name": "server", "image": image}]},
+            },
+        },
+    }
+
+
+def delivery_stack(
+    emulator: RunningEmulator,
+    hub: FakeHub,
+    bucket: S3Bucket,
+    workdir: Path,
+    *,
+    classes: Sequence[StorageClassBehaviour] = (RWX_CLASS,),
+    settings: Mapping[str, Any] | None = None,
+    registry_secret: bool = True,
+    simulation: Callable[..., ClusterSimulation] | None = None,
+) -> Iterator[DeliveryStack]:
+    for models in model_stack(
+        emulator,
+        hub,
+        bucket,
+        workdir,
+        extra_settings={"delivery": {"mode": "SharedPVC", **dict((settings or {}).get("delivery") or {})}},
+        internal_tls=True,
+    ):
+        chart = models.chart
+        emulator.cluster.apply(
+            chart.get("MutatingWebhookConfiguration", names.DELIVERY_WEBHOOK_CONFIGURATION, None)
+        )
+        tls = chart.get("Secret", names.CONTROLLER_TLS_SECRET, MODULE_NAMESPACE)
+        cert_dir = workdir / "webhook-tls"
+        cert_dir.mkdir()
+        for key in ("tls.crt", "tls.key"):
+            (cert_dir / key).write_bytes(base64.b64decode(tls["data"][key]))
+        config_map = chart.get("ConfigMap", names.MATERIALIZER_TEMPLATE_CONFIGMAP, MODULE_NAMESPACE)
+        template = workdir / "materializer-template.yaml"
+        template.write_text(config_map["data"]["template.yaml"])
+        if registry_secret:
+            models.core.create_namespaced_secret(
+                MODULE_NAMESPACE,
+                {
+                    "metadata": {"name": REGISTRY_SECRET, "namespace": MODULE_NAMESPACE},
+                    "type": "kubernetes.io/dockerconfigjson",
+                    "data": {".dockerconfigjson": base64.b64encode(DOCKER_CONFIG).decode()},
+                },
+            )
+        sim = (simulation or module_cluster_simulation)(
+            emulator, classes=classes, workdir=workdir / "volumes"
+        )
+        try:
+            yield DeliveryStack(
+                models=models, simulation=sim, cert_dir=cert_dir, materializer_template=template
+            )
+        finally:
+            models.stop_all()
+            sim.close()

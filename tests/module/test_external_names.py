@@ -53,7 +53,7 @@ EXTERNAL_NAME = {
     "the module namespace": re.compile(r"\bd8-ai-models\b"),
     "an object or component name": re.compile(r"\bai-models-[a-z0-9]"),
     "a label, annotation or finalizer key": re.compile(r"(?:\bai\.deckhouse\.io|\bapp\.kubernetes\.io)/"),
-    "the CSI driver name": re.compile(r"\.ai-models\.deckhouse\.io\b"),
+    "a webhook or CSI driver name": re.compile(r"\.ai-models\.deckhouse\.io\b"),
     "an API path": re.compile(r"/api/(?:catalog-import|serving|upload|internal)/"),
     "an environment variable": re.compile(r"\bAI_MODELS_"),
     "a metric or alert name": re.compile(r"\bd8_ai_models_|\bD8AIModels[A-Z]"),
@@ -222,7 +222,8 @@ def test_the_rule_finds_every_kind_of_literal_and_ignores_docstrings(tmp_path: P
         ("d8-ai-models", "the module namespace"),
         ("ai.deckhouse.io/model", "a label, annotation or finalizer key"),
         ("controller.ai.deckhouse.io/last-handled", "a label, annotation or finalizer key"),
-        ("node-cache.ai-models.deckhouse.io", "the CSI driver name"),
+        ("node-cache.ai-models.deckhouse.io", "a webhook or CSI driver name"),
+        ("delivery.ai-models.deckhouse.io", "a webhook or CSI driver name"),
         ("d8_ai_models_models", "a metric or alert name"),
         ("D8AIModelsStoragePrerequisitesNotSatisfied", "a metric or alert name"),
     ],
@@ -248,4 +249,4 @@ def test_names_py_holds_the_names_the_rule_looks_for() -> None:
     text = NAMES.read_text(encoding="utf-8")
 
     kinds = {kind for _, kind in external_names(NAMES, text)}
-    assert kinds == set(EXTERNAL_NAME) - {"the CSI driver name"}  # the CSI driver comes with delivery
+    assert kinds == set(EXTERNAL_NAME)

@@ -6,7 +6,8 @@ Only a claim the module made is ever touched (`domain.delivery.claims.made_by_mo
 ownerReferences); any other claim, labelled or not, is left alone. A claim is referenced while a
 Deployment, StatefulSet, DaemonSet, Job or CronJob (`spec.jobTemplate.spec.template`) of its
 namespace mounts it in its pod template, whatever its replicas or pause, or a Pod there does, or
-while the workload that owns it exists (its delivery may be waiting to mount it). Nothing is
+while the workload that owns it exists (its delivery may be waiting to mount it); what the claim
+owns itself (its materialize Job and that Job's Pods) is no reference (`claims.claim_referenced`). Nothing is
 deleted on a single observation: the first pass that finds a claim unreferenced records when, in
 the annotation `ai.deckhouse.io/unreferenced-since`, and a later pass deletes it once GRACE has
 passed since; a claim referenced again loses the annotation. The bindings are snapshot-only; the
@@ -23,7 +24,13 @@ from typing import Any
 from deckhouse import hook
 
 from ai_models.domain.conditions import parse_timestamp, timestamp
-from ai_models.domain.delivery.claims import SharedClaim, Staleness, claim_verdict
+from ai_models.domain.delivery.claims import (
+    ClaimUser,
+    SharedClaim,
+    Staleness,
+    claim_referenced,
+    claim_verdict,
+)
 from ai_models.names import SHARED_PVC_LABEL, SHARED_PVC_LABEL_VALUE, SHARED_PVC_UNREFERENCED_SINCE_ANNOTATION
 from lib.values import QUEUE, filter_results
 
@@ -76,8 +83,8 @@ config = json.dumps(
                 CLAIMS,
                 "v1",
                 "PersistentVolumeClaim",
-                "{namespace: .metadata.namespace, name: .metadata.name, labels: (.metadata.labels // {}),"
-                " owners: [.metadata.ownerReferences[]?.uid],"
+                "{namespace: .metadata.namespace, name: .metadata.name, uid: .metadata.uid,"
+                " labels: (.metadata.labels // {}), owners: [.metadata.ownerReferences[]?.uid],"
                 " deleting: (.metadata.deletionTimestamp != null),"
                 f' since: (.metadata.annotations["{SHARED_PVC_UNREFERENCED_SINCE_ANNOTATION}"] // null)}}',
                 labelSelector={"matchLabels": {SHARED_PVC_LABEL: SHARED_PVC_LABEL_VALUE}},
@@ -87,7 +94,8 @@ config = json.dumps(
                     name,
                     api_version,
                     kind,
-                    f"{{namespace: .metadata.namespace, uid: .metadata.uid, claims: {jq_claims}}}",
+                    "{namespace: .metadata.namespace, uid: .metadata.uid,"
+                    f" owners: [.metadata.ownerReferences[]?.uid], claims: {jq_claims}}}",
                 )
                 for name, api_version, kind, jq_claims in WORKLOADS
             ),
@@ -110,14 +118,16 @@ def _mark(ctx: hook.Context, namespace: str, name: str, since: str | None) -> No
 
 def main(ctx: hook.Context) -> None:
     now = dt.datetime.now(dt.UTC)
-    mounted: set[tuple[str, str]] = set()
-    alive: set[str] = set()
+    users: dict[str, list[ClaimUser]] = {}
     for name, *_ in WORKLOADS:
         for item in filter_results(ctx.snapshots, name):
-            namespace = str(item.get("namespace") or "")
-            mounted.update((namespace, str(claim)) for claim in item.get("claims") or [])
-            if item.get("uid"):
-                alive.add(str(item["uid"]))
+            user = ClaimUser(
+                namespace=str(item.get("namespace") or ""),
+                uid=str(item.get("uid") or ""),
+                claims=frozenset(str(claim) for claim in item.get("claims") or []),
+                owner_uids=frozenset(str(uid) for uid in item.get("owners") or []),
+            )
+            users.setdefault(user.namespace, []).append(user)
     for item in filter_results(ctx.snapshots, CLAIMS):
         claim = SharedClaim(
             namespace=str(item.get("namespace") or ""),
@@ -125,11 +135,12 @@ def main(ctx: hook.Context) -> None:
             labels={str(key): str(value) for key, value in (item.get("labels") or {}).items()},
             owner_uids=frozenset(str(uid) for uid in item.get("owners") or []),
             deleting=bool(item.get("deleting")),
+            uid=str(item.get("uid") or ""),
         )
         if not claim.namespace or not claim.name:
             continue
         since = parse_timestamp(item.get("since"))
-        referenced = (claim.namespace, claim.name) in mounted or bool(claim.owner_uids & alive)
+        referenced = claim_referenced(claim, users.get(claim.namespace, ()))
         verdict = claim_verdict(claim, referenced=referenced, first_unreferenced=since, now=now, grace=GRACE)
         if verdict.staleness is Staleness.STALE:
             print(

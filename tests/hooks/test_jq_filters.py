@@ -521,7 +521,15 @@ STORAGE_CLASS_SAMPLES = [
 
 def _workload_claims(*pairs: tuple[Obj, list[str]]) -> list[tuple[Obj, Obj]]:
     return [
-        (obj, {"namespace": "team-a", "uid": obj["metadata"]["uid"], "claims": claims})
+        (
+            obj,
+            {
+                "namespace": "team-a",
+                "uid": obj["metadata"]["uid"],
+                "owners": [reference["uid"] for reference in obj["metadata"].get("ownerReferences", [])],
+                "claims": claims,
+            },
+        )
         for obj, claims in pairs
     ]
 
@@ -533,6 +541,7 @@ def _shared_claim(obj: Obj, *, deleting: bool) -> tuple[Obj, Obj]:
         {
             "namespace": meta["namespace"],
             "name": meta["name"],
+            "uid": meta["uid"],
             "labels": meta["labels"],
             "owners": [reference["uid"] for reference in meta.get("ownerReferences", [])],
             "deleting": deleting,

@@ -30,10 +30,12 @@ def claim(
     deleting: bool = False,
     labels: dict[str, str] | None = None,
     owners: list[str] | None = None,
+    uid: str | None = None,
 ) -> dict[str, Any]:
     return {
         "namespace": namespace,
         "name": name,
+        "uid": uid,
         "labels": MODULE_LABELS if labels is None else labels,
         "owners": [OWNER] if owners is None else owners,
         "deleting": deleting,
@@ -41,8 +43,10 @@ def claim(
     }
 
 
-def workload(namespace: str, *claims: str, uid: str = "some-other-workload") -> dict[str, Any]:
-    return {"namespace": namespace, "uid": uid, "claims": list(claims)}
+def workload(
+    namespace: str, *claims: str, uid: str = "some-other-workload", owners: list[str] | None = None
+) -> dict[str, Any]:
+    return {"namespace": namespace, "uid": uid, "owners": owners or [], "claims": list(claims)}
 
 
 def snapshots(kit: Any, claims: list[dict[str, Any]], **workloads: list[dict[str, Any]]) -> dict[str, Any]:
@@ -171,3 +175,41 @@ def test_deleting_claims_and_a_garbled_record_are_left_to_a_later_pass(kit: Any)
 def test_no_claims_no_operations(kit: Any) -> None:
     snaps = snapshots(kit, [], deployments=[workload("team-a", "model")], pods=[workload("team-a")])
     assert run(kit, snaps).kube_operations.data == []
+
+
+CLAIM_UID = "5d0c2a6e-2222-4b1f-8c3a-7e9f1d2c3b40"
+
+
+def test_the_claims_own_materialize_job_and_its_pod_do_not_keep_an_orphaned_claim(kit: Any) -> None:
+    # The workload went with --cascade=orphan: only the claim's Job (owned by the claim) and the
+    # Job's Pod mount it, and both go with it.
+    own_job = workload("team-a", "orphan", uid="job-uid", owners=[CLAIM_UID])
+    snaps = snapshots(
+        kit,
+        [claim("orphan", since=LONG_AGO, uid=CLAIM_UID)],
+        jobs=[own_job],
+        pods=[workload("team-a", "orphan", uid="pod-uid", owners=["job-uid"])],
+    )
+    assert deletions(run(kit, snaps)) == [deletion("orphan")]
+
+
+def test_a_first_pass_marks_a_claim_only_its_own_job_mounts(kit: Any) -> None:
+    own_job = workload("team-a", "orphan", uid="job-uid", owners=[CLAIM_UID])
+    output = run(kit, snapshots(kit, [claim("orphan", uid=CLAIM_UID)], jobs=[own_job]))
+    assert list(marks(output)) == ["team-a/orphan"]
+
+
+@pytest.mark.parametrize(
+    ("claim_uid", "job_owners"),
+    [
+        (CLAIM_UID, ["someone-elses-uid"]),  # a Job of the user's that mounts the claim
+        (CLAIM_UID, []),
+        (None, [CLAIM_UID]),  # no uid in the snapshot: the claim's own Job cannot be told apart, so keep
+    ],
+)
+def test_any_other_job_that_mounts_the_claim_keeps_it(
+    kit: Any, claim_uid: str | None, job_owners: list[str]
+) -> None:
+    job = workload("team-a", "model", uid="job-uid", owners=job_owners)
+    snaps = snapshots(kit, [claim("model", since=LONG_AGO, uid=claim_uid)], jobs=[job])
+    assert deletions(run(kit, snaps)) == []

@@ -11,11 +11,13 @@ import pytest
 from ai_models.domain.delivery.claims import (
     GIB,
     Artifact,
+    ClaimUser,
     ClaimVerdict,
     SharedClaim,
     Staleness,
     claim_manifest,
     claim_name,
+    claim_referenced,
     claim_size,
     claim_size_bytes,
     claim_storage_class,
@@ -293,3 +295,38 @@ def test_the_claims_a_pod_a_job_or_a_workload_mounts_are_its_references(obj: dic
 
 def test_an_object_without_volumes_mounts_nothing() -> None:
     assert claims_mounted({"kind": "StatefulSet", "spec": {}}) == frozenset()
+
+
+CLAIM_UID = "uid-claim"
+OWN_JOB = ClaimUser("team-a", "uid-job", frozenset({"ai-models-web-0123456789"}), frozenset({CLAIM_UID}))
+OWN_JOB_POD = ClaimUser("team-a", "uid-pod", OWN_JOB.claims, frozenset({"uid-job"}))
+
+
+def test_the_claims_own_materialize_job_and_its_pods_do_not_keep_it() -> None:
+    # The Job is owned by the claim and mounts it; counting it would keep an orphaned claim for ever.
+    assert not claim_referenced(
+        claim(owner_uids=frozenset({"uid-web"}), uid=CLAIM_UID), [OWN_JOB, OWN_JOB_POD]
+    )
+
+
+@pytest.mark.parametrize(
+    ("users", "uid"),
+    [
+        ([ClaimUser("team-a", "uid-user-job", OWN_JOB.claims)], CLAIM_UID),  # a user's Job mounts it
+        ([OWN_JOB, ClaimUser("team-a", "uid-web", frozenset())], CLAIM_UID),  # its workload exists
+        ([OWN_JOB, OWN_JOB_POD], ""),  # the claim's uid is unknown: its Job cannot be told apart
+        # owned by another claim: only the claim's own things are discounted
+        ([ClaimUser("team-a", "uid-job-2", OWN_JOB.claims, frozenset({"uid-other-claim"}))], CLAIM_UID),
+    ],
+)
+def test_anything_else_that_mounts_the_claim_or_owns_it_keeps_it(users: list[ClaimUser], uid: str) -> None:
+    assert claim_referenced(claim(uid=uid), users)
+
+
+def test_references_from_another_namespace_do_not_count() -> None:
+    elsewhere = [
+        ClaimUser("team-b", "uid-web", OWN_JOB.claims),
+        ClaimUser("team-b", "uid-job", OWN_JOB.claims),
+    ]
+
+    assert not claim_referenced(claim(uid=CLAIM_UID), elsewhere)

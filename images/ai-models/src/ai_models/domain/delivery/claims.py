@@ -12,7 +12,8 @@ resolution chain of ARCHITECTURE.md §7 (`domain.storage.prerequisites.resolve_s
 
 Stale claims: a claim may be deleted only if the module made it (the shared-claim and module labels,
 and an owner-UID label that equals the uid of one of its ownerReferences), nothing references it
-any more, and it has been seen unreferenced for at least the grace period: first seen
+any more (what the claim owns itself, its materialize Job and that Job's Pods, is no reference),
+and it has been seen unreferenced for at least the grace period: first seen
 unreferenced at one observation, deleted at a later one, never at a single observation.
 
 Standard library only: the stale-claims hook imports this module.
@@ -184,6 +185,7 @@ class SharedClaim:
     labels: Mapping[str, str]
     owner_uids: frozenset[str]  # the uids of its ownerReferences
     deleting: bool = False
+    uid: str = ""  # its own uid: what it owns (its materialize Job) does not keep it
 
     @classmethod
     def of(cls, obj: Mapping[str, Any]) -> SharedClaim:
@@ -196,7 +198,36 @@ class SharedClaim:
                 str(ref.get("uid")) for ref in meta.get("ownerReferences") or () if ref.get("uid")
             ),
             deleting=bool(meta.get("deletionTimestamp")),
+            uid=str(meta.get("uid") or ""),
         )
+
+
+@dataclasses.dataclass(frozen=True)
+class ClaimUser:
+    """A Pod, a Job or a workload as the cleanup sees it: what it mounts and whom it belongs to."""
+
+    namespace: str
+    uid: str
+    claims: frozenset[str]  # `claims_mounted`
+    owner_uids: frozenset[str] = frozenset()  # the uids of its ownerReferences
+
+
+def claim_referenced(claim: SharedClaim, users: Iterable[ClaimUser]) -> bool:
+    """Whether anything keeps `claim`: a workload that owns it exists (a claim is made before the
+    template that mounts it, and a waiting delivery keeps it), or something of its namespace mounts it
+    that the claim does not own itself, directly or through an owner it owns (its materialize Job and
+    that Job's Pods mount it, and go with it: counting them would keep an orphaned claim for ever).
+    A claim whose uid is unknown owns nothing here, so its Job still counts: unsure means keep."""
+    local = [user for user in users if user.namespace == claim.namespace]
+    if claim.owner_uids & {user.uid for user in local}:
+        return True
+    owned: set[str] = {claim.uid} if claim.uid else set()
+    grown = bool(owned)
+    while grown:
+        more = {user.uid for user in local if user.owner_uids & owned and user.uid not in owned}
+        owned |= more
+        grown = bool(more)
+    return any(claim.name in user.claims and user.uid not in owned for user in local)
 
 
 def made_by_module(claim: SharedClaim) -> bool:
@@ -238,9 +269,10 @@ def claim_verdict(
 ) -> ClaimVerdict:
     """Whether to delete a shared claim.
 
-    `referenced`: a Pod, a Job or a workload's pod template of the claim's namespace mounts it, or a
-    workload's current request maps to it (a claim is made before the template that mounts it, and
-    a delivery that waits keeps the claim it will mount). `first_unreferenced`: when an earlier
+    `referenced`: `claim_referenced` (a Pod, a Job or a workload's pod template of the claim's
+    namespace mounts it, other than what the claim owns, or its owning workload exists: a claim is
+    made before the template that mounts it, and a delivery that waits keeps the claim it will
+    mount). `first_unreferenced`: when an earlier
     observation first found it unreferenced (None: never, or referenced since).
     """
     if grace <= datetime.timedelta(0):

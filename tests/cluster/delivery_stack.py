@@ -171,6 +171,14 @@ class DeliveryStack:
     def jobs(self, namespace: str = USER_NAMESPACE) -> list[dict[str, Any]]:
         return self._items(f"/apis/batch/v1/namespaces/{namespace}/jobs")
 
+    def materialization_secrets(self, namespace: str = USER_NAMESPACE) -> list[str]:
+        """Names of the Secrets beside materialize Jobs (delivery token, image pull copy)."""
+        selector = f"{names.COMPONENT_LABEL}={names.MATERIALIZATION_COMPONENT}"
+        return [
+            item["metadata"]["name"]
+            for item in self._items(f"/api/v1/namespaces/{namespace}/secrets", selector)
+        ]
+
     def mounts(self, pod: Mapping[str, Any]) -> list[ClaimMount]:
         return self.simulation.pod_mounts(pod)
 

@@ -78,3 +78,14 @@ def test_a_deployment_created_for_a_ready_model_gets_its_files_with_one_replica_
     ]
     owned = [rs for rs in stack.replica_sets() if rs["metadata"]["name"].startswith("web-")]
     assert len(owned) == 1, [rs["metadata"]["name"] for rs in owned]
+    # The claim records the copy; the Job, its token and its image pull copy are removed.
+    [claim] = stack.claims()
+    assert (
+        status["artifact"]["digest"]
+        in claim["metadata"]["annotations"][names.MATERIALIZED_DIGESTS_ANNOTATION]
+    )
+    stack.models.eventually(
+        lambda: not stack.jobs() and not stack.materialization_secrets(),
+        timeout=30,
+        what=lambda: f"the finished Job and its Secrets removed: {stack.describe()}",
+    )

@@ -219,7 +219,7 @@ def _start(
             image_matches=lambda image: image == MATERIALIZER_IMAGE,
             commands={MODULE_COMMAND: ENTRY_POINT},
             entrypoint=IMAGE_ENTRYPOINT,
-            termination_message_env=MaterializeVariable.TERMINATION_MESSAGE_PATH.value,
+            termination_message_env=(MaterializeVariable.TERMINATION_MESSAGE_PATH.value,),
             withheld_env=withheld_from_pods,
             workdir=tmp_path / "runner",
         )

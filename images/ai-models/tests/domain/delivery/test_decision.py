@@ -138,6 +138,7 @@ class Expect:
     creates_claim: bool = False
     starts_job: bool = False
     removes_job: bool = False
+    removes_finished_job: bool = False
     claim_patch: dict[str, Any] | None = None
     requeue: float | None = None
     rule: str = ""  # the rule that decides, when the row is a case of a rule named otherwise
@@ -322,6 +323,22 @@ RULES: dict[str, tuple[DeliveryObservation, Expect]] = {
         with_(claim=MATERIALIZED),
         Expect(DeliveryReason.DELIVERED, template="delivered", rule="delivered", ungates=True),
     ),
+    "delivered_from_a_claim_that_records_its_digests_removes_the_finished_job": (
+        with_(
+            claim=MATERIALIZED,
+            template=DELIVERED_TEMPLATE,
+            materialization=MaterializationSeen(JobState.SUCCEEDED),
+        ),
+        Expect(DeliveryReason.DELIVERED, rule="delivered", ungates=True, removes_finished_job=True),
+    ),
+    "delivered_from_a_claim_that_records_its_digests_keeps_a_running_job_until_it_ends": (
+        with_(
+            claim=MATERIALIZED,
+            template=DELIVERED_TEMPLATE,
+            materialization=MaterializationSeen(JobState.RUNNING),
+        ),
+        Expect(DeliveryReason.DELIVERED, rule="delivered", ungates=True),
+    ),
     "delivered_again_is_a_no_op_for_the_template": (
         with_(claim=MATERIALIZED, template=DELIVERED_TEMPLATE),
         Expect(DeliveryReason.DELIVERED, rule="delivered", ungates=True),
@@ -416,6 +433,7 @@ def test_delivery_rule(rule: str) -> None:
     assert (action.create_claim is not None) == expect.creates_claim
     assert (action.start_materialization is not None) == expect.starts_job
     assert action.remove_failed_job == expect.removes_job
+    assert action.remove_finished_job == expect.removes_finished_job
     assert action.claim_patch == expect.claim_patch
     assert action.requeue == expect.requeue
     assert action.ungate_pods == expect.ungates

@@ -196,20 +196,19 @@ def token_secret(job: Mapping[str, Any], *, workload: Workload, token: str) -> d
     }
 
 
-def registry_secret(
-    *, claim: str, claim_uid: str, workload: Workload, docker_config: bytes
-) -> dict[str, Any]:
-    """The module's image pull credentials beside a materialize Job: a user's namespace has none,
-    and the Job runs the module image. Owned by the claim, so it exists before the Job's Pod."""
+def registry_secret(job: Mapping[str, Any], *, workload: Workload, docker_config: bytes) -> dict[str, Any]:
+    """The module's image pull credentials beside a materialize Job, owned by the (created) Job: a
+    user's namespace has none, and the Job runs the module image. It lives only as long as the Job."""
+    meta = job["metadata"]
     return {
         "apiVersion": "v1",
         "kind": "Secret",
         "metadata": {
-            "name": registry_secret_name(claim),
+            "name": registry_secret_name(str(meta["name"])),
             "namespace": workload.namespace,
             "labels": job_labels(workload),
             "annotations": {OWNER_NAME_ANNOTATION: workload.name},
-            "ownerReferences": [_owner("v1", "PersistentVolumeClaim", claim, claim_uid)],
+            "ownerReferences": [_owner("batch/v1", "Job", str(meta["name"]), str(meta["uid"]))],
         },
         "type": "kubernetes.io/dockerconfigjson",
         "data": {DOCKER_CONFIG_KEY: base64.b64encode(docker_config).decode()},

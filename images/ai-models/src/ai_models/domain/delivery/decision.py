@@ -210,6 +210,9 @@ class DeliveryAction:
     claim_patch: dict[str, Any] | None = None
     start_materialization: StartMaterialization | None = None
     remove_failed_job: bool = False
+    # The claim records what the finished Job copied: the Job, its Pods and its Secrets (the
+    # delivery token and the image pull copy) are no longer needed.
+    remove_finished_job: bool = False
     # Remove the delivery gate from the workload's Pods that carry it: the content is there (or the
     # workload no longer asks for models), and a pod template that keeps the gate, like one the
     # admission webhook wrote complete at CREATE, must not be changed for it (a new ReplicaSet).
@@ -499,6 +502,7 @@ def _bound(
             template=None if current in (wanted, gate(wanted)) else wanted,
             claim_patch=patch,
             ungate_pods=True,
+            remove_finished_job=done and job.state in (JobState.SUCCEEDED, JobState.FAILED),
         )
     copying = f"{_models(resolved)} into the shared claim {claim.name}"
     if job.state is JobState.RUNNING:

@@ -9,7 +9,7 @@ from ai_models.adapters.kube.jobs import ObjectRefused
 from ai_models.controller.delivery.observe import Subject
 from ai_models.controller.delivery.steps.claims import create_claim, patch_claim
 from ai_models.controller.delivery.steps.context import DeliverySettings, Notifier, StepContext
-from ai_models.controller.delivery.steps.materialize import remove_failed_job, start_materialization
+from ai_models.controller.delivery.steps.materialize import remove_job, start_materialization
 from ai_models.controller.delivery.steps.pods import ungate_pods
 from ai_models.controller.delivery.steps.replica_sets import delete_stale_replica_sets
 from ai_models.controller.delivery.steps.report import write_report
@@ -46,8 +46,8 @@ def run(action: DeliveryAction, *, ctx: StepContext, subject: Subject) -> float 
             )
     if action.claim_patch is not None:
         patch_claim(action.claim_patch, ctx=ctx, subject=subject)
-    if action.remove_failed_job:
-        remove_failed_job(ctx=ctx, subject=subject)
+    if action.remove_failed_job or action.remove_finished_job:
+        remove_job(ctx=ctx, subject=subject)
     if action.start_materialization is not None:
         try:
             started = start_materialization(action.start_materialization, ctx=ctx, subject=subject)

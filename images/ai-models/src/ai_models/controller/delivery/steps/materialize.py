@@ -1,5 +1,6 @@
 """Start a materialize Job (with a fresh delivery token in its Secret) when a slot is free, or
-remove a failed one so its successor can start."""
+remove a finished one: a failed one before its successor starts, a succeeded one once the claim
+records what it copied."""
 
 from __future__ import annotations
 
@@ -39,12 +40,6 @@ def start_materialization(start: StartMaterialization, *, ctx: StepContext, subj
             ca_bundle=ctx.settings.ca_bundle,
         )
         credentials = ctx.registry_credentials()
-        if credentials is not None:
-            ctx.objects.put_secret(
-                registry_secret(
-                    claim=start.claim, claim_uid=claim.uid, workload=workload, docker_config=credentials
-                )
-            )
         job = materialize_job(
             ctx.materializer_template(),
             workload=workload,
@@ -64,7 +59,11 @@ def start_materialization(start: StartMaterialization, *, ctx: StepContext, subj
         issued = token.issue(grant, key=ctx.signing_keys.key())
         created = ctx.objects.create_job(job)
         try:
+            # Both owned by the Job, so they go with it once the claim records the copy. Created
+            # after it (they need its uid): the kubelet retries a pull and a variable's Secret.
             ctx.objects.put_secret(token_secret(created, workload=workload, token=issued))
+            if credentials is not None:
+                ctx.objects.put_secret(registry_secret(created, workload=workload, docker_config=credentials))
         except Exception:
             ctx.objects.delete_job(workload.namespace, name)  # it would wait for its token forever
             raise
@@ -74,7 +73,9 @@ def start_materialization(start: StartMaterialization, *, ctx: StepContext, subj
     return True
 
 
-def remove_failed_job(*, ctx: StepContext, subject: Subject) -> None:
+def remove_job(*, ctx: StepContext, subject: Subject) -> None:
+    """Delete the observed Job (a failed one before its successor, a finished one whose copy the
+    claim records); its Pods and Secrets go with it."""
     job = subject.job
     if job is None:
         return

@@ -4,6 +4,7 @@ the test bed's Job runner, which runs the Jobs the controller creates with the m
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import os
 from collections.abc import Mapping
@@ -21,6 +22,8 @@ from testbed.jobrunner import JobRunner, ServedCluster
 from testbed.module import module_job_runner
 
 DEFAULT_HF_ENDPOINT = "https://huggingface.co"
+# The controller's log line with the address of its admission webhook listener.
+WEBHOOK_LISTENING = "serving the admission webhook"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,6 +40,7 @@ class DevPorts:
 class DevComponents:
     processes: list[ModuleProcess]
     api_port: int  # the one the api bound (`DevPorts.api`, or the free one it picked for 0)
+    webhook_port: int | None = None  # the controller's admission webhook (a free port), if served
 
 
 # A retried publish Pod waits this long (doubling); the real Job controller starts at 10 s.
@@ -55,23 +59,25 @@ def start_job_runner(*, cluster: Cluster, url: str, ca_pem: str, out_dir: Path) 
 def mounted_config_maps(
     chart: RenderedChart, *, deployment: str, container: str, directory: Path
 ) -> dict[str, str]:
-    """The container's variables that point into ConfigMap volumes, pointed at local copies instead.
+    """The container's variables that point into ConfigMap or Secret volumes, pointed at local
+    copies instead.
 
-    The kubelet would mount the chart's ConfigMaps (e.g. the publisher pod template the controller
-    reads); the dev stack writes each mounted ConfigMap's data under `directory/<volume>/` and
-    rewrites the variables whose values lie under the volume's mountPath."""
+    The kubelet would mount the chart's ConfigMaps and Secrets (the publisher and materializer pod
+    templates, the webhook certificate); the dev stack writes each mounted object's data under
+    `directory/<volume>/` and rewrites the variables whose values lie under the volume's mountPath."""
     config_maps = {obj["metadata"]["name"]: obj for obj in chart.of_kind("ConfigMap")}
+    secrets = {obj["metadata"]["name"]: obj for obj in chart.of_kind("Secret")}
     pod = chart.get("Deployment", deployment)["spec"]["template"]["spec"]
     spec: Mapping[str, Any] = next(c for c in pod["containers"] if c["name"] == container)
     local: dict[str, Path] = {}  # mountPath -> local directory
     for volume in pod.get("volumes") or []:
-        source = (volume.get("configMap") or {}).get("name")
-        if source not in config_maps:
+        files = _volume_files(volume, config_maps=config_maps, secrets=secrets)
+        if files is None:
             continue
         target = directory / volume["name"]
         target.mkdir(parents=True, exist_ok=True)
-        for key, value in (config_maps[source].get("data") or {}).items():
-            (target / key).write_text(value, encoding="utf-8")
+        for key, value in files.items():
+            (target / key).write_bytes(value)
         for mount in spec.get("volumeMounts") or []:
             if mount["name"] == volume["name"]:
                 local[mount["mountPath"].rstrip("/")] = target.resolve()
@@ -82,6 +88,27 @@ def mounted_config_maps(
             if isinstance(value, str) and (value == mount_path or value.startswith(mount_path + "/")):
                 env[variable["name"]] = str(target) + value[len(mount_path) :]
     return env
+
+
+def _volume_files(
+    volume: Mapping[str, Any],
+    *,
+    config_maps: Mapping[str, Mapping[str, Any]],
+    secrets: Mapping[str, Mapping[str, Any]],
+) -> dict[str, bytes] | None:
+    """file name -> content of a ConfigMap or Secret volume of the chart's own objects (None for
+    any other volume)."""
+    source = (volume.get("configMap") or {}).get("name")
+    if source in config_maps:
+        return {key: str(value).encode() for key, value in (config_maps[source].get("data") or {}).items()}
+    secret = (volume.get("secret") or {}).get("secretName")
+    if secret in secrets:
+        data = {key: base64.b64decode(value) for key, value in (secrets[secret].get("data") or {}).items()}
+        items = (volume.get("secret") or {}).get("items")
+        if items:
+            return {str(item["path"]): data[item["key"]] for item in items if item["key"] in data}
+        return data
+    return None
 
 
 # What the dev stack replaces in the publisher pod template: the cluster's S3 settings and
@@ -198,7 +225,20 @@ def start_components(
             "AI_MODELS_POD_NAME": "controller-dev",
             "AI_MODELS_CONTROLLER_HEALTH_PORT": str(ports.controller_health),
             "AI_MODELS_CONTROLLER_METRICS_PORT": str(ports.controller_metrics),
+            # The emulator calls the webhook here (its route for the controller Service).
+            "AI_MODELS_CONTROLLER_WEBHOOK_ADDRESS": "127.0.0.1",
+            "AI_MODELS_CONTROLLER_WEBHOOK_PORT": "0",
+            # Materialize Jobs run as local processes and read from the local api.
+            "AI_MODELS_DELIVERY_API_URL": f"http://127.0.0.1:{api_port}",
         },
         log_path=logs / "controller.log",
     ).start()
-    return DevComponents(processes=[controller, api], api_port=api_port)
+    webhook_port = None
+    if "AI_MODELS_CONTROLLER_WEBHOOK_CERT_DIR" in mounted:
+        try:
+            webhook_port = controller.bound_port(WEBHOOK_LISTENING)
+        except BaseException:
+            controller.kill()
+            api.kill()
+            raise
+    return DevComponents(processes=[controller, api], api_port=api_port, webhook_port=webhook_port)

@@ -39,6 +39,7 @@ from typing import Any
 
 import yaml
 
+from kubeemu.admission import MutatingAdmission
 from kubeemu.authn import Identity, new_token
 from kubeemu.cluster import Cluster
 from kubeemu.crds import load_crd_manifests
@@ -46,6 +47,7 @@ from kubeemu.kubeconfig import kubeconfig_document, write_kubeconfig
 from kubeemu.server import serve_forever, tls_context
 from support.devcomponents import DevPorts, start_components, start_job_runner
 from support.module_install import install_rbac
+from support.module_tls import with_internal_tls
 from support.processes import ModuleProcess
 from support.render import RenderedChart, render_chart
 from support.values import module_values
@@ -58,6 +60,7 @@ log = logging.getLogger("testbed.devstack")
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_PORT = 18443
 MODULE_NAMESPACE = "d8-ai-models"
+CONTROLLER_SERVICE = "ai-models-controller"
 # Deckhouse's own namespace, where an admin keeps what the module copies (e.g. S3 credentials).
 PLATFORM_NAMESPACE = "d8-system"
 # Templates whose objects the stack loads (the module's RBAC for users).
@@ -117,8 +120,12 @@ def build_stack(*, out_dir: Path, crd_dir: Path = REPO_ROOT / "crds") -> DevStac
     cluster.load_crds(load_crd_manifests(crd_dir))
     for namespace in (PLATFORM_NAMESPACE, MODULE_NAMESPACE):
         cluster.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
-    chart = render_chart(module_values())
+    # With the certificates the internal TLS hook issues: the controller serves the delivery
+    # webhook, which the emulator calls as the API server would.
+    chart = render_chart(with_internal_tls(module_values()))
     for obj in module_rbac_objects(chart):
+        cluster.apply(obj)
+    for obj in chart.of_kind("MutatingWebhookConfiguration"):
         cluster.apply(obj)
     # The components' own RBAC, exactly as the chart renders it: they run as their ServiceAccounts.
     service_accounts = install_rbac(cluster, chart)
@@ -189,6 +196,12 @@ update the model (every User reads the URL; $AI_MODELS_TOKEN_USER gets 403):
   kubectl apply -f docs/examples/model-upload.yaml
   url=$(kubectl get model my-finetune -n default -o jsonpath='{{.status.upload.inCluster}}')
   curl -T ./model.gguf -H "Authorization: Bearer $AI_MODELS_TOKEN_CLUSTER_ADMIN" "$url"
+A workload gets the model's files on a shared volume (default StorageClass testbed-rwx; materialize
+Jobs run as local processes, the pods' view of each volume is a directory under {out}/volumes/):
+  kubectl apply -f docs/examples/deployment-with-model.yaml    # once qwen3-0-6b is Ready, or before
+  kubectl get deploy list-model-files -o yaml | grep model-delivery   # the delivery report
+  kubectl get pvc -l ai.deckhouse.io/shared-pvc=true
+  ls -R {out}/volumes/    # pvc-<uid>/objects/sha256-<digest>/ = /data/modelcache/models/qwen3-0-6b
 A catalog source indexes from HF_ENDPOINT (default https://huggingface.co) once it carries the opt-in
 annotation:
   kubectl apply -f docs/examples/modelcatalogsource-hf.yaml
@@ -203,8 +216,17 @@ async def run_stack(stack: DevStack, *, host: str, port: int, ports: DevPorts, s
     context, ca_file = tls_context(stack.out_dir / "tls")
     loop = asyncio.get_running_loop()
     ready: asyncio.Future[str] = loop.create_future()
+    admission = MutatingAdmission(stack.cluster)
     server = asyncio.create_task(
-        serve_forever(stack.cluster, host=host, port=port, stop=stop, ssl_context=context, ready=ready)
+        serve_forever(
+            stack.cluster,
+            host=host,
+            port=port,
+            stop=stop,
+            ssl_context=context,
+            ready=ready,
+            admission=admission,
+        )
     )
     waiting: set[asyncio.Future[Any]] = {server, ready}
     await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
@@ -231,6 +253,8 @@ async def run_stack(stack: DevStack, *, host: str, port: int, ports: DevPorts, s
             chart=stack.chart,
         )
         processes = components.processes
+        if components.webhook_port is not None:
+            admission.route_service(MODULE_NAMESPACE, CONTROLLER_SERVICE, components.webhook_port)
         write_client_files(stack, url=url, ca_pem=ca_file.read_text(), api_port=components.api_port)
         print(banner(stack, url, api_port=components.api_port), flush=True)
         await server

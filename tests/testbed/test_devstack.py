@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -373,3 +374,43 @@ spec: {source: {upload: {}}}
     assert stored == ["config.json", "manifest.json", "manifest.json", "mine.gguf", "model.safetensors"]
     process.send_signal(signal.SIGTERM)
     assert process.wait(timeout=30) == 0
+
+
+def test_the_documented_deployment_gets_the_documented_model_in_the_dev_stack(
+    devstack: tuple[subprocess.Popen[str], Path], fake_hub: FakeHub
+) -> None:
+    """The banner's delivery walk-through: docs/examples/deployment-with-model.yaml applied before
+    the Model of docs/examples/model-hf.yaml is Ready ends Delivered, its pod ungated, and the
+    model's files, every sha256 right, under the stack's volumes directory."""
+    _, out = devstack
+    files = {
+        "config.json": b'{"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3"}',
+        "model.safetensors": safetensors_bytes({"w": ("F16", (32, 32))}),
+    }
+    fake_hub.add(repository("Qwen/Qwen3-0.6B", files))
+    workload = REPO / "docs" / "examples" / "deployment-with-model.yaml"
+    applied = run_kubectl(out, "apply", "-f", str(workload))
+    assert applied.returncode == 0, applied.stderr
+    assert "Warning: ai-models: the pods wait" in applied.stderr
+    assert run_kubectl(out, "apply", "-f", str(REPO / "docs" / "examples" / "model-hf.yaml")).returncode == 0
+
+    reason = "{.metadata.annotations.ai\\.deckhouse\\.io/model-delivery-reason}"
+    waited = run_kubectl(
+        out,
+        "wait",
+        "-n",
+        "default",
+        f"--for=jsonpath={reason}=Delivered",
+        "deployment/list-model-files",
+        "--timeout=90s",
+    )
+    assert waited.returncode == 0, waited.stderr + (out / "logs" / "controller.log").read_text()[-3000:]
+    rolled = run_kubectl(
+        out, "rollout", "status", "-n", "default", "deployment/list-model-files", "--timeout=30s"
+    )
+    assert rolled.returncode == 0, rolled.stderr
+    trees = [path for path in (out / "volumes").glob("pvc-*/objects/sha256-*") if path.is_dir()]
+    assert len(trees) == 1, trees
+    assert {path.name: hashlib.sha256(path.read_bytes()).hexdigest() for path in trees[0].iterdir()} == {
+        name: hashlib.sha256(data).hexdigest() for name, data in files.items()
+    }

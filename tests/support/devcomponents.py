@@ -98,10 +98,10 @@ def _volume_files(
 ) -> dict[str, bytes] | None:
     """file name -> content of a ConfigMap or Secret volume of the chart's own objects (None for
     any other volume)."""
-    source = (volume.get("configMap") or {}).get("name")
+    source = str((volume.get("configMap") or {}).get("name") or "")
     if source in config_maps:
         return {key: str(value).encode() for key, value in (config_maps[source].get("data") or {}).items()}
-    secret = (volume.get("secret") or {}).get("secretName")
+    secret = str((volume.get("secret") or {}).get("secretName") or "")
     if secret in secrets:
         data = {key: base64.b64decode(value) for key, value in (secrets[secret].get("data") or {}).items()}
         items = (volume.get("secret") or {}).get("items")

@@ -1,0 +1,542 @@
+"""SharedPVC delivery over a workload's life, end to end (the stack of `cluster.delivery_stack`):
+a Deployment created before its model is Ready ends with one ReplicaSet, one created for a Ready
+model has one all along; StatefulSets, DaemonSets and CronJobs are delivered; removing the
+annotations takes back everything the module added; deleting the workload takes the claim, its
+Job and both Secrets with it; and the stale-claims hook, run on the emulator's own objects through
+its own jqFilters, deletes a module claim only its own materialize Job still mounts and never a
+foreign claim that carries the shared-claim label.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import datetime as dt
+import hashlib
+import importlib.util
+import json
+import sys
+import threading
+import urllib.parse
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from types import ModuleType, TracebackType
+from typing import Any
+
+import jq  # type: ignore[import-not-found]
+import pytest
+from deckhouse import hook
+
+from ai_models import names
+from ai_models.controller.delivery.jobs import job_name, registry_secret_name, token_secret_name
+from cluster.delivery_stack import REPORT_MESSAGE, REPORT_REASON, DeliveryStack, delivery_stack, deployment
+from cluster.model_stack import USER_NAMESPACE
+from fakes.hub import FakeHub
+from fakes.hub_corpus import FakeModel, repository
+from fakes.model_files import safetensors_bytes
+from fakes.s3 import S3Bucket
+from kubeemu.cluster import Cluster
+from kubeemu.pytest_fixtures import RunningEmulator
+from kubeemu.store import WatchEvent
+from support.values import module_values
+
+CONFIG = (
+    b'{"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64, '
+    b'"num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 256, "torch_dtype": "bfloat16"}'
+)
+FILES = {
+    "config.json": CONFIG,
+    "model.safetensors": safetensors_bytes(
+        {"model.embed_tokens.weight": ("BF16", (256, 64)), "lm_head.weight": ("BF16", (256, 64))}
+    ),
+    "tokenizer.json": b'{"version": "1.0"}',
+}
+TINY = repository("acme/tiny-llama", FILES)
+SOURCE = {"url": "https://huggingface.co/acme/tiny-llama"}
+HOOKS_DIR = Path(__file__).resolve().parents[2] / "hooks"
+LONG_AGO = (dt.datetime.now(dt.UTC) - dt.timedelta(days=2)).strftime("%Y-%m-%dT%H:%M:%SZ")
+FOREIGN_CLAIM = "team-data"  # labelled as a shared claim by someone else, not made by the module
+
+
+@pytest.fixture
+def fake_hub_corpus() -> list[FakeModel]:
+    return [TINY]
+
+
+@pytest.fixture
+def stack(
+    kube_emulator: RunningEmulator, fake_hub: FakeHub, s3_bucket: S3Bucket, tmp_path: Path
+) -> Iterator[DeliveryStack]:
+    yield from delivery_stack(kube_emulator, fake_hub, s3_bucket, tmp_path)
+
+
+def digests(files: Mapping[str, bytes]) -> dict[str, str]:
+    return {path: hashlib.sha256(data).hexdigest() for path, data in files.items()}
+
+
+# ----- workloads -----------------------------------------------------------------------------------
+
+
+def workload_manifest(kind: str, name: str, *, models: str | None = "tiny") -> dict[str, Any]:
+    """A user's Deployment, StatefulSet, DaemonSet or CronJob (`models` None: no annotation)."""
+    base = deployment(name, models=models)
+    if not base["metadata"]["annotations"]:
+        del base["metadata"]["annotations"]
+    if kind == "Deployment":
+        return base
+    spec = base["spec"]
+    if kind == "StatefulSet":
+        return {**base, "kind": kind, "spec": {**spec, "serviceName": name}}
+    if kind == "DaemonSet":
+        return {**base, "kind": kind, "spec": {"selector": spec["selector"], "template": spec["template"]}}
+    assert kind == "CronJob", kind
+    template = copy.deepcopy(spec["template"])
+    template["spec"]["restartPolicy"] = "Never"
+    return {
+        **base,
+        "apiVersion": "batch/v1",
+        "kind": kind,
+        "spec": {"schedule": "0 3 * * *", "jobTemplate": {"spec": {"template": template}}},
+    }
+
+
+def owned_replica_sets(stack: DeliveryStack, name: str) -> list[dict[str, Any]]:
+    return [
+        rs
+        for rs in stack.replica_sets()
+        if any(ref.get("name") == name for ref in rs["metadata"].get("ownerReferences") or [])
+    ]
+
+
+def template_claims(template: Mapping[str, Any]) -> list[str]:
+    return [
+        str(volume["persistentVolumeClaim"]["claimName"])
+        for volume in (template.get("spec") or {}).get("volumes") or []
+        if "persistentVolumeClaim" in volume
+    ]
+
+
+def gates(pod_or_template: Mapping[str, Any]) -> list[str]:
+    return [gate["name"] for gate in (pod_or_template.get("spec") or {}).get("schedulingGates") or []]
+
+
+def env_of(pod: Mapping[str, Any]) -> dict[str, str | None]:
+    container = pod["spec"]["containers"][0]
+    return {item["name"]: item.get("value") for item in container.get("env") or []}
+
+
+def wait_delivered_pod(stack: DeliveryStack, pods: Callable[[], list[dict[str, Any]]]) -> dict[str, Any]:
+    """The first pod `pods` lists once it is ungated and sees every file of the model."""
+    wanted = digests(FILES)
+    found: list[dict[str, Any]] = []
+
+    def ready() -> bool:
+        found[:] = [pod for pod in pods() if not gates(pod) and stack.delivered_files(pod, "tiny") == wanted]
+        return bool(found)
+
+    stack.models.eventually(
+        ready,
+        timeout=60,
+        what=lambda: f"an ungated pod that sees the model's files\n{stack.describe()}",
+    )
+    return found[0]
+
+
+def assert_models_env(pod: Mapping[str, Any], status: Mapping[str, Any]) -> None:
+    env = env_of(pod)
+    assert env[names.MODELS_DIR_VARIABLE] == names.MODELS_DIR
+    assert json.loads(str(env["AI_MODELS_MODELS"])) == [
+        {"name": "tiny", "path": f"{names.MODELS_DIR}/tiny", "digest": status["artifact"]["digest"]}
+    ]
+
+
+class ReplicaSetCount:
+    """The number of a Deployment's ReplicaSets after every ReplicaSet watch event of the emulator's
+    store (a terminating one still counts: it exists)."""
+
+    def __init__(self, cluster: Cluster, deployment_name: str, namespace: str = USER_NAMESPACE) -> None:
+        rtype = cluster.resource("apps", "v1", "replicasets")
+        assert rtype is not None
+        self._key = rtype.storage_key
+        self._store = cluster.store
+        self._deployment = deployment_name
+        self._namespace = namespace
+        self._names: set[str] = set()
+        self._lock = threading.Lock()
+        self.counts: list[int] = []
+
+    def offer(self, event: WatchEvent) -> None:
+        meta = event.obj.get("metadata") or {}
+        owners = meta.get("ownerReferences") or []
+        if meta.get("namespace") != self._namespace or not any(
+            ref.get("kind") == "Deployment" and ref.get("name") == self._deployment for ref in owners
+        ):
+            return
+        with self._lock:
+            if event.type == "DELETED":
+                self._names.discard(str(meta["name"]))
+            else:
+                self._names.add(str(meta["name"]))
+            self.counts.append(len(self._names))
+
+    def __enter__(self) -> ReplicaSetCount:
+        with self._store.lock:
+            initial, _ = self._store.subscribe(self._key, self, since=None)
+            for event in initial:
+                self.offer(event)
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        self._store.unsubscribe(self._key, self)
+
+
+# ----- the stale-claims hook on the emulator's objects ---------------------------------------------
+
+
+def _stale_claims_hook() -> ModuleType:
+    # addon-operator runs a hook with its own directory first on sys.path (for `lib.*`).
+    if str(HOOKS_DIR) not in sys.path:
+        sys.path.insert(0, str(HOOKS_DIR))
+    spec = importlib.util.spec_from_file_location(
+        "ai_models_hook_stale_claims_e2e", HOOKS_DIR / "stale_claims.py"
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _collection(api_version: str, kind: str) -> str:
+    base = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+    return f"{base}/{kind.lower()}s"
+
+
+@dataclasses.dataclass(frozen=True)
+class HookRun:
+    operations: list[dict[str, Any]]
+
+    def deleted(self) -> list[tuple[str, str]]:
+        return [
+            (op["namespace"], op["name"])
+            for op in self.operations
+            if op["operation"] == "Delete" and op["kind"] == "PersistentVolumeClaim"
+        ]
+
+    def touched(self) -> set[tuple[str, str]]:
+        return {(op["namespace"], op["name"]) for op in self.operations}
+
+
+def run_stale_claims_hook(stack: DeliveryStack, *, gone: frozenset[str] = frozenset()) -> HookRun:
+    """One scheduled run of `hooks/stale_claims.py`, its snapshots made by its own jqFilters over the
+    emulator's objects as listed over the API, each binding's kind and label selector applied as
+    shell-operator does. `gone`: uids left out, as if deleted and not yet collected."""
+    module = _stale_claims_hook()
+    config = json.loads(module.config)
+    snapshots: dict[str, list[dict[str, Any]]] = {}
+    for binding in config["kubernetes"]:
+        selector = binding.get("labelSelector") or {}
+        assert set(selector) <= {"matchLabels"}, selector
+        query = ",".join(f"{key}={value}" for key, value in (selector.get("matchLabels") or {}).items())
+        path = _collection(binding["apiVersion"], binding["kind"])
+        if query:
+            path += f"?labelSelector={urllib.parse.quote(query)}"
+        status, _, body = stack.emulator.request("GET", path)
+        assert status == 200, (path, status, body)
+        program = jq.compile(binding["jqFilter"])
+        snapshots[binding["name"]] = [
+            {"filterResult": program.input_value(item).first()}
+            for item in body.get("items") or []
+            if item["metadata"].get("uid") not in gone
+        ]
+    [schedule] = config["schedule"]
+    context = {
+        "binding": schedule["name"],
+        "type": "Schedule",
+        "snapshots": {name: snapshots[name] for name in schedule["includeSnapshotsFrom"]},
+    }
+    output = hook.testrun(module.main, binding_context=[context], initial_values=module_values())
+    return HookRun(list(output.kube_operations.data))
+
+
+def create_foreign_claim(stack: DeliveryStack) -> None:
+    """A claim someone else labelled as shared (and even as the module's), marked unreferenced long ago."""
+    stack.core.create_namespaced_persistent_volume_claim(
+        USER_NAMESPACE,
+        {
+            "metadata": {
+                "name": FOREIGN_CLAIM,
+                "labels": {
+                    names.SHARED_PVC_LABEL: names.SHARED_PVC_LABEL_VALUE,
+                    names.MODULE_LABEL: names.MODULE,
+                },
+                "annotations": {names.SHARED_PVC_UNREFERENCED_SINCE_ANNOTATION: LONG_AGO},
+            },
+            "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Gi"}}},
+        },
+    )
+
+
+def mark_unreferenced_long_ago(stack: DeliveryStack, claim: str) -> None:
+    """What an earlier pass of the hook wrote, a grace period ago."""
+    stack.core.patch_namespaced_persistent_volume_claim(
+        claim,
+        USER_NAMESPACE,
+        {"metadata": {"annotations": {names.SHARED_PVC_UNREFERENCED_SINCE_ANNOTATION: LONG_AGO}}},
+    )
+
+
+def module_claims(stack: DeliveryStack) -> list[dict[str, Any]]:
+    return [claim for claim in stack.claims() if claim["metadata"]["name"] != FOREIGN_CLAIM]
+
+
+def secret_names(stack: DeliveryStack) -> set[str]:
+    status, _, body = stack.emulator.request("GET", f"/api/v1/namespaces/{USER_NAMESPACE}/secrets")
+    assert status == 200, body
+    return {item["metadata"]["name"] for item in body.get("items") or []}
+
+
+# ----- 1. one ReplicaSet ---------------------------------------------------------------------------
+
+
+def test_a_deployment_created_before_its_model_is_ready_ends_with_one_replica_set(
+    stack: DeliveryStack,
+) -> None:
+    stack.api()
+    stack.controller()
+    with ReplicaSetCount(stack.emulator.cluster, "web") as watch:
+        # The publish Job waits for the runner, so the Model is not Ready when the Deployment comes.
+        stack.models.runner.pause_new_pods()
+        stack.models.create_model("tiny", SOURCE)
+        stack.apply_workload(deployment("web", models="tiny"))
+        stack.wait_reason("Deployment", "web", names.DeliveryReason.MODEL_NOT_READY, timeout=30)
+        [gated_only] = owned_replica_sets(stack, "web")
+        assert gates(gated_only["spec"]["template"]) == [names.DELIVERY_SCHEDULING_GATE]
+        assert template_claims(gated_only["spec"]["template"]) == []
+
+        stack.models.runner.resume()
+        status = stack.models.wait_phase("tiny", "Ready", timeout=60)
+        stack.wait_reason("Deployment", "web", names.DeliveryReason.DELIVERED, timeout=60)
+        pod = wait_delivered_pod(stack, lambda: stack.pods(selector="app=web"))
+        stack.models.eventually(
+            lambda: (
+                [rs["metadata"]["name"] for rs in owned_replica_sets(stack, "web")]
+                != [gated_only["metadata"]["name"]]
+                and len(owned_replica_sets(stack, "web")) == 1
+            ),
+            timeout=30,
+            what=lambda: (
+                f"one ReplicaSet left: {[rs['metadata']['name'] for rs in owned_replica_sets(stack, 'web')]}"
+            ),
+        )
+    [current] = owned_replica_sets(stack, "web")
+    [claim] = module_claims(stack)
+    assert template_claims(current["spec"]["template"]) == [claim["metadata"]["name"]]
+    assert pod["metadata"]["name"].startswith(current["metadata"]["name"])
+    assert_models_env(pod, status)
+    # The gated-only ReplicaSet existed beside the complete one until the controller deleted it.
+    assert max(watch.counts) == 2, watch.counts
+    assert watch.counts[-1] == 1, watch.counts
+    assert stack.report("Deployment", "web")[0] == names.DeliveryReason.DELIVERED
+
+
+def test_a_deployment_created_for_a_ready_model_has_one_replica_set_at_every_event(
+    stack: DeliveryStack,
+) -> None:
+    stack.api()
+    stack.controller()
+    status = stack.ready_model("tiny", "acme/tiny-llama")
+    with ReplicaSetCount(stack.emulator.cluster, "web") as watch:
+        stack.apply_workload(deployment("web", models="tiny"))
+        stack.wait_reason("Deployment", "web", names.DeliveryReason.DELIVERED, timeout=60)
+        pod = wait_delivered_pod(stack, lambda: stack.pods(selector="app=web"))
+        stack.models.eventually(
+            lambda: (stack.workload("Deployment", "web").get("status") or {}).get("availableReplicas") == 1,
+            timeout=30,
+            what=lambda: f"web available: {stack.workload('Deployment', 'web').get('status')}",
+        )
+    assert watch.counts, "no ReplicaSet event at all"
+    assert set(watch.counts) == {1}, watch.counts
+    assert_models_env(pod, status)
+
+
+# ----- 2. the other kinds --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["StatefulSet", "DaemonSet", "CronJob"])
+def test_each_workload_kind_is_delivered(stack: DeliveryStack, kind: str) -> None:
+    stack.api()
+    stack.controller()
+    status = stack.ready_model("tiny", "acme/tiny-llama")
+
+    stack.apply_workload(workload_manifest(kind, "web"))
+
+    message = stack.wait_reason(kind, "web", names.DeliveryReason.DELIVERED, timeout=60)
+    assert "tiny" in message
+    if kind == "CronJob":
+        job = stack.simulation.workloads.trigger("web", USER_NAMESPACE)
+        pod = wait_delivered_pod(
+            stack, lambda: stack.simulation.workloads.pods_of("Job", job, USER_NAMESPACE)
+        )
+        template = stack.workload(kind, "web")["spec"]["jobTemplate"]["spec"]["template"]
+    else:
+        pod = wait_delivered_pod(
+            stack, lambda: stack.simulation.workloads.pods_of(kind, "web", USER_NAMESPACE)
+        )
+        template = stack.workload(kind, "web")["spec"]["template"]
+    [claim] = module_claims(stack)
+    assert template_claims(template) == [claim["metadata"]["name"]]
+    assert [claim["metadata"]["name"]] == [
+        v["persistentVolumeClaim"]["claimName"]
+        for v in pod["spec"]["volumes"]
+        if "persistentVolumeClaim" in v
+    ]
+    assert_models_env(pod, status)
+
+
+# ----- 3. removing the annotations -----------------------------------------------------------------
+
+
+def test_removing_the_annotations_takes_back_everything_the_module_added(stack: DeliveryStack) -> None:
+    stack.api()
+    stack.controller()
+    stack.ready_model("tiny", "acme/tiny-llama")
+    users = workload_manifest("Deployment", "web")
+    stack.apply_workload(users)
+    stack.wait_reason("Deployment", "web", names.DeliveryReason.DELIVERED, timeout=60)
+    wait_delivered_pod(stack, lambda: stack.pods(selector="app=web"))
+    [claim] = module_claims(stack)
+    delivered = stack.workload("Deployment", "web")
+    assert delivered["spec"]["template"] != users["spec"]["template"]  # the module did add its part
+
+    # As `kubectl apply` sends a removed annotation: a merge patch that drops only it, so the
+    # template still carries the module's part and the webhook must take it out in the same write.
+    patched = stack.apps.patch_namespaced_deployment(
+        "web", USER_NAMESPACE, {"metadata": {"annotations": {names.MODEL_ANNOTATION: None}}}
+    )
+    template = stack.apps.api_client.sanitize_for_serialization(patched.spec.template)
+    assert template == users["spec"]["template"]
+
+    def reported() -> dict[str, str]:
+        annotations = stack.workload("Deployment", "web")["metadata"].get("annotations") or {}
+        return {key: annotations[key] for key in (REPORT_REASON, REPORT_MESSAGE) if key in annotations}
+
+    stack.models.eventually(lambda: reported() == {}, timeout=30, what=lambda: f"no report: {reported()}")
+
+    def only_plain_pods() -> bool:
+        pods = stack.pods(selector="app=web")
+        return bool(pods) and all(
+            not gates(pod)
+            and not template_claims(pod)
+            and names.MODELS_DIR_VARIABLE not in env_of(pod)
+            and (pod.get("status") or {}).get("phase") == "Running"
+            for pod in pods
+        )
+
+    stack.models.eventually(only_plain_pods, timeout=60, what=lambda: f"plain pods\n{stack.describe()}")
+    assert stack.workload("Deployment", "web")["spec"]["template"] == users["spec"]["template"]
+    name = claim["metadata"]["name"]
+    assert all(
+        name not in template_claims(rs["spec"]["template"]) or rs["spec"].get("replicas") == 0
+        for rs in owned_replica_sets(stack, "web")
+    )
+    assert not any(name in template_claims(pod) for pod in stack.pods())
+
+
+# ----- 4. deleting the workload --------------------------------------------------------------------
+
+
+def test_deleting_the_workload_takes_its_claim_job_and_secrets_and_leaves_a_foreign_claim(
+    stack: DeliveryStack,
+) -> None:
+    stack.api()
+    stack.controller()
+    stack.ready_model("tiny", "acme/tiny-llama")
+    create_foreign_claim(stack)
+    stack.apply_workload(workload_manifest("Deployment", "web"))
+    stack.wait_reason("Deployment", "web", names.DeliveryReason.DELIVERED, timeout=60)
+    wait_delivered_pod(stack, lambda: stack.pods(selector="app=web"))
+    # A second one deleted while it materializes: its Job and token Secret exist for certain.
+    stack.models.runner.pause_new_pods()
+    stack.apply_workload(workload_manifest("Deployment", "mid"))
+    stack.models.eventually(
+        lambda: (
+            len(module_claims(stack)) == 2
+            and any(j["metadata"]["name"].startswith("ai-models-mid-") for j in stack.jobs())
+        ),
+        timeout=30,
+        what=lambda: f"the second claim and its Job\n{stack.describe()}",
+    )
+    claims = sorted(c["metadata"]["name"] for c in module_claims(stack))
+    made = {
+        *(f"claim {name}" for name in claims),
+        # A succeeded Job goes once its claim records the copy, with both Secrets (the Job owns
+        # them); the running one has all three.
+        *(f"job {j['metadata']['name']}" for j in stack.jobs()),
+        *(f"secret {token_secret_name(j['metadata']['name'])}" for j in stack.jobs()),
+        *(f"secret {registry_secret_name(j['metadata']['name'])}" for j in stack.jobs()),
+    }
+
+    def leftovers() -> set[str]:
+        return {
+            *(f"claim {c['metadata']['name']}" for c in module_claims(stack)),
+            *(f"job {j['metadata']['name']}" for j in stack.jobs()),
+            *(f"secret {s}" for s in secret_names(stack) if s.startswith(names.SHARED_CLAIM_PREFIX)),
+            *(f"pod {p['metadata']['name']}" for p in stack.pods()),
+            *(f"replicaset {rs['metadata']['name']}" for rs in stack.replica_sets()),
+        }
+
+    assert f"job {job_name(next(n for n in claims if n.startswith('ai-models-mid-')))}" in made
+    assert made <= leftovers(), (made, leftovers())
+
+    for name in ("web", "mid"):
+        stack.apps.delete_namespaced_deployment(name, USER_NAMESPACE)
+
+    stack.models.eventually(
+        lambda: leftovers() == set(), timeout=30, what=lambda: f"nothing left: {leftovers()}"
+    )
+    assert [c["metadata"]["name"] for c in stack.claims()] == [FOREIGN_CLAIM]
+    # The cleanup, run on what is left, touches nothing: the foreign claim is not the module's.
+    assert run_stale_claims_hook(stack).operations == []
+    assert [c["metadata"]["name"] for c in stack.claims()] == [FOREIGN_CLAIM]
+
+
+def test_the_stale_claims_hook_deletes_a_claim_only_its_own_job_mounts_and_never_a_foreign_one(
+    stack: DeliveryStack,
+) -> None:
+    stack.api()
+    stack.controller()
+    stack.ready_model("tiny", "acme/tiny-llama")
+    create_foreign_claim(stack)
+    # The materialize Job stays without its Pod: it exists and mounts the claim when the hook looks.
+    stack.models.runner.pause_new_pods()
+    stack.apply_workload(workload_manifest("Deployment", "web"))
+    stack.models.eventually(
+        lambda: len(stack.jobs()) == 1 and len(module_claims(stack)) == 1,
+        timeout=30,
+        what=lambda: f"the claim and its Job\n{stack.describe()}",
+    )
+    [claim] = module_claims(stack)
+    [job] = stack.jobs()
+    name = claim["metadata"]["name"]
+    assert name in template_claims(job["spec"]["template"])
+    assert [ref["uid"] for ref in job["metadata"]["ownerReferences"]] == [claim["metadata"]["uid"]]
+    mark_unreferenced_long_ago(stack, name)
+    web = stack.workload("Deployment", "web")
+
+    # The workload exists: its claim is kept, and the record of an earlier pass goes.
+    kept = run_stale_claims_hook(stack)
+    assert kept.deleted() == []
+    assert kept.touched() == {(USER_NAMESPACE, name)}
+
+    # The Deployment and its Pods deleted, the claim not yet collected: only the claim's own Job
+    # mounts it, which is no reference (D97).
+    mark_unreferenced_long_ago(stack, name)
+    pods = {pod["metadata"]["uid"] for pod in stack.pods(selector="app=web")}
+    assert pods, "the gated pods exist"
+    gone = run_stale_claims_hook(stack, gone=frozenset({web["metadata"]["uid"], *pods}))
+    assert gone.deleted() == [(USER_NAMESPACE, name)]
+    assert (USER_NAMESPACE, FOREIGN_CLAIM) not in gone.touched()
+    assert FOREIGN_CLAIM in {c["metadata"]["name"] for c in stack.claims()}

@@ -216,6 +216,12 @@ API_INTERNAL_LISTENER_ENV = {
 # SharedPVC mode only (the default): the storage-prerequisites check's claims and events, and what
 # SharedPVC delivery makes beside each workload (D93).
 CONTROLLER_SHARED_PVC_ONLY_RULES = [
+    # Workload delivery (D93).
+    rule(["apps"], ["deployments", "statefulsets", "daemonsets"], ["get", "list", "watch", "patch"]),
+    rule(["batch"], ["cronjobs"], ["get", "list", "watch", "patch"]),
+    rule([""], ["pods"], ["list", "patch"]),
+    # A delivered Deployment's stale ReplicaSet, deleted once the new one is available (D95).
+    rule(["apps"], ["replicasets"], ["list", "delete"]),
     rule([""], ["persistentvolumeclaims", "events"], ["list"]),
     rule([""], ["persistentvolumeclaims"], ["get", "watch", "create", "patch"]),
     rule([""], ["persistentvolumes"], ["get", "list", "watch"]),
@@ -231,12 +237,6 @@ CONTROLLER_CLUSTER_RULES = [
     rule([""], ["events"], ["create", "patch"]),
     # The storage-prerequisites check; SharedPVC (the default mode) reads shared claims and events.
     rule(["storage.k8s.io"], ["storageclasses"], ["list"]),
-    # Workload delivery in both modes (D93).
-    rule(["apps"], ["deployments", "statefulsets", "daemonsets"], ["get", "list", "watch", "patch"]),
-    rule(["batch"], ["cronjobs"], ["get", "list", "watch", "patch"]),
-    rule([""], ["pods"], ["list", "patch"]),
-    # A delivered Deployment's stale ReplicaSet, deleted once the new one is available (D95).
-    rule(["apps"], ["replicasets"], ["list", "delete"]),
     *CONTROLLER_SHARED_PVC_ONLY_RULES,
 ]
 # NodeCache mode reads nodes instead of claims and their events.

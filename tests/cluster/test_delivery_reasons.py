@@ -334,8 +334,9 @@ def test_no_default_storage_class_is_named_without_a_claim_until_a_default_class
     assert reasons.index(Reason.SHARED_PVC_STORAGE_CLASS_MISSING) < reasons.index(Reason.DELIVERED), events
 
 
+@pytest.mark.parametrize("fix", ["immediate-default", "module-setting"])
 def test_a_wait_for_first_consumer_default_class_is_named_at_once_and_never_gets_a_claim(
-    build: Build, watches: Callable[[str, str, str], StoreWatch]
+    build: Build, watches: Callable[[str, str, str], StoreWatch], fix: str
 ) -> None:
     local = StorageClassBehaviour(name="local", binding_mode="WaitForFirstConsumer", default=True)
     stack = build(classes=(local, StorageClassBehaviour(name="rwx")))
@@ -355,9 +356,15 @@ def test_a_wait_for_first_consumer_default_class_is_named_at_once_and_never_gets
     ], reports(workloads, "web")
     assert claims.seen == [], claims.seen
 
-    # The admin makes an Immediate class the default instead.
-    stack.simulation.volumes.configure(dataclasses.replace(local, default=False))
-    stack.simulation.volumes.configure(StorageClassBehaviour(name="rwx", default=True))
+    if fix == "immediate-default":
+        # The admin makes an Immediate class the default instead.
+        stack.simulation.volumes.configure(dataclasses.replace(local, default=False))
+        stack.simulation.volumes.configure(StorageClassBehaviour(name="rwx", default=True))
+    else:
+        # delivery.sharedPVCStorageClassName names the Immediate class: the controller restarts
+        # with it, as a changed module setting rolls the Deployment.
+        assert stack.models.replicas["controller-0"].terminate() == 0
+        stack.controller("controller-1", AI_MODELS_DELIVERY_SHARED_PVC_STORAGE_CLASS="rwx")
     wait_report(stack, "web", Reason.DELIVERED, containing="tiny")
     assert_delivered_to_an_ungated_pod(stack, "web")
     # At no watch event was there a claim of the WaitForFirstConsumer class.

@@ -534,3 +534,53 @@ def test_a_model_losing_ready_keeps_the_bound_claim_its_files_and_the_running_po
     assert sorted(meta(rs)["name"] for rs in stack.replica_sets()) == replica_sets
     [still] = stack.pods(selector="app=web")
     assert meta(still)["uid"] == meta(pod)["uid"]
+
+
+def test_a_job_left_by_an_earlier_claim_of_the_same_name_never_counts_for_the_new_claim(
+    stack: DeliveryStack,
+) -> None:
+    moto_port = int(stack.models.bucket.server.endpoint_url.rsplit(":", 1)[1])
+    slow_store = ThrottledProxy(moto_port, rate=1.5 * MIB)
+    try:
+        stack.models.api(AI_MODELS_S3_ENDPOINT=slow_store.url())
+        stack.controller()
+        digest = stack.ready_model("large", "acme/large-llama")["artifact"]["digest"]
+        check = UngatedPodsCheck(stack, app="web", model="large", files=LARGE_FILES)
+        with watching(stack, "", "pods", check):
+            stack.apply_workload(deployment("web", models="large"))
+            claim = the_claim(stack, "web")
+            name, uid = meta(claim)["name"], meta(claim)["uid"]
+            partial = (
+                stack.simulation.volumes.volume_directory(name, USER_NAMESPACE)
+                / staging_dir(digest)
+                / "model.safetensors"
+            )
+            stack.models.eventually(
+                lambda: partial.exists() and partial.stat().st_size >= MIB,
+                timeout=40,
+                what=lambda: f"the copy midway: {stack.describe()}",
+            )
+            # The claim goes while its Job copies: the Job is left behind, as it is in a cluster
+            # until the garbage collector reaches it (here: orphaned, the test plays the collector).
+            status, _, body = stack.emulator.request(
+                "DELETE",
+                f"/api/v1/namespaces/{USER_NAMESPACE}/persistentvolumeclaims/{name}",
+                body={"propagationPolicy": "Orphan"},
+            )
+            assert status in (200, 202), (status, body)
+            stack.models.eventually(
+                lambda: any(meta(c)["uid"] != uid for c in owned_claims(stack, "web")),
+                timeout=30,
+                what=lambda: f"a new claim made: {stack.describe()}",
+            )
+            slow_store.rate = None
+            stack.models.runner.wait_for_job(name, USER_NAMESPACE, "Complete", timeout=40)
+            time.sleep(2)  # the controller sees the left-behind Job finished
+            # Gone already when the controller removed it itself, as a Job of this claim.
+            stack.emulator.request("DELETE", f"/apis/batch/v1/namespaces/{USER_NAMESPACE}/jobs/{name}")
+            stack.wait_reason("Deployment", "web", DeliveryReason.DELIVERED, timeout=60)
+            pod = wait_ungated(stack, "web")
+        assert not check.violations, check.violations
+        assert stack.delivered_files(pod, "large") == digests(LARGE_FILES)
+    finally:
+        slow_store.stop()

@@ -99,6 +99,16 @@ def observation(
     )
 
 
+def fills(job: Mapping[str, Any], claim: Mapping[str, Any]) -> bool:
+    """Whether the materialize Job was made for this claim (its owner is the claim's uid), not for
+    an earlier claim of the same name."""
+    uid = (claim.get("metadata") or {}).get("uid")
+    owners = (job.get("metadata") or {}).get("ownerReferences") or ()
+    return bool(uid) and any(
+        isinstance(ref, Mapping) and ref.get("kind") == CLAIM_KIND and ref.get("uid") == uid for ref in owners
+    )
+
+
 @dataclasses.dataclass(frozen=True)
 class Subject:
     """One workload as a pass saw it."""
@@ -153,14 +163,23 @@ class Observer:
             claim=claim,
             volume_exists=self.volume_exists(claim) if claim is not None else True,
             events=self._events(claim) if claim is not None else (),
-            materialization=self._materialization(job, removed_here=bool(uid) and self._slots.is_ended(uid)),
+            materialization=self._materialization(
+                job, claim=claim, removed_here=bool(uid) and self._slots.is_ended(uid)
+            ),
             storage=self._storage_class() if name is not None and claim is None else None,
             running=self._slots.running(),
             limit=self._slots.limit,
         )
         return Subject(key=key, obj=obj, seen=seen, claim=claim, job=job)
 
-    def _materialization(self, job: Mapping[str, Any] | None, *, removed_here: bool) -> MaterializationSeen:
+    def _materialization(
+        self, job: Mapping[str, Any] | None, *, claim: Mapping[str, Any] | None, removed_here: bool
+    ) -> MaterializationSeen:
+        if job is not None and claim is not None and not fills(job, claim):
+            # A Job of an earlier claim of this name, which the garbage collector has not removed
+            # yet (or which was orphaned): what it copied is not on this claim, so it counts as
+            # going, never as this claim's copy; its successor starts once it is gone.
+            return MaterializationSeen(JobState.GOING_AWAY)
         seen = materialization_seen(job, removed_here=removed_here)
         if job is not None and seen.state is JobState.FAILED:
             seen = materialization_seen(job, termination_message=self._termination_message(job))

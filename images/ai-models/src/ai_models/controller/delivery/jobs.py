@@ -178,39 +178,38 @@ def materialize_job(
     }
 
 
-def token_secret(job: Mapping[str, Any], *, workload: Workload, token: str) -> dict[str, Any]:
-    """The Secret the Job reads its delivery token from, owned by the (created) Job."""
+def _secret_beside(job: Mapping[str, Any], *, workload: Workload, name: str, type_: str) -> dict[str, Any]:
+    """A Secret in the Job's namespace, owned by the (created) Job, so it goes with it."""
     meta = job["metadata"]
     return {
         "apiVersion": "v1",
         "kind": "Secret",
         "metadata": {
-            "name": token_secret_name(str(meta["name"])),
+            "name": name,
             "namespace": workload.namespace,
             "labels": job_labels(workload),
             "annotations": {OWNER_NAME_ANNOTATION: workload.name},
             "ownerReferences": [_owner("batch/v1", "Job", str(meta["name"]), str(meta["uid"]))],
         },
-        "type": "Opaque",
+        "type": type_,
+    }
+
+
+def token_secret(job: Mapping[str, Any], *, workload: Workload, token: str) -> dict[str, Any]:
+    """The Secret the Job reads its delivery token from."""
+    name = token_secret_name(str(job["metadata"]["name"]))
+    return {
+        **_secret_beside(job, workload=workload, name=name, type_="Opaque"),
         "stringData": {TOKEN_SECRET_KEY: token},
     }
 
 
 def registry_secret(job: Mapping[str, Any], *, workload: Workload, docker_config: bytes) -> dict[str, Any]:
-    """The module's image pull credentials beside a materialize Job, owned by the (created) Job: a
-    user's namespace has none, and the Job runs the module image. It lives only as long as the Job."""
-    meta = job["metadata"]
+    """The module's image pull credentials beside a materialize Job: a user's namespace has none,
+    and the Job runs the module image. It lives only as long as the Job (D99)."""
+    name = registry_secret_name(str(job["metadata"]["name"]))
     return {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": {
-            "name": registry_secret_name(str(meta["name"])),
-            "namespace": workload.namespace,
-            "labels": job_labels(workload),
-            "annotations": {OWNER_NAME_ANNOTATION: workload.name},
-            "ownerReferences": [_owner("batch/v1", "Job", str(meta["name"]), str(meta["uid"]))],
-        },
-        "type": "kubernetes.io/dockerconfigjson",
+        **_secret_beside(job, workload=workload, name=name, type_="kubernetes.io/dockerconfigjson"),
         "data": {DOCKER_CONFIG_KEY: base64.b64encode(docker_config).decode()},
     }
 

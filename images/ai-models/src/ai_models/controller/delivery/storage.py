@@ -3,7 +3,7 @@
 
 Asked only when a workload needs a claim it has not got; the list is kept for a few seconds so a
 burst of new workloads (ten Deployments applied at once) costs one read, and a class an admin has
-just fixed is seen within that time.
+just fixed is seen within seconds.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from ai_models.controller.settings import ControllerSettings
 from ai_models.domain.delivery.claims import ClassChoice, claim_storage_class
 from ai_models.domain.storage.prerequisites import DeliveryMode, StorageClassFacts, StorageInputs
 
-CACHE_SECONDS: Final = 10.0
+CACHE_SECONDS: Final = 3.0
 
 
 class StorageClassChoice:

@@ -21,7 +21,7 @@ from ai_models.controller.delivery.jobs import DOCKER_CONFIG_KEY, MATERIALIZER_C
 from ai_models.controller.delivery.runtime import DeliveryRuntime
 from ai_models.controller.delivery.steps import DeliverySettings
 from ai_models.controller.delivery.storage import StorageClassChoice
-from ai_models.controller.models.jobs import load_pod_template
+from ai_models.controller.models.jobs import pod_template_from_setting
 from ai_models.controller.models.runtime import ModelRuntime
 from ai_models.controller.runtime import Manager
 from ai_models.controller.settings import ControllerSettings
@@ -56,6 +56,7 @@ def delivery_settings(settings: ControllerSettings) -> DeliverySettings:
         max_concurrent_materializations=settings.delivery_max_concurrent_materializations,
         provisioning_deadline=settings.delivery_provisioning_timeout,
         materialization_retry=datetime.timedelta(seconds=settings.delivery_materialization_retry_seconds),
+        claim_grace=datetime.timedelta(seconds=settings.delivery_claim_grace_seconds),
     )
 
 
@@ -71,15 +72,11 @@ class _Sources:
         return self._models.models_informers[key.kind].get(key.namespace, key.name)
 
     def materializer_template(self) -> Mapping[str, Any]:
-        path = self._settings.delivery_materializer_template_file
-        if path is None:
-            raise RuntimeError(
-                f"{ControllerSettings.variable('delivery_materializer_template_file')} is not set: the "
-                "controller needs the materializer pod template that the module's Helm chart renders "
-                f"(ConfigMap {MATERIALIZER_TEMPLATE_CONFIGMAP})"
-            )
-        return load_pod_template(
-            path, container=MATERIALIZER_CONTAINER, configmap=MATERIALIZER_TEMPLATE_CONFIGMAP
+        return pod_template_from_setting(
+            self._settings.delivery_materializer_template_file,
+            variable=ControllerSettings.variable("delivery_materializer_template_file"),
+            container=MATERIALIZER_CONTAINER,
+            configmap=MATERIALIZER_TEMPLATE_CONFIGMAP,
         )
 
     def registry_credentials(self) -> bytes | None:

@@ -85,6 +85,24 @@ def load_pod_template(
     return result
 
 
+def pod_template_from_setting(
+    path: Path | None,
+    *,
+    variable: str,
+    container: str = PUBLISHER_CONTAINER,
+    configmap: str = PUBLISHER_TEMPLATE_CONFIGMAP,
+) -> dict[str, Any]:
+    """The Job pod template at the path a setting (`variable`) names; a setting left unset is a
+    `PodTemplateError` that says which ConfigMap of the module's Helm chart provides it."""
+    if path is None:
+        what = configmap.removeprefix("ai-models-").removesuffix("-template") + " pod template"
+        raise PodTemplateError(
+            f"{variable} is not set: the controller needs the {what} that the module's Helm chart renders "
+            f"(ConfigMap {configmap})"
+        )
+    return load_pod_template(path, container=container, configmap=configmap)
+
+
 def job_name(owner: Owner) -> str:
     # From the UID (36 characters), never the name: a Job name is a label value of its Pods.
     return f"{PUBLICATION_JOB_PREFIX}{owner.uid}"

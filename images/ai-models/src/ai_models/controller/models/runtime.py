@@ -23,7 +23,7 @@ from ai_models.adapters.kube.ledger_store import SecretLedgerStore
 from ai_models.adapters.kube.models import ModelObjects
 from ai_models.adapters.kube.resources import CLUSTER_MODELS, JOBS, MODELS, SECRETS
 from ai_models.adapters.objectstore import ObjectStore
-from ai_models.controller.models.jobs import JobApi, JobLimits, load_pod_template, owner_key
+from ai_models.controller.models.jobs import JobApi, JobLimits, owner_key, pod_template_from_setting
 from ai_models.controller.models.planning import Planner, SnapshotReader
 from ai_models.controller.models.reconciler import Reconciler, ReconcilerSettings
 from ai_models.controller.runtime import Controller, Manager
@@ -39,7 +39,7 @@ from ai_models.domain.storage.codec import (
     LedgerFormatError,
     ledger_from_json,
 )
-from ai_models.names import COMPONENT_LABEL, PUBLICATION_COMPONENT, PUBLISHER_TEMPLATE_CONFIGMAP, ModelKind
+from ai_models.names import COMPONENT_LABEL, PUBLICATION_COMPONENT, ModelKind
 
 log = logging.getLogger(__name__)
 BY_CATALOG_SOURCE = "catalog-source"
@@ -145,14 +145,10 @@ class ModelRuntime:
             self.controller.enqueue(key)
 
     def _pod_template(self) -> Mapping[str, Any]:
-        path = self.settings.publish_pod_template_file
-        if path is None:
-            raise RuntimeError(
-                f"{ControllerSettings.variable('publish_pod_template_file')} is not set: the controller "
-                "needs the publisher pod template that the module's Helm chart renders "
-                f"(ConfigMap {PUBLISHER_TEMPLATE_CONFIGMAP})"
-            )
-        return load_pod_template(path)
+        return pod_template_from_setting(
+            self.settings.publish_pod_template_file,
+            variable=ControllerSettings.variable("publish_pod_template_file"),
+        )
 
     # ----- wiring -------------------------------------------------------------------------------
 

@@ -10,8 +10,9 @@ while the workload that owns it exists (its delivery may be waiting to mount it)
 owns itself (its materialize Job and that Job's Pods) is no reference (`claims.claim_referenced`). Nothing is
 deleted on a single observation: the first pass that finds a claim unreferenced records when, in
 the annotation `ai.deckhouse.io/unreferenced-since`, and a later pass deletes it once GRACE has
-passed since; a claim referenced again loses the annotation. The bindings are snapshot-only; the
-hook runs on its schedule alone.
+passed since; a claim referenced again loses the annotation, unless its owning workload exists: then
+the delivery controller owns the mark (it marks, and deletes, the claims a workload no longer uses,
+D100). The bindings are snapshot-only; the hook runs on its schedule alone.
 """
 
 from __future__ import annotations
@@ -153,7 +154,13 @@ def main(ctx: hook.Context) -> None:
             )
         elif verdict.staleness is Staleness.UNREFERENCED and since is None and verdict.since is not None:
             _mark(ctx, claim.namespace, claim.name, timestamp(verdict.since))
-        elif verdict.staleness is Staleness.IN_USE and item.get("since") is not None:
+        elif (
+            verdict.staleness is Staleness.IN_USE
+            and item.get("since") is not None
+            and not claim.owner_uids & {user.uid for user in users.get(claim.namespace, ())}
+        ):
+            # While its workload exists the mark is the delivery controller's (D100): it marks a
+            # claim the workload no longer uses, and removing that mark here would restart its grace.
             _mark(ctx, claim.namespace, claim.name, None)
 
 

@@ -143,7 +143,11 @@ def test_a_claim_the_module_did_not_make_is_never_touched(
 def test_a_claim_whose_owning_workload_exists_is_kept_while_its_delivery_waits(kit: Any) -> None:
     # The controller makes the claim before the template mounts it, and a blocked delivery keeps it.
     snaps = snapshots(kit, [claim("pending", since=LONG_AGO)], deployments=[workload("team-a", uid=OWNER)])
-    assert deletions(run(kit, snaps)) == []
+    output = run(kit, snaps)
+    assert deletions(output) == []
+    # The mark is the delivery controller's while the workload exists (D100): removing it would
+    # restart the grace period of a claim the workload no longer uses, every 15 minutes, for ever.
+    assert marks(output) == {}
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -166,6 +166,8 @@ class DeliveryEvent(enum.StrEnum):
 
     # A ReplicaSet of a Deployment's gated-only template, deleted once the complete one is available.
     STALE_REPLICA_SET_DELETED = "StaleReplicaSetDeleted"
+    # A shared claim the workload no longer used, deleted after the grace period (D100).
+    SHARED_CLAIM_DELETED = "SharedClaimDeleted"
 
 
 class ModelKind(enum.StrEnum):

@@ -89,6 +89,11 @@ class ControllerSettings(Settings):
         description="The module's image pull Secret (module namespace), copied beside each materialize Job.",
     )
     delivery_workers: int = Field(default=2, ge=1, le=64, description="Workloads reconciled at once.")
+    delivery_claim_grace_seconds: float = Field(
+        default=3600.0,
+        ge=0,
+        description="How long a shared claim its workload no longer uses is kept before it is deleted.",
+    )
     controller_webhook_address: str = Field(
         default="0.0.0.0", description="Listener of the admission webhook."
     )

@@ -45,6 +45,23 @@ class DeliveryObjects:
         except ApiException as error:
             raise ObjectRefused.of("patch", "PersistentVolumeClaim", name, namespace, error) from error
 
+    def delete_claim(self, namespace: str, name: str, *, uid: str) -> bool:
+        """Delete the claim if it is still the object with `uid`; False when it is gone or another
+        object has the name now (a claim made since under the same name is not the one judged)."""
+        try:
+            self._core.delete_namespaced_persistent_volume_claim(
+                name,
+                namespace,
+                body={"preconditions": {"uid": uid}},
+                _request_timeout=self._timeout,
+                _preload_content=False,
+            ).release_conn()
+        except ApiException as error:
+            if error.status in (404, 409):
+                return False
+            raise ObjectRefused.of("delete", "PersistentVolumeClaim", name, namespace, error) from error
+        return True
+
     def create_job(self, job: Mapping[str, Any]) -> dict[str, Any]:
         """Create the Job; the Job as stored (with its uid), also when it existed already."""
         meta = job["metadata"]

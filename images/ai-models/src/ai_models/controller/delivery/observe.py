@@ -18,7 +18,7 @@ from typing import Any, Final
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
-from ai_models.controller.delivery.informers import DeliveryInformers
+from ai_models.controller.delivery.informers import BY_OWNER_UID, DeliveryInformers
 from ai_models.controller.delivery.jobs import job_name, materialization_seen
 from ai_models.controller.delivery.keys import WorkloadKey
 from ai_models.controller.models.slots import SlotKeeper
@@ -118,6 +118,8 @@ class Subject:
     seen: DeliveryObservation
     claim: Mapping[str, Any] | None = None
     job: Mapping[str, Any] | None = None
+    # The shared claims whose ownerReferences name the workload's uid (the claims informer's index).
+    owned_claims: tuple[Mapping[str, Any], ...] = ()
 
     @property
     def log(self) -> dict[str, str]:
@@ -170,7 +172,12 @@ class Observer:
             running=self._slots.running(),
             limit=self._slots.limit,
         )
-        return Subject(key=key, obj=obj, seen=seen, claim=claim, job=job)
+        owned = (
+            tuple(self._informers.claims.by_index(BY_OWNER_UID, seen.workload.uid))
+            if seen.workload.uid
+            else ()
+        )
+        return Subject(key=key, obj=obj, seen=seen, claim=claim, job=job, owned_claims=owned)
 
     def _materialization(
         self, job: Mapping[str, Any] | None, *, claim: Mapping[str, Any] | None, removed_here: bool

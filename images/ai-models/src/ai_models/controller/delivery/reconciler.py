@@ -25,7 +25,8 @@ from ai_models.controller.delivery.steps import DeliverySettings, StepContext
 from ai_models.controller.models.slots import SlotKeeper, SlotWaiters, namespaced_job_name
 from ai_models.controller.models.steps.upload_keys import UploadKeys
 from ai_models.domain.delivery.claims import ClassChoice
-from ai_models.domain.delivery.decision import Policy, decide
+from ai_models.domain.delivery.contract import ignored
+from ai_models.domain.delivery.decision import ANNOTATIONS_REMOVED, DeliveryAction, Policy, decide
 from ai_models.names import DELIVERY_SIGNING_KEY, DELIVERY_SIGNING_SECRET, MODULE_NAMESPACE
 
 log = logging.getLogger(__name__)
@@ -100,6 +101,15 @@ class DeliveryReconciler(SlotWaiters[WorkloadKey]):
             return None
         subject = self.observer.observe(key, obj)
         action = decide(subject.seen, policy=self.policy, now=self.clock())
+        if (
+            action is None
+            and subject.owned_claims
+            and subject.seen.request is None
+            and not ignored(key.namespace)
+        ):
+            # Nothing of the module left on the workload but claims it owns: the annotations were
+            # removed in an earlier pass (or by the webhook), and the claims still go (D100).
+            action = DeliveryAction(ANNOTATIONS_REMOVED, None)
         if action is None:
             self.got_slot(key)
             return None

@@ -78,6 +78,9 @@ SLOT_RECHECK_SECONDS: Final = 30.0
 JOB_GONE_SECONDS: Final = 1.0
 PROVISIONING_FAILED_EVENT: Final = "ProvisioningFailed"
 CLAIM_KIND: Final = "PersistentVolumeClaim"
+# The rule of a workload whose annotations are gone; with `Delivered`, the steady states in which the
+# controller takes back the claims the workload no longer uses (D100).
+ANNOTATIONS_REMOVED: Final = "annotations_removed"
 
 
 # ----- observation ---------------------------------------------------------------------------------
@@ -296,7 +299,7 @@ def decide(seen: DeliveryObservation, *, policy: Policy, now: datetime.datetime)
         leftovers = stripped != dict(seen.template)
         if not leftovers and not any(name in seen.annotations for name in REPORT_ANNOTATIONS):
             return None
-        return DeliveryAction("annotations_removed", None, stripped if leftovers else None, ungate_pods=True)
+        return DeliveryAction(ANNOTATIONS_REMOVED, None, stripped if leftovers else None, ungate_pods=True)
     if isinstance(request, InvalidSpec):
         return _report(seen, "invalid_spec", DeliveryReason.INVALID_SPEC, request.message)
     resolved = resolved_models(request, seen.models)

@@ -1,20 +1,24 @@
 """One small step per kind of I/O a `domain.delivery.decision.DeliveryAction` asks for; `run` does
 them in the order that keeps every intermediate state safe: the claim and its Job first, then the
 template that mounts the claim, then the Pods' gates, and the report (it says what was done); the
-stale ReplicaSets of a delivered Deployment go after it."""
+stale ReplicaSets of a delivered Deployment and the claims a steady workload no longer uses go
+after it."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from ai_models.adapters.kube.jobs import ObjectRefused
 from ai_models.controller.delivery.observe import Subject
 from ai_models.controller.delivery.steps.claims import create_claim, patch_claim
 from ai_models.controller.delivery.steps.context import DeliverySettings, Notifier, StepContext
 from ai_models.controller.delivery.steps.materialize import remove_job, start_materialization
-from ai_models.controller.delivery.steps.pods import ungate_pods
+from ai_models.controller.delivery.steps.pods import selected_pods, ungate_pods
 from ai_models.controller.delivery.steps.replica_sets import delete_stale_replica_sets
 from ai_models.controller.delivery.steps.report import write_report
+from ai_models.controller.delivery.steps.superseded import release_claims
 from ai_models.controller.delivery.steps.template import write_template
-from ai_models.domain.delivery.decision import SLOT_RECHECK_SECONDS, DeliveryAction
+from ai_models.domain.delivery.decision import ANNOTATIONS_REMOVED, SLOT_RECHECK_SECONDS, DeliveryAction
 from ai_models.domain.delivery.report import DeliveryReport
 from ai_models.domain.delivery.template import applied
 from ai_models.names import DeliveryReason
@@ -67,21 +71,31 @@ def run(action: DeliveryAction, *, ctx: StepContext, subject: Subject) -> float 
     if action.template is not None:
         write_template(action.template, ctx=ctx, subject=subject)
     again = action.requeue
+    listed: list[dict[str, Any]] | None = None  # the Pods, listed at most once per pass
     if action.ungate_pods:
         mounted = applied(action.template if action.template is not None else subject.seen.template)
         claim = mounted.claim if mounted is not None and subject.seen.request is not None else None
-        retry = ungate_pods(workloads=ctx.workloads, subject=subject, claim=claim)
+        listed = selected_pods(workloads=ctx.workloads, subject=subject)
+        retry = ungate_pods(workloads=ctx.workloads, subject=subject, claim=claim, pods=listed)
         if retry is not None:
             again = retry if again is None else min(again, retry)
     write_report(action.report, ctx=ctx, subject=subject)
     # After the report: a failure here (RBAC, the API server) only delays the cleanup. Not in the
     # pass that wrote the template: its ReplicaSet is not even made yet.
-    if (
-        action.template is None
-        and action.report is not None
-        and action.report.reason is DeliveryReason.DELIVERED
-    ):
+    delivered = action.report is not None and action.report.reason is DeliveryReason.DELIVERED
+    if action.template is None and delivered:
         retry = delete_stale_replica_sets(ctx=ctx, subject=subject)
+        if retry is not None:
+            again = retry if again is None else min(again, retry)
+    if action.template is None and (delivered or action.rule == ANNOTATIONS_REMOVED):
+        retry = release_claims(
+            ctx=ctx,
+            subject=subject,
+            wanted=subject.seen.claim.name if delivered and subject.seen.claim is not None else None,
+            pods=lambda: (
+                listed if listed is not None else selected_pods(workloads=ctx.workloads, subject=subject)
+            ),
+        )
         if retry is not None:
             again = retry if again is None else min(again, retry)
     return again

@@ -35,6 +35,8 @@ class DeliverySettings:
     limits: JobLimits = DEFAULT_LIMITS
     token_lifetime: datetime.timedelta = DEFAULT_LIFETIME
     claim_mount: str = CLAIM_MOUNT
+    # A claim the workload no longer uses is marked, then deleted this long after (D100).
+    claim_grace: datetime.timedelta = datetime.timedelta(hours=1)
 
 
 class Notifier(Protocol):

@@ -9,7 +9,7 @@ older template, gated while its model was not Ready, would start without its mod
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ai_models.adapters.kube.workloads import Conflict, Workloads, label_selector
@@ -53,9 +53,9 @@ def _gated(pod: Mapping[str, Any]) -> list[Mapping[str, Any]] | None:
     ]
 
 
-def ungate_pods(*, workloads: Workloads, subject: Subject, claim: str | None) -> float | None:
-    """Remove the gate from the workload's Pods (those mounting `claim`, when given); when to look
-    again if a Pod changed meanwhile."""
+def selected_pods(*, workloads: Workloads, subject: Subject) -> list[dict[str, Any]]:
+    """The Pods the workload's selector matches in its namespace (one list; for a CronJob, its pod
+    template's labels): what a pass ungates, and what keeps a claim the workload no longer wants."""
     workload = subject.seen.workload
     spec = subject.obj.get("spec") or {}
     if workload.kind is WorkloadKind.CRON_JOB:
@@ -64,9 +64,22 @@ def ungate_pods(*, workloads: Workloads, subject: Subject, claim: str | None) ->
     else:
         selector = label_selector(spec.get("selector") or {})
         if selector is None:
-            return None  # selects nothing: the API server refuses such a workload anyway
+            return []  # selects nothing: the API server refuses such a workload anyway
+    return workloads.pods(workload.namespace, selector=selector)
+
+
+def ungate_pods(
+    *,
+    workloads: Workloads,
+    subject: Subject,
+    claim: str | None,
+    pods: Sequence[Mapping[str, Any]] | None = None,
+) -> float | None:
+    """Remove the gate from the workload's Pods (those mounting `claim`, when given); when to look
+    again if a Pod changed meanwhile. `pods`: those `selected_pods` listed already in this pass."""
+    workload = subject.seen.workload
     again: float | None = None
-    for pod in workloads.pods(workload.namespace, selector=selector):
+    for pod in selected_pods(workloads=workloads, subject=subject) if pods is None else pods:
         remaining = _gated(pod)
         if remaining is None or not owned_by(pod, workload):
             continue

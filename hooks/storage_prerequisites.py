@@ -3,10 +3,12 @@
 
 Runs the evaluator the controller runs (`ai_models.domain.storage.prerequisites`) on the same inputs:
 StorageClasses and the shared claims (`ai.deckhouse.io/shared-pvc=true`, all namespaces) in SharedPVC
-mode, node labels in NodeCache mode. One input is missing here: `ProvisioningFailed` Events cannot be
-watched cheaply from a hook, so a Pending claim never counts as failed; the hook still reports
-`ReadWriteManyFailed` for a Lost claim, and the controller's collector (which reads the Events) is
-authoritative for `ReadWriteManyFailed` by Events.
+mode, node labels in NodeCache mode. A claim counts by the controller's rule
+(`domain.delivery.read_write_many.claim_facts`): only one the module made (`claims.made_by_module`),
+so a claim someone else labels, Lost or Pending, changes nothing. One input is missing here:
+`ProvisioningFailed` Events cannot be watched cheaply from a hook, so a Pending claim never counts as
+failed; the hook still reports `ReadWriteManyFailed` for a Lost module claim, and the controller's
+collector (which reads the Events) is authoritative for `ReadWriteManyFailed` by Events.
 
 Metric `d8_ai_models_storage_prerequisites_satisfied{mode,reason}` in group
 `d8_ai_models_storage_prerequisites`: each run replaces the group's series, so a changed reason

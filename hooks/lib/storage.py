@@ -2,20 +2,21 @@
 
 The jqFilters below produce what the controller reads through the API
 (`ai_models.controller.prerequisites`): a class's name, binding mode and default annotations, and a
-shared claim's namespace, name, class and phase.
+shared claim cut down to a claim object with only the fields the controller's rule reads
+(`domain.delivery.read_write_many.claim_facts`, which counts only claims `claims.made_by_module`):
+namespace, name, uid, the shared-claim, module and owner-UID labels, its ownerReferences' uids,
+deletionTimestamp, class and phase. The snapshot stays small and changes only when one of those does.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ai_models.domain.storage.prerequisites import (
-    IMMEDIATE,
-    ClaimPhase,
-    SharedClaimFacts,
-    StorageClassFacts,
-)
+from ai_models.domain.delivery import read_write_many
+from ai_models.domain.storage.prerequisites import IMMEDIATE, SharedClaimFacts, StorageClassFacts
+from ai_models.names import MODULE_LABEL, OWNER_UID_LABEL, SHARED_PVC_LABEL
 
 STORAGE_CLASS_JQ = (
     "{name: .metadata.name,"
@@ -25,9 +26,15 @@ STORAGE_CLASS_JQ = (
     ' or $a["storageclass.beta.kubernetes.io/is-default-class"] == "true"))}'
 )
 
+# The labels `claims.made_by_module` reads; any other label would only grow the snapshot.
+CLAIM_RULE_LABELS = (SHARED_PVC_LABEL, MODULE_LABEL, OWNER_UID_LABEL)
+_KEEP_LABEL = " or ".join(f".key == {json.dumps(key)}" for key in CLAIM_RULE_LABELS)
 SHARED_CLAIM_JQ = (
-    "{namespace: .metadata.namespace, name: .metadata.name,"
-    " storageClassName: .spec.storageClassName, phase: .status.phase}"
+    "{metadata: {namespace: .metadata.namespace, name: .metadata.name, uid: .metadata.uid,"
+    f" labels: ((.metadata.labels // {{}}) | with_entries(select({_KEEP_LABEL}))),"
+    " ownerReferences: [.metadata.ownerReferences[]? | {uid}],"
+    " deletionTimestamp: .metadata.deletionTimestamp},"
+    " spec: {storageClassName: .spec.storageClassName}, status: {phase: .status.phase}}"
 )
 
 
@@ -43,20 +50,9 @@ def storage_class_facts(results: Sequence[Mapping[str, Any]]) -> tuple[StorageCl
     )
 
 
-def _phase(text: Any) -> ClaimPhase:
-    known = {phase.value: phase for phase in ClaimPhase}
-    return known.get(str(text), ClaimPhase.PENDING) if text else ClaimPhase.PENDING
-
-
 def shared_claim_facts(results: Sequence[Mapping[str, Any]]) -> tuple[SharedClaimFacts, ...]:
-    """Claims as facts; `access_mode_refusal` stays None: a hook cannot watch Events cheaply."""
-    return tuple(
-        SharedClaimFacts(
-            namespace=str(item["namespace"]),
-            name=str(item["name"]),
-            storage_class=item.get("storageClassName") or None,
-            phase=_phase(item.get("phase")),
-        )
-        for item in results
-        if item.get("namespace") and item.get("name")
-    )
+    """The claims the module made as facts, by the controller's rule (`read_write_many.claim_facts`);
+    any other labelled claim is no fact. No Events: a hook cannot watch them cheaply, so
+    `access_mode_refusal` stays None and a Pending claim never refutes ReadWriteMany here."""
+    facts = (read_write_many.claim_facts(item) for item in results)
+    return tuple(fact for fact in facts if fact is not None)

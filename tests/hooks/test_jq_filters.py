@@ -33,6 +33,8 @@ import jq  # type: ignore[import-not-found]
 import pytest
 from deckhouse import hook
 
+from ai_models.domain.delivery.read_write_many import claim_facts
+from lib.storage import shared_claim_facts
 from support.render import render_chart
 from support.values import MINIMAL_SETTINGS, module_values
 
@@ -358,6 +360,33 @@ CLAIM_OWNED_UNREFERENCED = {
 }
 
 
+def owned_by(obj: Obj, uid: str) -> Obj:
+    """`obj` as the delivery controller makes a claim: the module label and its workload's uid in the
+    owner-UID label and the ownerReference."""
+    meta = obj["metadata"]
+    return {
+        **obj,
+        "metadata": {
+            **meta,
+            "labels": {**meta["labels"], "module": "ai-models", "ai.deckhouse.io/owner-uid": uid},
+            "ownerReferences": [
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "Deployment",
+                    "name": "chat",
+                    "uid": uid,
+                    "controller": True,
+                },
+            ],
+        },
+    }
+
+
+CLAIM_MODULE_LOST = owned_by(claim("ai-models-chat-5e6f7a8b9c", phase="Lost"), "w-2")
+CLAIM_MODULE_PENDING = owned_by(claim("ai-models-chat-9f8e7d6c5b", phase="Pending"), "w-2")
+CLAIM_MODULE_DELETING = owned_by(claim("ai-models-old-1a2b3c4d5e", deleting=True), "w-3")
+
+
 def volumes(*claims: str, extra: Sequence[Obj] = ()) -> list[Obj]:
     return [
         {"name": "config", "configMap": {"name": "runtime-config", "defaultMode": 420}},
@@ -534,6 +563,42 @@ def _workload_claims(*pairs: tuple[Obj, list[str]]) -> list[tuple[Obj, Obj]]:
     ]
 
 
+def _prerequisites_claim(
+    obj: Obj,
+    labels: Mapping[str, str],
+    owners: Sequence[str] = (),
+    *,
+    deletion: str | None = None,
+    storage_class_name: str | None = "nfs-rwx",
+    phase: str | None,
+) -> tuple[Obj, Obj]:
+    """What the storage-prerequisites filter keeps of a claim: a claim object with only the fields
+    `read_write_many.claim_facts` reads."""
+    meta = obj["metadata"]
+    return (
+        obj,
+        {
+            "metadata": {
+                "namespace": meta["namespace"],
+                "name": meta["name"],
+                "uid": meta["uid"],
+                "labels": dict(labels),
+                "ownerReferences": [{"uid": uid} for uid in owners],
+                "deletionTimestamp": deletion,
+            },
+            "spec": {"storageClassName": storage_class_name},
+            "status": {"phase": phase},
+        },
+    )
+
+
+SHARED_ONLY = {SHARED_PVC: "true"}
+
+
+def _made(uid: str) -> dict[str, str]:
+    return {SHARED_PVC: "true", "module": "ai-models", "ai.deckhouse.io/owner-uid": uid}
+
+
 def _shared_claim(obj: Obj, *, deleting: bool) -> tuple[Obj, Obj]:
     meta = obj["metadata"]
     return (
@@ -595,27 +660,18 @@ FILTER_SAMPLES: dict[tuple[str, str], list[tuple[Obj, Any]]] = {
     ],
     ("delivery_values", "storage_classes"): STORAGE_CLASS_SAMPLES,
     ("storage_prerequisites", "storage_classes"): STORAGE_CLASS_SAMPLES,
+    # Of the labels only those `claims.made_by_module` reads: the owner kind and name go.
     ("storage_prerequisites", "shared_claims"): [
-        (
-            CLAIM_BOUND,
-            {"namespace": "team-a", "name": "model-a", "storageClassName": "nfs-rwx", "phase": "Bound"},
-        ),
-        (
-            CLAIM_PENDING,
-            {"namespace": "team-a", "name": "model-p", "storageClassName": "nfs-rwx", "phase": "Pending"},
-        ),
-        (
-            CLAIM_WITHOUT_CLASS,
-            {"namespace": "team-a", "name": "model-q", "storageClassName": None, "phase": "Pending"},
-        ),
-        (
-            CLAIM_WITHOUT_STATUS,
-            {"namespace": "team-a", "name": "model-r", "storageClassName": "nfs-rwx", "phase": None},
-        ),
-        (
-            CLAIM_LOST,
-            {"namespace": "team-a", "name": "model-l", "storageClassName": "nfs-rwx", "phase": "Lost"},
-        ),
+        _prerequisites_claim(CLAIM_BOUND, SHARED_ONLY, phase="Bound"),
+        _prerequisites_claim(CLAIM_PENDING, SHARED_ONLY, phase="Pending"),
+        _prerequisites_claim(CLAIM_WITHOUT_CLASS, SHARED_ONLY, storage_class_name=None, phase="Pending"),
+        _prerequisites_claim(CLAIM_WITHOUT_STATUS, SHARED_ONLY, phase=None),
+        _prerequisites_claim(CLAIM_LOST, SHARED_ONLY, phase="Lost"),
+        _prerequisites_claim(CLAIM_DELETING, SHARED_ONLY, deletion=YOUNG, phase="Bound"),
+        _prerequisites_claim(CLAIM_OWNED_UNREFERENCED, _made("w-1"), ["w-1"], phase="Bound"),
+        _prerequisites_claim(CLAIM_MODULE_LOST, _made("w-2"), ["w-2"], phase="Lost"),
+        _prerequisites_claim(CLAIM_MODULE_PENDING, _made("w-2"), ["w-2"], phase="Pending"),
+        _prerequisites_claim(CLAIM_MODULE_DELETING, _made("w-3"), ["w-3"], deletion=YOUNG, phase="Bound"),
     ],
     ("storage_prerequisites", "nodes"): [
         (NODE_CACHE, {"labels": NODE_CACHE["metadata"]["labels"]}),
@@ -824,6 +880,21 @@ def test_filters_keep_neither_managed_fields_nor_last_applied_configuration() ->
             assert "managedFields" not in text
             assert "fieldsV1" not in text
             assert LAST_APPLIED not in text
+
+
+def test_the_prerequisites_claim_filter_keeps_all_the_controllers_rule_reads() -> None:
+    """`read_write_many.claim_facts` (the controller's rule, which the hook imports) gives the same
+    verdict fact, or the same None, for the filter's output as for the full object: the filter drops
+    nothing the rule reads. The hook has no Events, so the full object is read without them too."""
+    expression = kubernetes_bindings("storage_prerequisites")["shared_claims"]["jqFilter"]
+    counted = []
+    for obj, _ in FILTER_SAMPLES[("storage_prerequisites", "shared_claims")]:
+        full = claim_facts(obj)
+        assert claim_facts(run_jq(expression, obj)) == full, obj["metadata"]["name"]
+        assert shared_claim_facts([run_jq(expression, obj)]) == (() if full is None else (full,))
+        counted.append(full is not None)
+    assert any(counted), "no sample is a claim the module made"
+    assert not all(counted), "no sample is a claim someone else labelled"
 
 
 def test_objects_outside_a_bindings_selectors_are_not_delivered() -> None:
@@ -1062,11 +1133,12 @@ SCENARIOS = [
     ),
     Scenario(
         "storage_prerequisites",
-        "a bound shared claim of the default class confirms ReadWriteMany",
+        "a bound claim the module made of the default class confirms ReadWriteMany",
         (
             SC_DEFAULT,
             SC_PLAIN,
-            CLAIM_BOUND,
+            CLAIM_OWNED_UNREFERENCED,
+            CLAIM_MODULE_PENDING,
             CLAIM_PENDING,
             CLAIM_WITHOUT_CLASS,
             CLAIM_WITHOUT_STATUS,
@@ -1077,6 +1149,13 @@ SCENARIOS = [
     ),
     Scenario(
         "storage_prerequisites",
+        "a bound claim someone else labelled shared confirms nothing",
+        (SC_DEFAULT, CLAIM_BOUND, CLAIM_DELETING, CLAIM_MODULE_PENDING),
+        delivery,
+        verdict_is("SharedPVC", "ReadWriteManyUnconfirmed", True),
+    ),
+    Scenario(
+        "storage_prerequisites",
         "a lost claim without the shared label is not the module's",
         (SC_DEFAULT, CLAIM_PENDING, CLAIM_WITHOUT_STATUS, CLAIM_NOT_SHARED),
         delivery,
@@ -1084,10 +1163,17 @@ SCENARIOS = [
     ),
     Scenario(
         "storage_prerequisites",
-        "a lost shared claim refutes ReadWriteMany",
-        (SC_DEFAULT, CLAIM_PENDING, CLAIM_LOST),
+        "a lost claim someone else labelled shared refutes nothing",
+        (SC_DEFAULT, CLAIM_PENDING, CLAIM_LOST, CLAIM_MODULE_PENDING),
         delivery,
-        verdict_is("SharedPVC", "ReadWriteManyFailed", False, "team-a/model-l"),
+        verdict_is("SharedPVC", "ReadWriteManyUnconfirmed", True),
+    ),
+    Scenario(
+        "storage_prerequisites",
+        "a lost claim the module made refutes ReadWriteMany",
+        (SC_DEFAULT, CLAIM_PENDING, CLAIM_LOST, CLAIM_MODULE_LOST),
+        delivery,
+        verdict_is("SharedPVC", "ReadWriteManyFailed", False, "team-a/ai-models-chat-5e6f7a8b9c"),
     ),
     Scenario(
         "storage_prerequisites",

@@ -13,6 +13,8 @@ from support.values import MINIMAL_SETTINGS, module_values
 SC, CLAIMS, NODES = "storage_classes", "shared_claims", "nodes"
 METRIC = "d8_ai_models_storage_prerequisites_satisfied"
 GROUP = "d8_ai_models_storage_prerequisites"
+SHARED_PVC = "ai.deckhouse.io/shared-pvc"
+OWNER_UID = "ai.deckhouse.io/owner-uid"
 
 
 def sc(name: str, *, default: bool = False, mode: str = "Immediate") -> dict[str, Any]:
@@ -20,9 +22,45 @@ def sc(name: str, *, default: bool = False, mode: str = "Immediate") -> dict[str
 
 
 def claim(
-    name: str, phase: str | None, storage_class: str = "nfs", namespace: str = "team-a"
+    name: str,
+    phase: str | None,
+    storage_class: str = "nfs",
+    namespace: str = "team-a",
+    *,
+    labels: dict[str, str] | None = None,
+    owners: Sequence[str] | None = None,
 ) -> dict[str, Any]:
-    return {"namespace": namespace, "name": name, "storageClassName": storage_class, "phase": phase}
+    """A claim as the hook's jqFilter leaves it; by default one the module made (its workload `w-<name>`
+    owns it and is named in the owner-UID label)."""
+    made = {SHARED_PVC: "true", "module": "ai-models", OWNER_UID: f"w-{name}"}
+    return {
+        "metadata": {
+            "namespace": namespace,
+            "name": name,
+            "uid": f"pvc-{name}",
+            "labels": made if labels is None else labels,
+            "ownerReferences": [{"uid": uid} for uid in ([f"w-{name}"] if owners is None else owners)],
+            "deletionTimestamp": None,
+        },
+        "spec": {"storageClassName": storage_class},
+        "status": {"phase": phase},
+    }
+
+
+# Claims labelled shared that the module did not make: by hand, with the module's labels copied but
+# no owner, or with an owner-UID label that names none of its owners.
+FOREIGN_CLAIMS: dict[str, dict[str, Any]] = {
+    "shared label only": {"labels": {SHARED_PVC: "true"}, "owners": ()},
+    "module labels, no owner": {
+        "labels": {SHARED_PVC: "true", "module": "ai-models", OWNER_UID: "w-1"},
+        "owners": (),
+    },
+    "owner-UID label of another owner": {
+        "labels": {SHARED_PVC: "true", "module": "ai-models", OWNER_UID: "w-1"},
+        "owners": ("w-2",),
+    },
+    "owned, no module label": {"labels": {SHARED_PVC: "true", OWNER_UID: "w-1"}, "owners": ("w-1",)},
+}
 
 
 def snapshots(
@@ -83,6 +121,36 @@ def test_lost_claim_fails_read_write_many(kit: Any) -> None:
     assert result["reason"] == "ReadWriteManyFailed"
     assert "team-a/m-1" in result["message"]
     assert output.metrics.data == [metric(0.0, "SharedPVC", "ReadWriteManyFailed")]
+
+
+@pytest.mark.parametrize("foreign", FOREIGN_CLAIMS.values(), ids=FOREIGN_CLAIMS.keys())
+def test_lost_claim_the_module_did_not_make_changes_nothing(kit: Any, foreign: dict[str, Any]) -> None:
+    values = module_values()
+    lost = claim("theirs", "Lost", **foreign)
+    snaps = snapshots(kit, [sc("nfs", default=True)], [lost, claim("m-2", "Pending")])
+    output = run(kit, [kit.event(CLAIMS, "Modified", lost, snaps)], values)
+    result = verdict(kit, values, output)
+    assert (result["satisfied"], result["reason"]) == (True, "ReadWriteManyUnconfirmed")
+    assert "theirs" not in result["message"]
+    assert output.metrics.data == [metric(1.0, "SharedPVC", "ReadWriteManyUnconfirmed")]
+
+
+@pytest.mark.parametrize("foreign", FOREIGN_CLAIMS.values(), ids=FOREIGN_CLAIMS.keys())
+def test_bound_claim_the_module_did_not_make_confirms_nothing(kit: Any, foreign: dict[str, Any]) -> None:
+    values = module_values()
+    snaps = snapshots(kit, [sc("nfs", default=True)], [claim("theirs", "Bound", **foreign)])
+    output = run(kit, [kit.before_helm(snaps)], values)
+    assert verdict(kit, values, output)["reason"] == "ReadWriteManyUnconfirmed"
+
+
+def test_a_foreign_lost_claim_beside_the_modules_lost_one_still_fails(kit: Any) -> None:
+    values = module_values()
+    foreign = claim("theirs", "Lost", **FOREIGN_CLAIMS["shared label only"])
+    snaps = snapshots(kit, [sc("nfs", default=True)], [foreign, claim("m-1", "Lost")])
+    result = verdict(kit, values, run(kit, [kit.before_helm(snaps)], values))
+    assert (result["satisfied"], result["reason"]) == (False, "ReadWriteManyFailed")
+    assert "team-a/m-1" in result["message"]
+    assert "theirs" not in result["message"]
 
 
 def test_pending_claim_is_not_a_failure_without_events(kit: Any) -> None:

@@ -20,7 +20,7 @@ from ai_models.controller.delivery.jobs import (
     workload_of_job,
 )
 from ai_models.controller.delivery.keys import WorkloadKey
-from ai_models.controller.delivery.observe import model_seen, observation
+from ai_models.controller.delivery.observe import fills, model_seen, observation
 from ai_models.controller.delivery.runtime import claim_owners
 from ai_models.controller.delivery.steps.pods import owned_by
 from ai_models.controller.models.slots import SlotKeeper, namespaced_job_name
@@ -377,3 +377,14 @@ def test_a_model_whose_name_has_dots_gets_a_materialize_job_its_materializer_acc
     }
     parsed = MaterializationRequest.from_env(env)
     assert [(item.name, item.ref.key) for item in parsed.artifacts] == [("llama-3.1-8b", dotted)]
+
+
+def test_a_job_counts_only_for_the_claim_that_owns_it() -> None:
+    claim = {"metadata": {"name": CLAIM, "uid": "uid-claim"}}
+    owner = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "name": CLAIM, "controller": True}
+    job = {"metadata": {"name": CLAIM, "ownerReferences": [{**owner, "uid": "uid-claim"}]}}
+    assert fills(job, claim)
+    # A Job of an earlier claim of the same name (not collected yet), or one orphaned.
+    assert not fills({"metadata": {"name": CLAIM, "ownerReferences": [{**owner, "uid": "uid-gone"}]}}, claim)
+    assert not fills({"metadata": {"name": CLAIM}}, claim)
+    assert not fills(job, {"metadata": {"name": CLAIM}})

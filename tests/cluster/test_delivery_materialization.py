@@ -189,8 +189,12 @@ class ThrottledProxy:
         while not self._stopped.is_set():
             try:
                 client, _ = self._listener.accept()
+            except OSError:
+                continue
+            try:
                 upstream = socket.create_connection(self._target, timeout=5)
             except OSError:
+                client.close()
                 continue
             if self._stopped.is_set():
                 client.close()

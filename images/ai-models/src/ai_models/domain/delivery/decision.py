@@ -435,8 +435,9 @@ def _claim(
             "volume_lost",
             DeliveryReason.SHARED_PVC_VOLUME_LOST,
             f"the shared claim {claim.name}{of_class} lost its {volume}, and the copied models with it; "
-            f"delete the claim (kubectl -n {workload.namespace} delete pvc {claim.name}) and the module "
-            "makes a new one and copies the models again",
+            f"delete the claim (kubectl -n {workload.namespace} delete pvc {claim.name}) and restart the "
+            "workload's pods, which hold it until they stop; the module then makes a new one and copies "
+            "the models again",
         )
     if claim.phase is not ClaimPhase.BOUND:
         return _pending(seen, claim, of_class, policy=policy, now=now)

@@ -223,7 +223,8 @@ CONTROLLER_SHARED_PVC_ONLY_RULES = [
     # A delivered Deployment's stale ReplicaSet, deleted once the new one is available (D95).
     rule(["apps"], ["replicasets"], ["list", "delete"]),
     rule([""], ["persistentvolumeclaims", "events"], ["list"]),
-    rule([""], ["persistentvolumeclaims"], ["get", "watch", "create", "patch"]),
+    # delete: a claim its workload no longer uses, after the grace period (D100).
+    rule([""], ["persistentvolumeclaims"], ["get", "watch", "create", "patch", "delete"]),
     rule([""], ["persistentvolumes"], ["get", "list", "watch"]),
     rule(["batch"], ["jobs"], ["get", "list", "watch", "create", "delete"]),
     rule([""], ["secrets"], ["create", "update"]),

@@ -35,7 +35,8 @@ WORKLOAD_RULES = [
     ("apps", "replicasets", "delete"),
 ]
 SHARED_PVC_ONLY = [
-    *(("", "persistentvolumeclaims", verb) for verb in ("get", "list", "watch", "create", "patch")),
+    # delete: a claim its workload no longer uses, after the grace period (D100).
+    *(("", "persistentvolumeclaims", verb) for verb in ("get", "list", "watch", "create", "patch", "delete")),
     *(("batch", "jobs", verb) for verb in ("get", "list", "watch", "create", "delete")),
     *(("", "secrets", verb) for verb in ("create", "update")),
 ]
@@ -46,7 +47,6 @@ NEVER = [
     ("", "pods", "create"),
     ("", "pods", "delete"),
     ("", "pods", "update"),
-    ("", "persistentvolumeclaims", "delete"),
     ("", "persistentvolumeclaims", "update"),
     ("", "secrets", "list"),
     ("", "secrets", "watch"),

@@ -8,7 +8,8 @@ the materialization Job of that claim and the cluster's materialization slots, a
 what to create or patch, and when to look again. The rules, in order:
 
 - The module's own namespace is ignored. Without the annotations, everything the module added to
-  the template and the report go (`template.strip`); the claims stay for the stale-claim cleanup.
+  the template and the report go (`template.strip`); the claims go after a grace period
+  (`superseded.release`, run by the controller in this state and once Delivered, D100).
 - A broken request is `InvalidSpec`; a model that is missing or not Ready is `ModelNotReady`.
 - A claim is made only for a class that exists and binds at once: a missing class is
   `SharedPVCStorageClassMissing`, a WaitForFirstConsumer class is named at once

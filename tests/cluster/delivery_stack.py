@@ -28,6 +28,8 @@ from kubernetes import client as typed_client
 from ai_models import names
 from cluster.model_stack import USER_NAMESPACE, ModelStack, model_stack
 from fakes.hub import FakeHub
+from fakes.hub_corpus import repository
+from fakes.model_files import safetensors_bytes
 from fakes.s3 import S3Bucket
 from kubeemu.pytest_fixtures import RunningEmulator
 from support.module_install import MODULE_NAMESPACE
@@ -38,6 +40,19 @@ from testbed.simulation import ClusterSimulation
 from testbed.volumes import StorageClassBehaviour
 
 client: Any = typed_client
+# The small model most delivery tests publish from the fake Hub (`fake_hub_corpus = [TINY]`).
+CONFIG = (
+    b'{"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64, '
+    b'"num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 256, "torch_dtype": "bfloat16"}'
+)
+TINY_FILES = {
+    "config.json": CONFIG,
+    "model.safetensors": safetensors_bytes(
+        {"model.embed_tokens.weight": ("BF16", (256, 64)), "lm_head.weight": ("BF16", (256, 64))}
+    ),
+    "tokenizer.json": b'{"version": "1.0"}',
+}
+TINY = repository("acme/tiny-llama", TINY_FILES)
 WEBHOOK_LISTENING = "serving the admission webhook"
 RWX_CLASS = StorageClassBehaviour(name="rwx", default=True)
 REGISTRY_SECRET = "deckhouse-registry-copy-source"
@@ -189,6 +204,11 @@ class DeliveryStack:
             if mount.mount_path == wanted and mount.host_path is not None:
                 return tree_digests(mount.host_path)
         return {}
+
+
+def digests(files: Mapping[str, bytes]) -> dict[str, str]:
+    """relative path -> sha256, as `delivered_files` reports a tree."""
+    return {path: hashlib.sha256(data).hexdigest() for path, data in files.items()}
 
 
 def tree_digests(root: Path) -> dict[str, str]:

@@ -12,10 +12,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import datetime as dt
-import hashlib
-import importlib.util
 import json
-import sys
 import threading
 import urllib.parse
 from collections.abc import Callable, Iterator, Mapping
@@ -29,29 +26,26 @@ from deckhouse import hook
 
 from ai_models import names
 from ai_models.controller.delivery.jobs import job_name, registry_secret_name, token_secret_name
-from cluster.delivery_stack import REPORT_MESSAGE, REPORT_REASON, DeliveryStack, delivery_stack, deployment
+from cluster.delivery_stack import (
+    REPORT_MESSAGE,
+    REPORT_REASON,
+    TINY,
+    TINY_FILES,
+    DeliveryStack,
+    delivery_stack,
+    deployment,
+    digests,
+)
 from cluster.model_stack import USER_NAMESPACE
 from fakes.hub import FakeHub
-from fakes.hub_corpus import FakeModel, repository
-from fakes.model_files import safetensors_bytes
+from fakes.hub_corpus import FakeModel
 from fakes.s3 import S3Bucket
 from kubeemu.cluster import Cluster
 from kubeemu.pytest_fixtures import RunningEmulator
 from kubeemu.store import WatchEvent
+from support.hooks import load_hook
 from support.values import module_values
 
-CONFIG = (
-    b'{"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64, '
-    b'"num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 256, "torch_dtype": "bfloat16"}'
-)
-FILES = {
-    "config.json": CONFIG,
-    "model.safetensors": safetensors_bytes(
-        {"model.embed_tokens.weight": ("BF16", (256, 64)), "lm_head.weight": ("BF16", (256, 64))}
-    ),
-    "tokenizer.json": b'{"version": "1.0"}',
-}
-TINY = repository("acme/tiny-llama", FILES)
 SOURCE = {"url": "https://huggingface.co/acme/tiny-llama"}
 HOOKS_DIR = Path(__file__).resolve().parents[2] / "hooks"
 LONG_AGO = (dt.datetime.now(dt.UTC) - dt.timedelta(days=2)).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -68,10 +62,6 @@ def stack(
     kube_emulator: RunningEmulator, fake_hub: FakeHub, s3_bucket: S3Bucket, tmp_path: Path
 ) -> Iterator[DeliveryStack]:
     yield from delivery_stack(kube_emulator, fake_hub, s3_bucket, tmp_path)
-
-
-def digests(files: Mapping[str, bytes]) -> dict[str, str]:
-    return {path: hashlib.sha256(data).hexdigest() for path, data in files.items()}
 
 
 # ----- workloads -----------------------------------------------------------------------------------
@@ -127,7 +117,7 @@ def env_of(pod: Mapping[str, Any]) -> dict[str, str | None]:
 
 def wait_delivered_pod(stack: DeliveryStack, pods: Callable[[], list[dict[str, Any]]]) -> dict[str, Any]:
     """The first pod `pods` lists once it is ungated and sees every file of the model."""
-    wanted = digests(FILES)
+    wanted = digests(TINY_FILES)
     found: list[dict[str, Any]] = []
 
     def ready() -> bool:
@@ -196,17 +186,7 @@ class ReplicaSetCount:
 
 
 def _stale_claims_hook() -> ModuleType:
-    # addon-operator runs a hook with its own directory first on sys.path (for `lib.*`).
-    if str(HOOKS_DIR) not in sys.path:
-        sys.path.insert(0, str(HOOKS_DIR))
-    spec = importlib.util.spec_from_file_location(
-        "ai_models_hook_stale_claims_e2e", HOOKS_DIR / "stale_claims.py"
-    )
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_hook("stale_claims")
 
 
 def _collection(api_version: str, kind: str) -> str:

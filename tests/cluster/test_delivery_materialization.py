@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import socket
-import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -31,6 +29,7 @@ from fakes.model_files import safetensors_bytes
 from fakes.s3 import S3Bucket
 from kubeemu.pytest_fixtures import RunningEmulator
 from kubeemu.store import WatchEvent
+from support.tcpproxy import TcpProxy
 from testbed.jobrunner import finished
 
 MIB = 1024 * 1024
@@ -156,79 +155,6 @@ class UngatedPodsCheck:
 # ----- a slow object store -------------------------------------------------------------------------
 
 
-class ThrottledProxy:
-    """A TCP forwarder whose answers (server to client) go at most `rate` bytes a second on each
-    connection (None: at full speed; the rate may change at any time), so that a copy reading
-    through it can be caught midway."""
-
-    def __init__(self, target_port: int, *, rate: float | None) -> None:
-        self.rate = rate
-        self._target = ("127.0.0.1", target_port)
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self._stopped = threading.Event()
-        self._lock = threading.Lock()
-        self._open: set[socket.socket] = set()
-        self._thread = threading.Thread(target=self._accept, name="throttled-proxy", daemon=True)
-        self._thread.start()
-
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self._listener.getsockname()[1]}"
-
-    def stop(self) -> None:
-        self._stopped.set()
-        with contextlib.suppress(OSError), socket.create_connection(self._listener.getsockname(), timeout=1):
-            pass  # wakes the accept()
-        self._listener.close()
-        with self._lock:
-            for sock in self._open:
-                with contextlib.suppress(OSError):
-                    sock.close()
-        self._thread.join(timeout=5)
-
-    def _accept(self) -> None:
-        while not self._stopped.is_set():
-            try:
-                client, _ = self._listener.accept()
-            except OSError:
-                continue
-            try:
-                upstream = socket.create_connection(self._target, timeout=5)
-            except OSError:
-                client.close()
-                continue
-            if self._stopped.is_set():
-                client.close()
-                upstream.close()
-                return
-            upstream.settimeout(None)
-            with self._lock:
-                self._open.update((client, upstream))
-            threading.Thread(target=self._pipe, args=(client, upstream, False), daemon=True).start()
-            threading.Thread(target=self._pipe, args=(upstream, client, True), daemon=True).start()
-
-    def _pipe(self, source: socket.socket, sink: socket.socket, throttled: bool) -> None:
-        try:
-            while data := source.recv(16 * 1024):
-                sink.sendall(data)
-                rate = self.rate
-                if throttled and rate:
-                    time.sleep(len(data) / rate)
-        except OSError:
-            pass
-        finally:
-            for sock in (source, sink):
-                with contextlib.suppress(OSError):
-                    sock.shutdown(socket.SHUT_RDWR)
-                with contextlib.suppress(OSError):
-                    sock.close()
-            with self._lock:
-                self._open.discard(source)
-                self._open.discard(sink)
-
-
-# ----- helpers -------------------------------------------------------------------------------------
-
-
 def wait_ungated(stack: DeliveryStack, app: str) -> dict[str, Any]:
     stack.models.eventually(
         lambda: any(not gated(pod) for pod in stack.pods(selector=f"app={app}")),
@@ -342,9 +268,9 @@ def test_a_copy_cut_by_a_killed_job_and_by_the_api_going_away_never_starts_the_p
     stack: DeliveryStack,
 ) -> None:
     moto_port = int(stack.models.bucket.server.endpoint_url.rsplit(":", 1)[1])
-    slow_store = ThrottledProxy(moto_port, rate=1.5 * MIB)
+    slow_store = TcpProxy("127.0.0.1", moto_port, rate=1.5 * MIB).start()
     try:
-        api = stack.models.api(AI_MODELS_S3_ENDPOINT=slow_store.url())
+        api = stack.models.api(AI_MODELS_S3_ENDPOINT=slow_store.url("http"))
         stack.controller()
         status = stack.ready_model("large", "acme/large-llama")
         digest = status["artifact"]["digest"]
@@ -385,7 +311,7 @@ def test_a_copy_cut_by_a_killed_job_and_by_the_api_going_away_never_starts_the_p
             assert at_outage < size, "the copy finished before the api went away"
             time.sleep(1)  # the copy is cut: the materializer retries against a closed port
             assert stack.report("Deployment", "web")[0] != DeliveryReason.DELIVERED
-            stack.models.api(AI_MODELS_S3_ENDPOINT=slow_store.url())
+            stack.models.api(AI_MODELS_S3_ENDPOINT=slow_store.url("http"))
             slow_store.rate = None
 
             stack.wait_reason("Deployment", "web", DeliveryReason.DELIVERED, timeout=60)
@@ -544,9 +470,9 @@ def test_a_job_left_by_an_earlier_claim_of_the_same_name_never_counts_for_the_ne
     stack: DeliveryStack,
 ) -> None:
     moto_port = int(stack.models.bucket.server.endpoint_url.rsplit(":", 1)[1])
-    slow_store = ThrottledProxy(moto_port, rate=1.5 * MIB)
+    slow_store = TcpProxy("127.0.0.1", moto_port, rate=1.5 * MIB).start()
     try:
-        stack.models.api(AI_MODELS_S3_ENDPOINT=slow_store.url())
+        stack.models.api(AI_MODELS_S3_ENDPOINT=slow_store.url("http"))
         stack.controller()
         digest = stack.ready_model("large", "acme/large-llama")["artifact"]["digest"]
         check = UngatedPodsCheck(stack, app="web", model="large", files=LARGE_FILES)

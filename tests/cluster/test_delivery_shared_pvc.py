@@ -5,7 +5,6 @@ directory. Workloads are created over the API, as `kubectl apply` would."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,25 +12,11 @@ from pathlib import Path
 import pytest
 
 from ai_models import names
-from cluster.delivery_stack import DeliveryStack, delivery_stack, deployment
+from cluster.delivery_stack import TINY, TINY_FILES, DeliveryStack, delivery_stack, deployment, digests
 from fakes.hub import FakeHub
-from fakes.hub_corpus import FakeModel, repository
-from fakes.model_files import safetensors_bytes
+from fakes.hub_corpus import FakeModel
 from fakes.s3 import S3Bucket
 from kubeemu.pytest_fixtures import RunningEmulator
-
-CONFIG = (
-    b'{"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64, '
-    b'"num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 256, "torch_dtype": "bfloat16"}'
-)
-FILES = {
-    "config.json": CONFIG,
-    "model.safetensors": safetensors_bytes(
-        {"model.embed_tokens.weight": ("BF16", (256, 64)), "lm_head.weight": ("BF16", (256, 64))}
-    ),
-    "tokenizer.json": b'{"version": "1.0"}',
-}
-TINY = repository("acme/tiny-llama", FILES)
 
 
 @pytest.fixture
@@ -44,10 +29,6 @@ def stack(
     kube_emulator: RunningEmulator, fake_hub: FakeHub, s3_bucket: S3Bucket, tmp_path: Path
 ) -> Iterator[DeliveryStack]:
     yield from delivery_stack(kube_emulator, fake_hub, s3_bucket, tmp_path)
-
-
-def digests(files: dict[str, bytes]) -> dict[str, str]:
-    return {path: hashlib.sha256(data).hexdigest() for path, data in files.items()}
 
 
 def test_a_deployment_created_for_a_ready_model_gets_its_files_with_one_replica_set(
@@ -68,7 +49,7 @@ def test_a_deployment_created_for_a_ready_model_gets_its_files_with_one_replica_
     )
     [pod] = stack.pods(selector="app=web")
     delivered = stack.delivered_files(pod, "tiny")
-    for path, digest in digests(FILES).items():
+    for path, digest in digests(TINY_FILES).items():
         assert delivered.get(path) == digest, (path, sorted(delivered))
     container = pod["spec"]["containers"][0]
     env = {item["name"]: item.get("value") for item in container.get("env") or []}

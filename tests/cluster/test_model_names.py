@@ -84,23 +84,29 @@ def test_models_and_cluster_models_named_with_63_64_and_253_characters_publish_f
     stack.eventually(lambda: stack.jobs() == [], what="the publication Jobs removed")
 
 
-def _role(stack: ModelStack) -> Any:
-    rbac = client.RbacAuthorizationV1Api(stack.emulator.api_client())
-    return rbac, rbac.read_namespaced_role("controller", "d8-ai-models")
+CONTROLLER_CLUSTER_ROLE = "d8:ai-models:controller"
+
+
+def _without_job_create(rules: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        {**rule, "verbs": [verb for verb in rule["verbs"] if verb != "create"]}
+        if "jobs" in (rule.get("resources") or [])
+        else rule
+        for rule in rules
+    ]
 
 
 def test_a_job_the_api_server_refuses_fails_the_model_with_the_reason_and_releases_the_reservation(
     stack: ModelStack,
 ) -> None:
-    rbac, role = _role(stack)
-    original = stack.emulator.api_client().sanitize_for_serialization(role)["rules"]
-    denied = [
-        {**rule, "verbs": [verb for verb in rule["verbs"] if verb != "create"]}
-        if "jobs" in (rule.get("resources") or [])
-        else rule
-        for rule in original
-    ]
-    rbac.patch_namespaced_role("controller", "d8-ai-models", {"rules": denied})
+    # Job create is granted twice: by the module namespace's Role (publications) and, in SharedPVC
+    # mode, cluster-wide (materializations); both are taken away.
+    rbac = client.RbacAuthorizationV1Api(stack.emulator.api_client())
+    serialize = stack.emulator.api_client().sanitize_for_serialization
+    role = serialize(rbac.read_namespaced_role("controller", "d8-ai-models"))["rules"]
+    cluster_role = serialize(rbac.read_cluster_role(CONTROLLER_CLUSTER_ROLE))["rules"]
+    rbac.patch_namespaced_role("controller", "d8-ai-models", {"rules": _without_job_create(role)})
+    rbac.patch_cluster_role(CONTROLLER_CLUSTER_ROLE, {"rules": _without_job_create(cluster_role)})
     stack.controller()
     stack.eventually(
         lambda: (stack.ledger() or {}).get("confirmed") is True, what="the start-up inventory pass"
@@ -121,7 +127,8 @@ def test_a_job_the_api_server_refuses_fails_the_model_with_the_reason_and_releas
     assert reserved(stack) == []
     assert stack.jobs() == []
 
-    rbac.patch_namespaced_role("controller", "d8-ai-models", {"rules": original})
+    rbac.patch_namespaced_role("controller", "d8-ai-models", {"rules": role})
+    rbac.patch_cluster_role(CONTROLLER_CLUSTER_ROLE, {"rules": cluster_role})
     stack.wait_phase("refused", "Ready", timeout=120)
     assert reserved(stack) == []
 

@@ -7,34 +7,21 @@ first on `sys.path`, and this conftest does the same for the test process.
 from __future__ import annotations
 
 import copy
-import importlib.util
 import sys
 from collections.abc import Mapping
-from functools import cache
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import jsonpatch
 import pytest
 
+from support.hooks import HOOKS_DIR, load_hook
 from support.values import MODULE_VALUES_KEY, validate, values_schema
 
-HOOKS_DIR = Path(__file__).resolve().parents[2] / "hooks"
 if str(HOOKS_DIR) not in sys.path:
     sys.path.insert(0, str(HOOKS_DIR))
 
 Snapshot = list[dict[str, Any]]
-
-
-@cache
-def _load(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"ai_models_hook_{name}", HOOKS_DIR / f"{name}.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 class HookKit:
@@ -45,7 +32,7 @@ class HookKit:
 
     @staticmethod
     def load(name: str) -> ModuleType:
-        return _load(name)
+        return load_hook(name)
 
     @staticmethod
     def snapshot(*results: Mapping[str, Any]) -> Snapshot:

@@ -5,6 +5,7 @@ back (a network partition) without stopping the peer other tests share.
         env["AI_MODELS_S3_ENDPOINT"] = proxy.url("http")
         proxy.block()     # new and open connections are cut: the store is unreachable
         proxy.unblock()
+        proxy.rate = 1.5 * 2**20   # answers at most 1.5 MiB/s per connection (None: full speed)
 """
 
 from __future__ import annotations
@@ -12,11 +13,16 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
+import time
 from types import TracebackType
 
 
 class TcpProxy:
-    def __init__(self, target_host: str, target_port: int) -> None:
+    """`rate`: bytes a second the peer's answers may reach the client at, on each connection (None:
+    full speed); it may change at any time, so a copy reading through the proxy can be caught midway."""
+
+    def __init__(self, target_host: str, target_port: int, *, rate: float | None = None) -> None:
+        self.rate = rate
         self._target = (target_host, target_port)
         self._listener = socket.create_server(("127.0.0.1", 0))
         self._blocked = threading.Event()
@@ -84,16 +90,19 @@ class TcpProxy:
             upstream.settimeout(None)
             with self._lock:
                 self._open.update((client, upstream))
-            for source, sink in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pipe, args=(source, sink), daemon=True).start()
+            for source, sink, answers in ((client, upstream, False), (upstream, client, True)):
+                threading.Thread(target=self._pipe, args=(source, sink, answers), daemon=True).start()
 
-    def _pipe(self, source: socket.socket, sink: socket.socket) -> None:
+    def _pipe(self, source: socket.socket, sink: socket.socket, answers: bool) -> None:
         try:
             while True:
-                data = source.recv(65536)
+                data = source.recv(16 * 1024 if answers and self.rate else 65536)
                 if not data:
                     break
                 sink.sendall(data)
+                rate = self.rate
+                if answers and rate:
+                    time.sleep(len(data) / rate)
         except OSError:
             pass
         finally:

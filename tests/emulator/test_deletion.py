@@ -122,6 +122,25 @@ def test_garbage_collection_deletes_dependents_of_a_deleted_owner(api: Any) -> N
     assert not gone(lambda: core.read_namespaced_config_map("shared", "default"))
 
 
+def test_a_dependent_created_after_its_owner_was_deleted_is_collected(api: Any) -> None:
+    """A controller that read its owner from a cache writes a dependent after the owner is gone:
+    the garbage collector deletes it. An owner uid never seen (a test's made-up one) keeps it."""
+    core = client.CoreV1Api(api)
+    owner = core.create_namespaced_config_map("default", configmap("owner"))
+    ref = {"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": owner.metadata.uid}
+    core.delete_namespaced_config_map("owner", "default")
+    created = core.create_namespaced_config_map("default", configmap("late", ownerReferences=[ref]))
+    assert created.metadata.name == "late"  # the create itself succeeds, as on a cluster
+    assert gone(lambda: core.read_namespaced_config_map("late", "default"))
+    living = core.create_namespaced_config_map("default", configmap("living"))
+    living_ref = {"apiVersion": "v1", "kind": "ConfigMap", "name": "living", "uid": living.metadata.uid}
+    core.create_namespaced_config_map("default", configmap("kept", ownerReferences=[ref, living_ref]))
+    made_up = {"apiVersion": "v1", "kind": "ConfigMap", "name": "nobody", "uid": "made-up-uid"}
+    core.create_namespaced_config_map("default", configmap("unknown", ownerReferences=[made_up]))
+    assert not gone(lambda: core.read_namespaced_config_map("kept", "default"))
+    assert not gone(lambda: core.read_namespaced_config_map("unknown", "default"))
+
+
 def test_orphan_propagation_keeps_dependents_without_the_owner_reference(api: Any) -> None:
     core = client.CoreV1Api(api)
     owner = core.create_namespaced_config_map("default", configmap("owner"))

@@ -53,6 +53,8 @@ class Store:
         self._subscribers: dict[str, set[Subscriber]] = {}
         self._dependents: dict[str, set[ObjectKey]] = {}
         self._uids: dict[str, ObjectKey] = {}
+        # The uids of deleted objects: a dependent created for one of them is garbage.
+        self._deleted_uids: set[str] = set()
         self._rv = 0
 
     @property
@@ -105,7 +107,10 @@ class Store:
             # The DELETED event carries the last state with the deletion's resourceVersion, as etcd does.
             final = dict(old)
             final["metadata"] = {**_meta(old), "resourceVersion": str(self._rv)}
-            self._uids.pop(_meta(old).get("uid", ""), None)
+            uid = _meta(old).get("uid", "")
+            self._uids.pop(uid, None)
+            if uid:
+                self._deleted_uids.add(uid)
             self._reindex_owners((key, namespace, name), old, None)
             event = WatchEvent("DELETED", self._rv, final, old)
             self._emit(key, event)
@@ -114,6 +119,11 @@ class Store:
     def key_of_uid(self, uid: str) -> ObjectKey | None:
         with self.lock:
             return self._uids.get(uid)
+
+    def was_deleted(self, uid: str) -> bool:
+        """Whether an object with this uid existed and was deleted."""
+        with self.lock:
+            return uid in self._deleted_uids
 
     def in_namespace(self, namespace: str) -> list[ObjectKey]:
         """Every object stored in `namespace`, across all resources (namespace deletion needs it)."""

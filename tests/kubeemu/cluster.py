@@ -830,9 +830,9 @@ class Cluster:
         every owner up by uid and deletes such a dependent; here it goes at once. Owner uids the
         emulator never saw are left alone: tests name made-up owners."""
         uids = [
-            ref.get("uid")
+            str(ref["uid"])
             for ref in _meta(stored).get("ownerReferences") or []
-            if isinstance(ref, dict) and isinstance(ref.get("uid"), str) and ref.get("uid")
+            if isinstance(ref, dict) and isinstance(ref.get("uid"), str) and ref["uid"]
         ]
         if not uids or not all(self.store.was_deleted(uid) for uid in uids):
             return

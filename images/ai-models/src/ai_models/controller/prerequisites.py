@@ -3,7 +3,6 @@ evaluator, log it at start (before leader election) and export it on every scrap
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Iterator, Mapping
 from typing import Any, Final
@@ -12,6 +11,7 @@ from kubernetes import client as k8s
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from ai_models.adapters.kube.pages import page_items
 from ai_models.controller.settings import ControllerSettings
 from ai_models.domain.delivery.decision import PROVISIONING_FAILED_EVENT
 from ai_models.domain.delivery.read_write_many import claim_facts, needs_events
@@ -54,20 +54,11 @@ def storage_classes(api: Any) -> tuple[StorageClassFacts, ...]:
     )
 
 
-def _page(response: Any) -> list[dict[str, Any]]:
-    try:
-        page = json.loads(response.data)
-    finally:
-        response.release_conn()
-    items = page.get("items") if isinstance(page, dict) else None
-    return [item for item in items or () if isinstance(item, dict)]
-
-
 def _claim_events(core: Any, claim: Mapping[str, Any]) -> list[dict[str, Any]]:
     # One page, filtered by the server to this claim's uid and the reason; `claim_facts` still
     # checks the uid of each, and believes only the latest.
     meta = claim["metadata"]
-    return _page(
+    return page_items(
         core.list_namespaced_event(
             meta["namespace"],
             field_selector=f"involvedObject.uid={meta['uid']},reason={PROVISIONING_FAILED_EVENT}",
@@ -81,7 +72,7 @@ def _claim_events(core: Any, claim: Mapping[str, Any]) -> list[dict[str, Any]]:
 def _shared_claims(api: Any) -> tuple[SharedClaimFacts, ...]:
     """The shared claims the module made, with the access-mode refusal of each Pending one."""
     core = k8s.CoreV1Api(api)
-    claims = _page(
+    claims = page_items(
         core.list_persistent_volume_claim_for_all_namespaces(
             label_selector=SHARED_PVC_SELECTOR, _request_timeout=REQUEST_TIMEOUT, _preload_content=False
         )

@@ -9,12 +9,13 @@ refused (409 Conflict, `Conflict`) instead of overwritten, and the caller looks 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
+
+from ai_models.adapters.kube.pages import page_items
 
 
 class Conflict(Exception):
@@ -97,22 +98,14 @@ class Workloads:
         response = self._core.list_namespaced_pod(
             namespace, _request_timeout=self._timeout, _preload_content=False, **kwargs
         )
-        try:
-            page = json.loads(response.data)
-        finally:
-            response.release_conn()
-        return [item for item in page.get("items") or () if isinstance(item, dict)]
+        return page_items(response)
 
     def replica_sets(self, namespace: str, *, selector: str) -> list[dict[str, Any]]:
         """The ReplicaSets of `namespace` the label selector matches (one list)."""
         response = k8s.AppsV1Api(self._api_client).list_namespaced_replica_set(
             namespace, label_selector=selector, _request_timeout=self._timeout, _preload_content=False
         )
-        try:
-            page = json.loads(response.data)
-        finally:
-            response.release_conn()
-        return [item for item in page.get("items") or () if isinstance(item, dict)]
+        return page_items(response)
 
     def delete_replica_set(self, namespace: str, name: str, *, uid: str) -> bool:
         """Delete the ReplicaSet if it is still the object with `uid` (its Pods go with it, in the

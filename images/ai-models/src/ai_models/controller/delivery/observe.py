@@ -11,13 +11,13 @@ claim's name and kind), which `decision.provisioning_failure` then believes only
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
+from ai_models.adapters.kube.pages import page_items
 from ai_models.controller.delivery.informers import BY_OWNER_UID, DeliveryInformers
 from ai_models.controller.delivery.jobs import job_name, materialization_seen
 from ai_models.controller.delivery.keys import WorkloadKey
@@ -223,9 +223,4 @@ class Observer:
             _request_timeout=self._timeout,
             _preload_content=False,
         )
-        try:
-            page = json.loads(response.data)
-        finally:
-            response.release_conn()
-        items = page.get("items") if isinstance(page, dict) else None
-        return [item for item in items or () if isinstance(item, dict)]
+        return page_items(response)

@@ -22,7 +22,7 @@ lint: install
 	$(BIN)/lint-imports
 
 test: lint
-	$(BIN)/pytest -n 4 --dist loadfile -m "not serial"
+	$(BIN)/pytest -n 3 --dist loadfile -m "not serial"
 	$(BIN)/pytest -m serial
 
 render: install

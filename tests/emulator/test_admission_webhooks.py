@@ -8,11 +8,9 @@ from __future__ import annotations
 import base64
 import json
 import socket
-import ssl
 import threading
 import time
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -20,13 +18,12 @@ import pytest
 
 from kubeemu.pytest_fixtures import RunningEmulator
 from kubeemu.tlscert import self_signed
+from support.webhook_listener import Responder, WebhookListener
 
 SERVICE_NAMESPACE, SERVICE_NAME = "webhooks", "hook"
 SERVICE_HOST = f"{SERVICE_NAME}.{SERVICE_NAMESPACE}.svc"
 MWC_PATH = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
 CONFIGMAPS = "/api/v1/namespaces/default/configmaps"
-
-Responder = Callable[[dict[str, Any]], dict[str, Any]]
 
 
 def allow(request: dict[str, Any], patch: list[dict[str, Any]] | None = None) -> dict[str, Any]:
@@ -49,7 +46,7 @@ def add_label(key: str, value: str) -> Responder:
     return respond
 
 
-class WebhookServer:
+class WebhookServer(WebhookListener):
     """An HTTPS admission webhook on 127.0.0.1 (port 0) with its own CA; records every review."""
 
     def __init__(
@@ -58,43 +55,8 @@ class WebhookServer:
         certificate = self_signed(hosts=(*hosts, "127.0.0.1"))
         cert_file, key_file = certificate.write(workdir)
         self.ca_bundle = base64.b64encode(certificate.cert_pem.encode()).decode()
-        self.respond = respond
-        self.reviews: list[dict[str, Any]] = []
-        self.paths: list[str] = []
         self.release = threading.Event()  # lets a deliberately slow responder return
-        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        context.load_cert_chain(cert_file, key_file)
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                review = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                outer.reviews.append(review)
-                outer.paths.append(self.path)
-                answer = {
-                    "apiVersion": review["apiVersion"],
-                    "kind": "AdmissionReview",
-                    "response": outer.respond(review["request"]),
-                }
-                body = json.dumps(answer).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.httpd.socket = context.wrap_socket(self.httpd.socket, server_side=True)
-        self.port = self.httpd.server_address[1]
-        self._thread = threading.Thread(target=self._serve, name="webhook", daemon=True)
-        self._thread.start()
-
-    def _serve(self) -> None:
-        self.httpd.serve_forever(poll_interval=0.05)
+        super().__init__(cert_file=cert_file, key_file=key_file, respond=respond)
 
     @property
     def requests(self) -> list[dict[str, Any]]:
@@ -102,9 +64,7 @@ class WebhookServer:
 
     def close(self) -> None:
         self.release.set()
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self._thread.join(timeout=10)
+        super().close()
 
 
 @pytest.fixture

@@ -16,10 +16,8 @@ import dataclasses
 import json
 import os
 import ssl
-import threading
 from collections.abc import Iterator, Mapping
 from functools import cache
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +44,7 @@ from support.manifest_schemas import validate_object
 from support.manifests import ClusterExpectations, review
 from support.render import RenderedChart
 from support.scenarios import Scenario, generated_certificate, scenario
+from support.webhook_listener import WebhookListener
 
 CONTROLLER = "ai-models-controller"
 NAMESPACE = MODULE_NAMESPACE
@@ -334,7 +333,7 @@ def test_delivery_settings_reach_the_controller_settings(
 # ----- the configuration in the API emulator --------------------------------------------------------
 
 
-class RecordingWebhook:
+class RecordingWebhook(WebhookListener):
     """The controller Service's webhook listener as the apiserver meets it: HTTPS with the rendered
     certificate on 127.0.0.1 (port 0); allows every review and records it."""
 
@@ -342,37 +341,16 @@ class RecordingWebhook:
         workdir.mkdir(parents=True, exist_ok=True)
         (workdir / "tls.crt").write_text(cert["crt"])
         (workdir / "tls.key").write_text(cert["key"])
-        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        context.load_cert_chain(workdir / "tls.crt", workdir / "tls.key")
-        self.calls: list[tuple[str, dict[str, Any]]] = []
-        outer = self
+        super().__init__(
+            cert_file=workdir / "tls.crt",
+            key_file=workdir / "tls.key",
+            respond=lambda request: {"uid": request["uid"], "allowed": True},
+        )
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                review = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                outer.calls.append((self.path, review["request"]))
-                body = json.dumps(
-                    {
-                        "apiVersion": review["apiVersion"],
-                        "kind": "AdmissionReview",
-                        "response": {"uid": review["request"]["uid"], "allowed": True},
-                    }
-                ).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.httpd.socket = context.wrap_socket(self.httpd.socket, server_side=True)
-        self.port = int(self.httpd.server_address[1])
-        self._thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05})
-        self._thread.start()
+    @property
+    def calls(self) -> list[tuple[str, dict[str, Any]]]:
+        """(path, request) of every review so far."""
+        return [(path, review["request"]) for path, review in zip(self.paths, self.reviews, strict=True)]
 
     def seen(self) -> list[tuple[str, str, str, str]]:
         """(operation, kind, namespace, name) of every review so far, then forgets them."""
@@ -380,13 +358,9 @@ class RecordingWebhook:
             (request["operation"], request["kind"]["kind"], request["namespace"], request["name"])
             for _, request in self.calls
         ]
-        self.calls.clear()
+        self.reviews.clear()
+        self.paths.clear()
         return calls
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self._thread.join(timeout=10)
 
 
 @pytest.fixture

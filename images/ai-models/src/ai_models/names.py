@@ -140,6 +140,22 @@ MATERIALIZED_DIGESTS_ANNOTATION: Final = "ai.deckhouse.io/materialized-digests"
 # The component label of the materialize Jobs (named like the claim they fill, in the workload
 # namespace) and of their token Secrets (`<claim>-token`, owned by the Job).
 MATERIALIZATION_COMPONENT: Final = "materialization"
+# NodeCache: the module's CSI driver (ephemeral inline volumes, one per model), the keys of a
+# volume's attributes (written by the module, so a user may write them too: hints, never trust),
+# the keys kubelet writes with `podInfoOnMount` (it overwrites pod-supplied ones), and the node
+# plugin's readiness label and cache report on each Node it runs on.
+NODE_CACHE_DRIVER: Final = "node-cache.ai-models.deckhouse.io"
+NODE_CACHE_COMPONENT: Final = "node-cache"
+VOLUME_MODEL_ATTRIBUTE: Final = MODEL_ANNOTATION
+VOLUME_CLUSTER_MODEL_ATTRIBUTE: Final = CLUSTER_MODEL_ANNOTATION
+VOLUME_DIGEST_ATTRIBUTE: Final = "ai.deckhouse.io/artifact-digest"
+KUBELET_POD_NAME: Final = "csi.storage.k8s.io/pod.name"
+KUBELET_POD_NAMESPACE: Final = "csi.storage.k8s.io/pod.namespace"
+KUBELET_POD_UID: Final = "csi.storage.k8s.io/pod.uid"
+KUBELET_EPHEMERAL: Final = "csi.storage.k8s.io/ephemeral"
+KUBELET_SERVICE_ACCOUNT: Final = "csi.storage.k8s.io/serviceAccount.name"
+NODE_CACHE_READY_LABEL: Final = "ai.deckhouse.io/node-cache-runtime-ready"
+NODE_CACHE_REPORT_ANNOTATION: Final = "ai.deckhouse.io/node-cache-usage-summary"
 
 
 class DeliveryReason(enum.StrEnum):

@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from ai_models.materialize.tree import PROGRESS_INTERVAL_SECONDS, Tally
+from ai_models.adapters.serving.tree import PROGRESS_INTERVAL_SECONDS, Tally
 
 
 def test_progress_is_logged_at_most_once_per_interval(caplog: pytest.LogCaptureFixture) -> None:
@@ -18,7 +18,7 @@ def test_progress_is_logged_at_most_once_per_interval(caplog: pytest.LogCaptureF
         return now[0]
 
     tally = Tally(total=1000, reused=100, clock=clock)
-    with caplog.at_level(logging.INFO, logger="ai_models.materialize.tree"):
+    with caplog.at_level(logging.INFO, logger="ai_models.adapters.serving.tree"):
         for _ in range(160):  # 20 s of pieces
             tally.count(4)
     lines = [record for record in caplog.records if record.getMessage() == "materializing"]

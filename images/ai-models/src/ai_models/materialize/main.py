@@ -16,15 +16,8 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from ai_models.domain.delivery.materialization import (
-    MaterializationOutcome,
-    MaterializationRequest,
-    MaterializationRequestError,
-    delivery_token_value,
-)
-from ai_models.domain.publication.request import DEFAULT_TERMINATION_MESSAGE_PATH
-from ai_models.materialize.client import ServingClient
-from ai_models.materialize.tree import (
+from ai_models.adapters.serving.client import ServingClient
+from ai_models.adapters.serving.tree import (
     BUFFER_BYTES,
     ArtifactCopy,
     Delivered,
@@ -32,6 +25,13 @@ from ai_models.materialize.tree import (
     Retry,
     Tally,
 )
+from ai_models.domain.delivery.materialization import (
+    MaterializationOutcome,
+    MaterializationRequest,
+    MaterializationRequestError,
+    delivery_token_value,
+)
+from ai_models.domain.publication.request import DEFAULT_TERMINATION_MESSAGE_PATH
 from ai_models.names import MaterializeVariable
 
 logger = logging.getLogger(__name__)

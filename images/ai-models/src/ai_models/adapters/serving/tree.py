@@ -28,12 +28,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
+from ai_models.adapters.serving.client import Momentary, Refused, ServingClient
 from ai_models.domain.artifacts.manifest import ArtifactFile, ManifestFormatError, manifest_from_json
 from ai_models.domain.artifacts.sniff import safe_member_path
 from ai_models.domain.catalog.schedule import backoff
 from ai_models.domain.delivery.claim_layout import completion_record, object_dir, staging_dir
 from ai_models.domain.delivery.materialization import CompletionRecord, RecordedFile, RequestedArtifact
-from ai_models.materialize.client import Momentary, Refused, ServingClient
 
 logger = logging.getLogger(__name__)
 

@@ -156,6 +156,8 @@ KUBELET_EPHEMERAL: Final = "csi.storage.k8s.io/ephemeral"
 KUBELET_SERVICE_ACCOUNT: Final = "csi.storage.k8s.io/serviceAccount.name"
 NODE_CACHE_READY_LABEL: Final = "ai.deckhouse.io/node-cache-runtime-ready"
 NODE_CACHE_REPORT_ANNOTATION: Final = "ai.deckhouse.io/node-cache-usage-summary"
+# NodeCache: the pod volume of each model is this prefix and 10 hex of a hash of its kind and name.
+NODE_CACHE_VOLUME_PREFIX: Final = "ai-models-cache-"
 
 
 class DeliveryReason(enum.StrEnum):

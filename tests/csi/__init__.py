@@ -1,0 +1,1 @@
+"""The CSI protocol's generated modules: how they are made (codegen)."""

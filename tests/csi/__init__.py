@@ -1,1 +1,1 @@
-"""The CSI protocol's generated modules: how they are made (codegen)."""
+"""Helpers of the CSI node plugin's tests: the generated modules' codegen, Models in the emulator."""

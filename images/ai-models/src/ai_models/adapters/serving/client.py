@@ -16,6 +16,7 @@ import json
 import logging
 import ssl
 import urllib.parse
+from collections.abc import Mapping
 from typing import Final, NoReturn
 
 from ai_models.domain.models.reference import ModelKey
@@ -29,7 +30,7 @@ MAX_MANIFEST_BYTES: Final = 16 * 1024 * 1024
 MAX_PROBLEM_BYTES: Final = 16 * 1024
 MAX_RETRY_AFTER_SECONDS: Final = 60.0
 # What each refusal means for a materialize Job: its cause and its fix, without the API's words.
-_REFUSALS: Final = {
+JOB_REFUSALS: Final[Mapping[int, str]] = {
     401: "the delivery token was not accepted (expired, or signed with a key rotated since); the "
     "controller issues a new token with the next materialize Job",
     403: "the delivery token does not grant it (the object was published again since the Job was "
@@ -82,7 +83,11 @@ class ServingClient:
         ca_bundle: str | None = None,
         connect_timeout: float = CONNECT_TIMEOUT_SECONDS,
         read_timeout: float = READ_TIMEOUT_SECONDS,
+        reader: str = "the Job",
+        refusals: Mapping[int, str] = JOB_REFUSALS,
     ) -> None:
+        """`reader` names the caller in messages, `refusals` says what each refused status means
+        for it (cause and fix)."""
         url = urllib.parse.urlsplit(base_url)
         if url.scheme not in ("http", "https") or not url.hostname:
             raise ValueError(f"{base_url!r} is not an http(s) URL")
@@ -96,6 +101,8 @@ class ServingClient:
         self._read_timeout = read_timeout
         self._connection: http.client.HTTPConnection | None = None
         self.where = f"{url.scheme}://{url.netloc}"
+        self._reader = reader
+        self._refusals = refusals
 
     def close(self) -> None:
         if self._connection is not None:
@@ -151,7 +158,7 @@ class ServingClient:
         except ssl.SSLCertVerificationError as error:
             self.close()
             raise Refused(
-                f"the serving API at {self.where} presents a certificate the Job does not trust "
+                f"the serving API at {self.where} presents a certificate {self._reader} does not trust "
                 f"({error.verify_message}); the CA bundle of the request must be the module CA",
                 status=0,
                 retryable=True,
@@ -198,7 +205,9 @@ class ServingClient:
                 f"the serving API answered {status} for {what}",
                 retry_after=min(wait, MAX_RETRY_AFTER_SECONDS) if wait is not None else None,
             )
-        meaning = _REFUSALS.get(status, "the request was refused (the Job's log has the API's answer)")
+        meaning = self._refusals.get(
+            status, f"the request was refused (the log of {self._reader} has the API's answer)"
+        )
         raise Refused(f"the serving API refused {what} with {status}: {meaning}", status=status)
 
 

@@ -97,6 +97,20 @@ class Tally:
 
 
 @dataclasses.dataclass(frozen=True)
+class Wording:
+    """How failures name where the copy goes and what happens next: a materialize Job's words by
+    default; the node cache has its own."""
+
+    target: str = "the claim"
+    write_fix: str = "check the claim's free space and that it is mounted writable"
+    resume: str = "a new materialize Job continues where this one stopped"
+    republished: str = "the controller starts a Job for the new artifact"
+
+
+JOB_WORDING: Final = Wording()
+
+
+@dataclasses.dataclass(frozen=True)
 class Delivered:
     digest: str
     files: int
@@ -133,8 +147,14 @@ class ArtifactCopy:
         buffer: bytearray,
         tally: Tally,
         retry: Retry,
+        wording: Wording = JOB_WORDING,
+        admit: Callable[[tuple[ArtifactFile, ...]], None] | None = None,
     ) -> None:
+        """`admit` sees the manifest's files before anything is written (the node cache reserves
+        their space there, and may raise to stop the copy)."""
         self._client = client
+        self._wording = wording
+        self._admit = admit
         self._root = root
         self._artifact = artifact
         self._ref = artifact.ref.key
@@ -148,8 +168,8 @@ class ArtifactCopy:
             return self._run()
         except OSError as error:
             raise MaterializationFailure(
-                f"cannot write {self._what} to the claim ({type(error).__name__}: {error.strerror}); check "
-                "the claim's free space and that it is mounted writable",
+                f"cannot write {self._what} to {self._wording.target} ({type(error).__name__}: "
+                f"{error.strerror}); {self._wording.write_fix}",
                 retryable=True,
             ) from error
 
@@ -158,12 +178,15 @@ class ArtifactCopy:
         record = is_complete(self._root, digest)
         if record is not None:
             logger.info(
-                "artifact already on the claim", extra={"model": self._artifact.name, "digest": digest}
+                f"artifact already on {self._wording.target}",
+                extra={"model": self._artifact.name, "digest": digest},
             )
             return Delivered(digest, len(record.files), record.size_bytes, skipped=True)
         # A record that does not match its tree must not make the tree look complete meanwhile.
         (self._root / completion_record(digest)).unlink(missing_ok=True)
         files = self._manifest_files()
+        if self._admit is not None:
+            self._admit(files)
         self._tally.total += sum(item.size for item in files)
         staging = self._root / staging_dir(digest)
         staging.mkdir(parents=True, exist_ok=True)
@@ -188,8 +211,8 @@ class ArtifactCopy:
         if manifest.digest != self._artifact.digest:
             raise MaterializationFailure(
                 f"the serving API has artifact {manifest.digest} for {self._ref.describe()}, the Job was "
-                f"made for {self._artifact.digest}: the object was published again; the controller "
-                "starts a Job for the new artifact",
+                f"made for {self._artifact.digest}: the object was published again; "
+                f"{self._wording.republished}",
                 retryable=True,
             )
         for item in manifest.files:
@@ -309,7 +332,7 @@ class ArtifactCopy:
             raise MaterializationFailure(
                 f"cannot read {what} of {self._what} from the serving API at {self._client.where} "
                 f"({failures} attempts, the last: {error}); check that the api pods of the module are "
-                "running; a new materialize Job continues where this one stopped",
+                f"running; {self._wording.resume}",
                 retryable=True,
             ) from error
         logger.info("retrying", extra={"what": what, "attempt": failures, "error": str(error)})

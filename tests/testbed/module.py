@@ -16,6 +16,7 @@ from ai_models import names
 from support.module_install import MODULE_NAMESPACE
 from support.render import render_chart
 from support.values import module_values
+from testbed.csi_kubelet import CsiNode
 from testbed.jobrunner import NODE_NAME, Emulator, JobRunner
 from testbed.simulation import ClusterSimulation
 from testbed.volumes import StorageClassBehaviour
@@ -91,9 +92,12 @@ def module_cluster_simulation(
     nodes: Sequence[str] = (NODE_NAME,),
     image: str | None = None,
     workdir: Path | None = None,
+    csi_nodes: Sequence[CsiNode] = (),
+    csi_retry_cap: float | None = None,
 ) -> ClusterSimulation:
     """A `ClusterSimulation` that leaves the module image's Jobs (default: `module_image()`) to a
-    Job runner; by default with one node and `DEV_STORAGE_CLASS` as the default class."""
+    Job runner; by default with one node and `DEV_STORAGE_CLASS` as the default class. With
+    `csi_nodes`, the CSI kubelet publishes the module's NodeCache volumes on those nodes."""
     wanted = image or module_image()
     return ClusterSimulation(
         emulator,
@@ -101,4 +105,7 @@ def module_cluster_simulation(
         nodes=nodes,
         runner_image=lambda candidate: candidate == wanted,
         workdir=workdir,
+        csi_nodes=csi_nodes,
+        csi_drivers=(names.NODE_CACHE_DRIVER,),
+        csi_retry_cap=csi_retry_cap,
     )

@@ -22,7 +22,9 @@ what kube-scheduler does, and for every Pod on one of the cluster's Nodes what a
 - the kubelet: a scheduled Pod none of whose images `runs_elsewhere` (the Job runner's images:
   their Pods are the Job runner's business) becomes Running with every container running and
   Ready, without running any process; its claim mounts' subPath directories are created, as the
-  kubelet does (`testbed.mounts.pod_mounts` tells a test which directory each mount would show).
+  kubelet does (`testbed.mounts.pod_mounts` tells a test which directory each mount would show);
+  a Pod with inline CSI volumes stays Pending, its containers waiting `ContainerCreating`, while
+  `volume_setup` says why (`testbed.csi_kubelet` publishes them; without it no driver is registered).
   Pods never end by themselves.
 
 Deliberately not emulated: resources and capacity, taints and tolerations, affinity between Pods,
@@ -43,6 +45,25 @@ from testbed.reactor import StoreReactor, key_of, meta
 from testbed.volumes import SELECTED_NODE_ANNOTATION
 
 GATED_MESSAGE = "Scheduling is blocked due to non-empty scheduling gates"
+# Why a scheduled Pod's volumes are not set up yet (None: they are): the CSI kubelet answers it.
+VolumeSetUp = Callable[[Mapping[str, Any]], str | None]
+
+
+def unregistered_driver_message(volume: str, driver: str) -> str:
+    """kubelet's FailedMount message for an inline CSI volume of a driver the node does not have."""
+    return (
+        f'MountVolume.SetUp failed for volume "{volume}" : kubernetes.io/csi: mounter.SetUpAt failed '
+        f"to get CSI client: driver name {driver} not found in the list of registered CSI drivers"
+    )
+
+
+def no_csi_drivers(pod: Mapping[str, Any]) -> str | None:
+    """A node without CSI plugins: kubelet finds no registered driver for an inline CSI volume."""
+    for volume in (pod.get("spec") or {}).get("volumes") or []:
+        driver = (volume.get("csi") or {}).get("driver")
+        if driver:
+            return unregistered_driver_message(str(volume.get("name")), str(driver))
+    return None
 
 
 def _unbound_immediate(nodes: int) -> str:
@@ -137,7 +158,9 @@ class PodScheduler(StoreReactor):
         *,
         nodes: Sequence[str] = (NODE_NAME,),
         runs_elsewhere: Callable[[str], bool] = lambda image: False,
+        volume_setup: VolumeSetUp = no_csi_drivers,
     ) -> None:
+        self.volume_setup = volume_setup
         super().__init__(
             emulator.cluster,
             watched=[
@@ -351,12 +374,22 @@ class PodScheduler(StoreReactor):
             for container in [*(spec.get("initContainers") or []), *containers]:
                 host_directories(self.cluster, namespace, spec, container)
         except ClaimNotReady as error:
-            waiting = {"reason": "ContainerCreating", "message": f"unable to mount volumes: {error}"}
-            shown = [c.get("state", {}).get("waiting") for c in status.get("containerStatuses") or []]
-            if shown != [waiting] * len(containers):  # written once per cause: a retry must not churn
-                self.write_status("pods", pod, self._status(pod, waiting=waiting))
+            self._creating(pod, f"unable to mount volumes: {error}")
+            return
+        pending = self.volume_setup(pod)
+        if pending is not None:
+            self._creating(pod, pending)
             return
         self.write_status("pods", pod, self._status(pod, waiting=None))
+
+    def _creating(self, pod: dict[str, Any], message: str) -> None:
+        """Containers waiting `ContainerCreating` with `message`; written once per cause: a retry
+        must not churn the Pod."""
+        waiting = {"reason": "ContainerCreating", "message": message}
+        status = pod.get("status") or {}
+        shown = [c.get("state", {}).get("waiting") for c in status.get("containerStatuses") or []]
+        if shown != [waiting] * len((pod.get("spec") or {}).get("containers") or []):
+            self.write_status("pods", pod, self._status(pod, waiting=waiting))
 
     def _status(self, pod: dict[str, Any], *, waiting: dict[str, Any] | None) -> dict[str, Any]:
         spec = pod.get("spec") or {}

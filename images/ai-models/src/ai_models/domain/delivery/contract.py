@@ -9,8 +9,8 @@ A request is refused as a whole (`InvalidSpec`) when one reference is bad: an em
 that is not a DNS-1123 subdomain, a name given twice (also once as a Model and once as a
 ClusterModel: both would appear at the same path), or a pod template that already uses what the
 module would add (a volume or volumeMount at the models directory or under it, a volume named like
-the module's, the variables `AI_MODELS_MODELS_DIR` / `AI_MODELS_MODELS`). What the module itself
-added to the template earlier is not the user's and does not count.
+one of the module's in either mode, the variables `AI_MODELS_MODELS_DIR` / `AI_MODELS_MODELS`).
+What the module itself added to the template earlier is not the user's and does not count.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Final
 
-from ai_models.domain.delivery.template import CONTAINER_LISTS, strip
+from ai_models.domain.delivery.template import CONTAINER_LISTS, NODE_CACHE_VOLUME_NAME, strip
 from ai_models.domain.models.reference import ModelKey
 from ai_models.names import (
     CLUSTER_MODEL_ANNOTATION,
@@ -30,6 +30,7 @@ from ai_models.names import (
     MODELS_DIR_VARIABLE,
     MODELS_VARIABLE,
     MODULE_NAMESPACE,
+    NODE_CACHE_VOLUME_PREFIX,
     SHARED_PVC_VOLUME,
     ModelKind,
 )
@@ -206,6 +207,11 @@ def template_conflicts(template: Mapping[str, Any]) -> Iterator[str]:
             yield (
                 f"the pod template has its own volume named {SHARED_PVC_VOLUME}, the name of the volume "
                 "the module adds; rename that volume"
+            )
+        elif isinstance(volume, Mapping) and NODE_CACHE_VOLUME_NAME.match(str(volume.get("name") or "")):
+            yield (
+                f"the pod template has its own volume named {volume.get('name')}, a name of the volumes "
+                f"the module adds in NodeCache mode ({NODE_CACHE_VOLUME_PREFIX}<10 hex>); rename that volume"
             )
     for container in _containers(spec):
         name = container.get("name")

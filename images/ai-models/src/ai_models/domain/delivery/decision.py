@@ -1,4 +1,4 @@
-"""What one reconcile of a workload does for its models (SharedPVC mode): a pure decision.
+"""What one reconcile of a workload does for its models: a pure decision, in either delivery mode.
 
 The controller reads the workload and its request (`contract.parse`), each named model, the class a
 new claim would get, the claim named for the current model set (`wanted_claim`) with its
@@ -11,6 +11,13 @@ what to create or patch, and when to look again. The rules, in order:
   the template and the report go (`template.strip`); the claims go after a grace period
   (`superseded.release`, run by the controller in this state and once Delivered, D100).
 - A broken request is `InvalidSpec`; a model that is missing or not Ready is `ModelNotReady`.
+- NodeCache mode (`_node_cache`) needs neither claim nor Job: a user nodeSelector entry that sets a
+  key of the placement (`placement.placement`) to another value is `InvalidSpec`; models that do
+  not fit one node's cache are `InsufficientNodeCacheCapacity` (`placement.capacity_problem`);
+  otherwise the template gets one inline CSI volume per model and the placement, and is
+  `Delivered` at once: pods start, and kubelet's NodePublishVolume waits for the node's cache.
+- SharedPVC mode: a workload whose own template has an inline volume of the module's CSI driver can
+  only work in NodeCache mode: `NodeCacheDeliveryDisabled` (D110). Then, for SharedPVC:
 - A claim is made only for a class that exists and binds at once: a missing class is
   `SharedPVCStorageClassMissing`, a WaitForFirstConsumer class is named at once
   (`SharedPVCStorageClassWaitForFirstConsumer`) and no claim is made, since it would never bind
@@ -59,13 +66,26 @@ from ai_models.domain.delivery.claims import (
     owner_reference,
 )
 from ai_models.domain.delivery.contract import DeliveryRequest, InvalidSpec, Workload, ignored
+from ai_models.domain.delivery.placement import NodeCacheSeen, capacity_problem
 from ai_models.domain.delivery.report import REPORT_ANNOTATIONS, DeliveryReport, provisioner_text
-from ai_models.domain.delivery.template import DeliveredModel, Template, applied, gate, rewrite, strip
+from ai_models.domain.delivery.template import (
+    CachedModel,
+    DeliveredModel,
+    Template,
+    applied,
+    driver_volumes,
+    gate,
+    node_selector_conflicts,
+    rewrite,
+    rewrite_for_node_cache,
+    strip,
+)
 from ai_models.domain.models.reference import ModelKey
-from ai_models.domain.storage.prerequisites import IMMEDIATE, ClaimPhase
+from ai_models.domain.storage.prerequisites import IMMEDIATE, ClaimPhase, DeliveryMode
 from ai_models.names import (
     MATERIALIZED_DIGESTS_ANNOTATION,
     MODELS_DIR,
+    NODE_CACHE_DRIVER,
     OWNER_UID_LABEL,
     DeliveryReason,
     ModelPhase,
@@ -166,7 +186,12 @@ class Policy:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class DeliveryObservation:
+    """`mode`: delivery.mode; `node_cache`: its settings and selected Nodes (NodeCache mode only);
+    the claim, Job and storage fields are SharedPVC's."""
+
     workload: Workload
+    mode: DeliveryMode = DeliveryMode.SHARED_PVC
+    node_cache: NodeCacheSeen = dataclasses.field(default_factory=NodeCacheSeen)
     annotations: Mapping[str, Any]  # of the workload object: the report it carries
     template: Mapping[str, Any]  # the pod template as it is
     request: DeliveryRequest | InvalidSpec | None
@@ -193,6 +218,10 @@ class ResolvedModel:
     @property
     def delivered(self) -> DeliveredModel:
         return DeliveredModel(self.key.name, self.digest)
+
+    @property
+    def cached(self) -> CachedModel:
+        return CachedModel(self.key, self.digest)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -303,6 +332,13 @@ def decide(seen: DeliveryObservation, *, policy: Policy, now: datetime.datetime)
         return DeliveryAction(ANNOTATIONS_REMOVED, None, stripped if leftovers else None, ungate_pods=True)
     if isinstance(request, InvalidSpec):
         return _report(seen, "invalid_spec", DeliveryReason.INVALID_SPEC, request.message)
+    if seen.mode is DeliveryMode.NODE_CACHE:
+        return _node_cache(seen, request)
+    disabled = node_cache_needed(seen.template)
+    if disabled is not None:
+        return _report(
+            seen, "node_cache_delivery_disabled", DeliveryReason.NODE_CACHE_DELIVERY_DISABLED, disabled
+        )
     resolved = resolved_models(request, seen.models)
     if resolved is None:
         return _report(
@@ -315,6 +351,64 @@ def decide(seen: DeliveryObservation, *, policy: Policy, now: datetime.datetime)
     if claim is None:
         return _no_claim(seen, request, resolved, name)
     return _claim(seen, resolved, claim, policy=policy, now=now)
+
+
+def node_cache_needed(template: Mapping[str, Any]) -> str | None:
+    """In SharedPVC mode: why the user's own pod template can only work in NodeCache mode (it has an
+    inline volume of the module's CSI driver, which only NodeCache mode installs), None if not."""
+    volumes = driver_volumes(strip(template))
+    if not volumes:
+        return None
+    return (
+        f"the pod template has its own inline volume {', '.join(sorted(volumes))} of the CSI driver "
+        f"{NODE_CACHE_DRIVER}, which exists only when delivery.mode is NodeCache (now SharedPVC); switch "
+        "delivery.mode to NodeCache, or remove the volume (the annotations alone deliver the models)"
+    )
+
+
+def placement_conflicts(seen: DeliveryObservation) -> list[str]:
+    """The user's nodeSelector entries that contradict NodeCache placement, one problem each."""
+    wanted = seen.node_cache.placement
+    conflicts = node_selector_conflicts(strip(seen.template), wanted)
+    return [
+        f"the pod template's nodeSelector sets {key}={value!r}, but NodeCache delivery places the pods on "
+        f"nodes with {key}={wanted[key]!r} (delivery.nodeCache.nodeSelector and the node cache's readiness "
+        f"label); remove {key} from the template's nodeSelector"
+        for key, value in sorted(conflicts.items())
+    ]
+
+
+def _node_cache(seen: DeliveryObservation, request: DeliveryRequest) -> DeliveryAction:
+    conflicts = placement_conflicts(seen)
+    if conflicts:
+        return _report(seen, "node_selector_conflict", DeliveryReason.INVALID_SPEC, "; ".join(conflicts))
+    resolved = resolved_models(request, seen.models)
+    if resolved is None:
+        return _report(
+            seen, "model_not_ready", DeliveryReason.MODEL_NOT_READY, _not_ready(request, seen.models)
+        )
+    problem = capacity_problem(
+        [(item.key, item.digest, item.size_bytes) for item in resolved], seen.node_cache
+    )
+    if problem is not None:
+        return _report(
+            seen, "insufficient_node_cache_capacity", DeliveryReason.INSUFFICIENT_NODE_CACHE_CAPACITY, problem
+        )
+    current = dict(seen.template)
+    wanted = rewrite_for_node_cache(
+        current, models=[item.cached for item in resolved], node_selector=seen.node_cache.placement
+    )
+    nodes = ",".join(f"{key}={value}" for key, value in sorted(seen.node_cache.placement.items()))
+    return _report(
+        seen,
+        "delivered",
+        DeliveryReason.DELIVERED,
+        f"{_models(resolved)} delivered from the node cache, read-only under {MODELS_DIR}, on nodes with "
+        f"{nodes}; a pod starts once its node has the files",
+        # A complete template that keeps the gate is left as it is: its pods are ungated.
+        template=None if current in (wanted, gate(wanted)) else wanted,
+        ungate_pods=True,
+    )
 
 
 def _report(
@@ -582,6 +676,11 @@ def admit(seen: DeliveryObservation) -> Template | None:
     ReplicaSet. While a model is not Ready or the request is broken, the template is gated; one
     that already mounts a claim (a delivery that is blocked now) is left alone: a blocked delivery
     keeps what its pods use. The claim name does not need the uid the object has not got yet.
+
+    In NodeCache mode there is nothing to wait for before scheduling (kubelet's NodePublishVolume
+    waits for the node's cache): when every model is Ready and fits `delivery.nodeCache.size`, the
+    template is written complete and ungated; otherwise it is gated (or kept, as above). The Nodes'
+    reports are not read here (D111): the controller judges them.
     """
     request = seen.request
     if ignored(seen.workload.namespace):
@@ -591,8 +690,24 @@ def admit(seen: DeliveryObservation) -> Template | None:
         stripped = strip(current)
         return None if stripped == current else stripped
     resolved = resolved_models(request, seen.models) if isinstance(request, DeliveryRequest) else None
-    if resolved is None or not isinstance(request, DeliveryRequest):
-        wanted = current if applied(current) is not None else gate(current)
+    blocked = current if applied(current) is not None else gate(current)
+    if seen.mode is DeliveryMode.NODE_CACHE:
+        if (
+            resolved is None
+            or placement_conflicts(seen)
+            or capacity_problem(
+                [(item.key, item.digest, item.size_bytes) for item in resolved], seen.node_cache
+            )
+        ):
+            wanted = blocked
+        else:
+            complete = rewrite_for_node_cache(
+                current, models=[item.cached for item in resolved], node_selector=seen.node_cache.placement
+            )
+            # Complete and gated (the controller ungates its pods): left as it is, like SharedPVC's.
+            wanted = current if current == gate(complete) else complete
+    elif resolved is None or not isinstance(request, DeliveryRequest) or node_cache_needed(current):
+        wanted = blocked
     else:
         name = claim_name(request.workload, (item.digest for item in resolved))
         claim = seen.claim if seen.claim is not None and seen.claim.name == name else None

@@ -73,7 +73,7 @@ def owned(claims: Iterable[Mapping[str, Any]], *, workload_uid: str) -> list[Map
 def template_claims(template: Mapping[str, Any]) -> frozenset[str]:
     """The claims a pod template mounts: the module's record, and its volumes."""
     record = applied(template)
-    return claims_mounted(template) | ({record.claim} if record is not None else set())
+    return claims_mounted(template) | ({record.claim} if record is not None and record.claim else set())
 
 
 def candidates(

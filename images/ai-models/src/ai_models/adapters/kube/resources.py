@@ -57,6 +57,8 @@ DAEMON_SETS = Resource("apps/v1", "DaemonSet", "daemonsets", namespaced=True)
 CRON_JOBS = Resource("batch/v1", "CronJob", "cronjobs", namespaced=True)
 PERSISTENT_VOLUME_CLAIMS = Resource("v1", "PersistentVolumeClaim", "persistentvolumeclaims", namespaced=True)
 PERSISTENT_VOLUMES = Resource("v1", "PersistentVolume", "persistentvolumes", namespaced=False)
+# NodeCache delivery: the Nodes of the cache (placement and their cache reports).
+NODES = Resource("v1", "Node", "nodes", namespaced=False)
 
 
 def _snake(kind: str) -> str:

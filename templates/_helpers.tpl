@@ -91,6 +91,31 @@ Usage: include "ai_models.module_common_image" (list . "kubeRbacProxy") */ -}}
 {{- printf "%s@%s" $base $digest -}}
 {{- end -}}
 
+{{- /* Image reference of the node-driver-registrar CSI sidecar built for the cluster's Kubernetes
+minor, as Deckhouse's CSI modules take it: the common image csiNodeDriverRegistrar<major><minor>
+(1.34 -> csiNodeDriverRegistrar134). Reads global.discovery.kubernetesVersion, then
+.Capabilities.KubeVersion, and the common image digests; fails naming the missing key.
+Usage: include "ai_models.csi_node_driver_registrar_image" . */ -}}
+{{- define "ai_models.csi_node_driver_registrar_image" -}}
+{{- $version := dig "discovery" "kubernetesVersion" "" (.Values.global | default dict) | toString -}}
+{{- if not $version -}}
+{{- $version = .Capabilities.KubeVersion.Version -}}
+{{- end -}}
+{{- $semver := semver $version -}}
+{{- $image := printf "csiNodeDriverRegistrar%d%d" $semver.Major $semver.Minor -}}
+{{- if not (dig "modulesImages" "digests" "common" $image "" (.Values.global | default dict)) -}}
+{{- fail (printf "delivery.mode NodeCache needs the node-driver-registrar image for Kubernetes %d.%d, and this Deckhouse release has none (global.modulesImages.digests.common.%s is not set): use a Deckhouse release that supports this Kubernetes version, or set delivery.mode to SharedPVC" $semver.Major $semver.Minor $image) -}}
+{{- end -}}
+{{- include "ai_models.module_common_image" (list . $image) -}}
+{{- end -}}
+
+{{- /* "true" when SecurityPolicyException objects can be applied: the admission-policy-engine-crd
+module, which serves the kind, is enabled (lib-helm's condition). Reads global.enabledModules.
+Usage: if (include "ai_models.security_policy_exceptions_available" .) */ -}}
+{{- define "ai_models.security_policy_exceptions_available" -}}
+{{- if has "admission-policy-engine-crd" (dig "enabledModules" list (.Values.global | default dict)) -}}true{{- end -}}
+{{- end -}}
+
 {{- /* Name of the pull secret rendered by templates/registry-secret.yaml. Reads .Chart.Name.
 Usage: include "ai_models.registry_secret_name" . */ -}}
 {{- define "ai_models.registry_secret_name" -}}

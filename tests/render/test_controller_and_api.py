@@ -213,15 +213,17 @@ API_INTERNAL_LISTENER_ENV = {
     "AI_MODELS_API_TLS_KEY_FILE": "/etc/ai-models/api-tls/tls.key",
 }
 
-# SharedPVC mode only (the default): the storage-prerequisites check's claims and events, and what
-# SharedPVC delivery makes beside each workload (D93).
-CONTROLLER_SHARED_PVC_ONLY_RULES = [
-    # Workload delivery (D93).
+# Workload delivery in both modes (D93, issue 13).
+CONTROLLER_DELIVERY_RULES = [
     rule(["apps"], ["deployments", "statefulsets", "daemonsets"], ["get", "list", "watch", "patch"]),
     rule(["batch"], ["cronjobs"], ["get", "list", "watch", "patch"]),
     rule([""], ["pods"], ["list", "patch"]),
     # A delivered Deployment's stale ReplicaSet, deleted once the new one is available (D95).
     rule(["apps"], ["replicasets"], ["list", "delete"]),
+]
+# SharedPVC mode only (the default): the storage-prerequisites check's claims and events, and what
+# SharedPVC delivery makes beside each workload (D93).
+CONTROLLER_SHARED_PVC_ONLY_RULES = [
     rule([""], ["persistentvolumeclaims", "events"], ["list"]),
     # delete: a claim its workload no longer uses, after the grace period (D100).
     rule([""], ["persistentvolumeclaims"], ["get", "watch", "create", "patch", "delete"]),
@@ -238,10 +240,11 @@ CONTROLLER_CLUSTER_RULES = [
     rule([""], ["events"], ["create", "patch"]),
     # The storage-prerequisites check; SharedPVC (the default mode) reads shared claims and events.
     rule(["storage.k8s.io"], ["storageclasses"], ["list"]),
+    *CONTROLLER_DELIVERY_RULES,
     *CONTROLLER_SHARED_PVC_ONLY_RULES,
 ]
-# NodeCache mode reads nodes instead of claims and their events.
-CONTROLLER_NODE_CACHE_PREREQUISITE_RULES = [rule([""], ["nodes"], ["list"])]
+# NodeCache mode reads nodes (prerequisites, readiness labels, cache reports) instead of claims.
+CONTROLLER_NODE_CACHE_ONLY_RULES = [rule([""], ["nodes"], ["get", "list", "watch"])]
 CONTROLLER_NAMESPACE_RULES = [
     rule(["coordination.k8s.io"], ["leases"], ["create"]),
     rule(["coordination.k8s.io"], ["leases"], ["get", "update"], [CONTROLLER]),
@@ -705,7 +708,7 @@ def test_the_controller_reads_nodes_not_claims_in_node_cache_mode() -> None:
     cluster, _, _ = granted(rendered("delivery-node-cache"), "controller")
     shared_pvc_only = rule_set(CONTROLLER_SHARED_PVC_ONLY_RULES)
     assert cluster == (rule_set(CONTROLLER_CLUSTER_RULES) - shared_pvc_only) | rule_set(
-        CONTROLLER_NODE_CACHE_PREREQUISITE_RULES
+        CONTROLLER_NODE_CACHE_ONLY_RULES
     )
 
 

@@ -1,10 +1,10 @@
 """What workload delivery may do, asked of the emulator's RBAC authorizer (the upstream rules) over
 the rendered roles and bindings of the controller's ServiceAccount, per delivery mode (D93).
 
-SharedPVC mode (the one mode that delivers so far): read and patch the four workload kinds and
-patch Pods (the scheduling gate) in any namespace, never create or delete them; delete a
-Deployment's stale ReplicaSet (D95); the shared claims, their volumes, the materialize Jobs and the
-Secrets beside them. NodeCache gets none of that until it delivers.
+Both modes: read and patch the four workload kinds and patch Pods (the scheduling gate) in any
+namespace, never create or delete them; delete a Deployment's stale ReplicaSet (D95). SharedPVC
+mode only: the shared claims, their volumes, the materialize Jobs and the Secrets beside them.
+NodeCache mode only: read the Nodes (placement by the plugin's readiness label and cache report).
 """
 
 from __future__ import annotations
@@ -78,14 +78,21 @@ def allowed(mode: str, group: str, resource: str, verb: str, namespace: str = US
     return authorizer(mode).authz.authorize(attrs).allowed
 
 
+@pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize(("group", "resource", "verb"), WORKLOAD_RULES)
-def test_delivery_reads_and_patches_workloads_and_pods_everywhere_in_shared_pvc_mode(
-    group: str, resource: str, verb: str
+def test_delivery_reads_and_patches_workloads_and_pods_everywhere_in_both_modes(
+    mode: str, group: str, resource: str, verb: str
 ) -> None:
-    assert allowed("SharedPVC", group, resource, verb)
-    assert allowed("SharedPVC", group, resource, verb, namespace="")  # the informers list all namespaces
-    assert not allowed("NodeCache", group, resource, verb)
-    assert not allowed("NodeCache", group, resource, verb, namespace="")
+    assert allowed(mode, group, resource, verb)
+    assert allowed(mode, group, resource, verb, namespace="")  # the informers list all namespaces
+
+
+@pytest.mark.parametrize("verb", ["get", "list", "watch"])
+def test_nodes_are_read_only_in_node_cache_mode(verb: str) -> None:
+    assert allowed("NodeCache", "", "nodes", verb, namespace="")
+    assert not allowed("SharedPVC", "", "nodes", verb, namespace="")
+    for write in ("create", "update", "patch", "delete"):
+        assert not allowed("NodeCache", "", "nodes", write, namespace="")
 
 
 @pytest.mark.parametrize(("group", "resource", "verb"), SHARED_PVC_ONLY)

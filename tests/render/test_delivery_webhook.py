@@ -153,16 +153,13 @@ def test_the_certificate_adds_exactly_the_webhook_and_its_secret() -> None:
     assert inventory(rendered("minimal")) <= inventory(rendered(WITH_CERT.name))
 
 
-@pytest.mark.parametrize(
-    ("item", "configurations"), [(WITH_CERT, 1), (NODE_CACHE_WITH_CERT, 0)], ids=["SharedPVC", "NodeCache"]
-)
-def test_with_the_certificate_every_object_is_valid_and_passes_review(
-    item: Scenario, configurations: int
-) -> None:
-    """The webhook is configured in SharedPVC mode only: in NodeCache mode nothing admits
-    workloads yet, and a configuration would refuse every annotated one (failurePolicy Fail)."""
+@pytest.mark.parametrize("item", [WITH_CERT, NODE_CACHE_WITH_CERT], ids=["SharedPVC", "NodeCache"])
+def test_with_the_certificate_every_object_is_valid_and_passes_review(item: Scenario) -> None:
+    """The webhook is configured in both delivery modes: the controller admits workloads in each
+    (issue 13), the same configuration in both."""
     chart = rendered(item.name)
-    assert len(webhook_configurations(chart)) == configurations
+    assert len(webhook_configurations(chart)) == 1
+    assert webhook_configurations(chart) == webhook_configurations(rendered(WITH_CERT.name))
     for obj in chart.objects:
         validate_object(obj)
     assert review(chart.objects, ClusterExpectations.from_values(item.values())) == []

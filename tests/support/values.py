@@ -21,6 +21,7 @@ from support.paths import OPENAPI_DIR
 MODULE_VALUES_KEY = "aiModels"
 IMAGE_DIGEST = "sha256:" + "a1" * 32
 COMMON_IMAGE_DIGEST = "sha256:" + "c2" * 32
+REGISTRAR_IMAGE_DIGEST = "sha256:" + "d3" * 32
 
 # What Deckhouse puts under `global` in a typical cluster; scenarios override pieces of it.
 DEFAULT_GLOBAL: dict[str, Any] = {
@@ -28,8 +29,12 @@ DEFAULT_GLOBAL: dict[str, Any] = {
         "registry": {"base": "registry.deckhouse.io/deckhouse/ce"},
         "digests": {
             MODULE_VALUES_KEY: {"aiModels": IMAGE_DIGEST},
-            # Deckhouse's shared images; the metrics sidecars use kube-rbac-proxy.
-            "common": {"kubeRbacProxy": COMMON_IMAGE_DIGEST},
+            # Deckhouse's shared images; the metrics sidecars use kube-rbac-proxy, the NodeCache
+            # plugin the CSI node-driver-registrar built for the cluster's Kubernetes minor.
+            "common": {
+                "kubeRbacProxy": COMMON_IMAGE_DIGEST,
+                "csiNodeDriverRegistrar134": REGISTRAR_IMAGE_DIGEST,
+            },
         },
     },
     "discovery": {
@@ -45,7 +50,15 @@ DEFAULT_GLOBAL: dict[str, Any] = {
         "ingressClass": "nginx",
         "placement": {},
     },
-    "enabledModules": ["ai-models", "cert-manager", "operator-prometheus-crd", "vertical-pod-autoscaler-crd"],
+    # admission-policy-engine is on by default in Deckhouse; its CRD module serves
+    # SecurityPolicyException.
+    "enabledModules": [
+        "ai-models",
+        "admission-policy-engine-crd",
+        "cert-manager",
+        "operator-prometheus-crd",
+        "vertical-pod-autoscaler-crd",
+    ],
 }
 
 MINIMAL_SETTINGS: dict[str, Any] = {

@@ -19,7 +19,7 @@ from typing import Any, Final
 
 from prometheus_client import REGISTRY, CollectorRegistry, start_http_server
 
-from ai_models.controller.http_server import BoundedHTTPServer, bound_address
+from ai_models.adapters.http_server import BoundedHTTPServer, bound_address
 
 log = logging.getLogger(__name__)
 

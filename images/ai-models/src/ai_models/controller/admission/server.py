@@ -18,8 +18,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Final
 
+from ai_models.adapters.http_server import BoundedHTTPServer, bound_address
 from ai_models.controller.admission.review import Admission, ReviewError, answer, parse_review
-from ai_models.controller.http_server import BoundedHTTPServer, bound_address
 
 log = logging.getLogger(__name__)
 

@@ -31,7 +31,6 @@ from ai_models.controller.prerequisites import PrerequisitesCollector, check, lo
 from ai_models.controller.runtime import Manager
 from ai_models.controller.settings import ControllerSettings
 from ai_models.controller.storage.metrics import LedgerCollector, StorageMetrics
-from ai_models.domain.storage.prerequisites import DeliveryMode
 
 log = logging.getLogger(__name__)
 # The first API call is retried START_ATTEMPTS times, 2 s apart doubling to at most 30 s: about
@@ -161,10 +160,10 @@ def run(settings: ControllerSettings) -> int:
             events=events,
         )
         models.attach(manager, catalog_sources=catalog_informer)
-        if settings.delivery_mode is DeliveryMode.SHARED_PVC:
-            attach_delivery(manager, api_client=api, settings=settings, models=models, events=events)
-            # Every replica admits workloads: the API server calls whichever the Service picks.
-            webhook = start_webhook(api, settings)
+        # Both modes deliver (the settings say how); every replica admits workloads: the API server
+        # calls whichever the Service picks.
+        attach_delivery(manager, api_client=api, settings=settings, models=models, events=events)
+        webhook = start_webhook(api, settings)
         probes.mark_ready()
 
         def reconcile(stop: threading.Event) -> None:

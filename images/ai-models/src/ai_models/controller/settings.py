@@ -17,7 +17,7 @@ from ai_models.names import (
     MATERIALIZER_TEMPLATE_CONFIGMAP,
     PUBLISHER_TEMPLATE_CONFIGMAP,
 )
-from ai_models.settings import Settings
+from ai_models.settings import Settings, parse_quantity
 
 # A Go-style duration as ModuleConfig settings spell them: "90s", "10m", "1h30m".
 _DURATION: Final = re.compile(r"^(?:(?P<h>[0-9]+)h)?(?:(?P<m>[0-9]+)m)?(?:(?P<s>[0-9]+)s)?$")
@@ -141,6 +141,18 @@ class ControllerSettings(Settings):
         le=1,
         description="Share of the stored bytes above which a pass removes nothing and reports it instead.",
     )
+
+    @property
+    def delivery_node_cache_size_bytes(self) -> int | None:
+        """delivery.nodeCache.size in bytes (None: not set)."""
+        return parse_quantity(self.delivery_node_cache_size) if self.delivery_node_cache_size else None
+
+    @field_validator("delivery_node_cache_size")
+    @classmethod
+    def _node_cache_size(cls, value: str | None) -> str | None:
+        if value:
+            parse_quantity(value)  # a typo fails at start, naming the variable
+        return value
 
     @field_validator("delivery_provisioning_timeout", mode="before")
     @classmethod

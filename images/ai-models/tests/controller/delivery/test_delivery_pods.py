@@ -1,6 +1,7 @@
 """Reads and writes of single steps against the API emulator: ungating a workload's Pods (only the
-delivery gate goes, only from the workload's own Pods, and while it delivers from a claim only from
-the Pods that mount that claim), and a bound claim's volume confirmed by a read."""
+delivery gate goes, only from the workload's own Pods, and while it delivers only from the Pods that
+get what the template's record names: its claim, or its node cache volumes with their digests), and a
+bound claim's volume confirmed by a read."""
 
 from __future__ import annotations
 
@@ -14,11 +15,28 @@ from ai_models.controller.delivery.steps.pods import ungate_pods
 from ai_models.controller.models.slots import SlotKeeper
 from ai_models.domain.delivery.claims import ClassChoice
 from ai_models.domain.delivery.contract import WorkloadKind
-from ai_models.names import DELIVERY_SCHEDULING_GATE, MODEL_ANNOTATION, SHARED_PVC_VOLUME
+from ai_models.domain.delivery.template import (
+    Applied,
+    CachedModel,
+    DeliveredModel,
+    applied,
+    node_cache_volume_source,
+    rewrite,
+    rewrite_for_node_cache,
+)
+from ai_models.domain.models.reference import ModelKey
+from ai_models.names import (
+    DELIVERY_SCHEDULING_GATE,
+    MODEL_ANNOTATION,
+    NODE_CACHE_READY_LABEL,
+    SHARED_PVC_VOLUME,
+    ModelKind,
+)
 
 NAMESPACE = "team-a"
 CLAIM = "ai-models-web-0123456789"
 OTHER_GATE = "example.com/quota"
+LLAMA = CachedModel(ModelKey(ModelKind.MODEL, NAMESPACE, "llama"), "sha256:" + "a1" * 32)
 
 
 def deployment() -> dict[str, Any]:
@@ -39,13 +57,17 @@ def deployment() -> dict[str, Any]:
     }
 
 
-def pod(name: str, *, owner: str, gates: list[str], claim: str | None) -> dict[str, Any]:
+def pod(
+    name: str, *, owner: str, gates: list[str], claim: str | None = None, cached: CachedModel | None = None
+) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "containers": [{"name": "server", "image": "inference:1"}],
         "schedulingGates": [{"name": gate} for gate in gates],
     }
     if claim is not None:
         spec["volumes"] = [{"name": SHARED_PVC_VOLUME, "persistentVolumeClaim": {"claimName": claim}}]
+    if cached is not None:
+        spec["volumes"] = [node_cache_volume_source(cached)]
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -77,6 +99,12 @@ def subject() -> Subject:
     )
 
 
+def record(template: dict[str, Any]) -> Applied:
+    found = applied(template)
+    assert found is not None
+    return found
+
+
 def test_only_the_workloads_pods_that_mount_its_claim_lose_only_the_delivery_gate(kube_emulator: Any) -> None:
     kube_emulator.cluster.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
     ours = DELIVERY_SCHEDULING_GATE
@@ -89,7 +117,8 @@ def test_only_the_workloads_pods_that_mount_its_claim_lose_only_the_delivery_gat
         kube_emulator.cluster.apply(item)
     workloads = Workloads(kube_emulator.api_client())
 
-    assert ungate_pods(workloads=workloads, subject=subject(), claim=CLAIM) is None
+    shared = record(rewrite({"spec": {}}, claim=CLAIM, models=[DeliveredModel("llama", LLAMA.digest)]))
+    assert ungate_pods(workloads=workloads, subject=subject(), delivers=shared) is None
 
     assert gates_of(kube_emulator) == {
         "web-new-1": [],
@@ -99,9 +128,37 @@ def test_only_the_workloads_pods_that_mount_its_claim_lose_only_the_delivery_gat
     }
 
     # The workload no longer asks for models: every Pod of its own goes.
-    assert ungate_pods(workloads=workloads, subject=subject(), claim=None) is None
+    assert ungate_pods(workloads=workloads, subject=subject(), delivers=None) is None
     assert gates_of(kube_emulator)["web-old-1"] == []
     assert gates_of(kube_emulator)["webby-1"] == [ours]
+
+
+def test_in_node_cache_mode_only_pods_with_the_recorded_volumes_and_digests_lose_the_gate(
+    kube_emulator: Any,
+) -> None:
+    kube_emulator.cluster.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+    ours = DELIVERY_SCHEDULING_GATE
+    earlier = CachedModel(LLAMA.key, "sha256:" + "b2" * 32)
+    for item in (
+        pod("web-new-1", owner="web-new", gates=[ours], cached=LLAMA),
+        pod("web-republished-1", owner="web-older", gates=[ours], cached=earlier),
+        pod("web-old-1", owner="web-old", gates=[ours]),
+        pod("web-shared-1", owner="web-shared", gates=[ours], claim=CLAIM),
+    ):
+        kube_emulator.cluster.apply(item)
+    workloads = Workloads(kube_emulator.api_client())
+    cached = record(
+        rewrite_for_node_cache({"spec": {}}, models=[LLAMA], node_selector={NODE_CACHE_READY_LABEL: "true"})
+    )
+
+    assert ungate_pods(workloads=workloads, subject=subject(), delivers=cached) is None
+
+    assert gates_of(kube_emulator) == {
+        "web-new-1": [],
+        "web-republished-1": [ours],  # the model's earlier artifact: not what the template delivers
+        "web-old-1": [ours],
+        "web-shared-1": [ours],  # mounts a claim, not the node cache
+    }
 
 
 def test_a_selector_object_becomes_the_label_selector_query() -> None:

@@ -2,11 +2,13 @@
 admitted with the pod template `domain.delivery.decision.admit` says, as one JSON patch.
 
 Every controller replica serves it, so it reads what it needs directly (no informer runs outside
-the leader): each named Model or ClusterModel and the wanted claim, one GET each with a short
-timeout. A read that fails, or an object without a name yet (`generateName`), admits the template
-gated: the pods wait and the leader's controller finishes the template, so an API hiccup never
-refuses a workload and never starts pods without their models. What the gate means for the user is
-said in an admission warning (`kubectl` prints it).
+the leader): each named Model or ClusterModel and, in SharedPVC mode, the wanted claim, one GET
+each with a short timeout. A read that fails, or (SharedPVC) an object without a name yet
+(`generateName`, so no claim name), admits the template gated: the pods wait and the leader's
+controller finishes the template, so an API hiccup never refuses a workload and never starts pods
+without their models. In NodeCache mode it reads no claim and no Node: a template for Ready models
+that fit `delivery.nodeCache.size` is written complete without the gate, a name or not (D111).
+What the gate means for the user is said in an admission warning (`kubectl` prints it).
 """
 
 from __future__ import annotations
@@ -24,9 +26,11 @@ from ai_models.adapters.kube.models import ModelObjects
 from ai_models.controller.admission.review import Admission
 from ai_models.controller.delivery.observe import model_seen, observation
 from ai_models.domain.delivery.contract import DeliveryRequest, InvalidSpec, WorkloadKind, parse, pod_template
-from ai_models.domain.delivery.decision import admit, wanted_claim
+from ai_models.domain.delivery.decision import admit, placement_conflicts, resolved_models, wanted_claim
+from ai_models.domain.delivery.placement import NodeCacheSeen, capacity_problem
 from ai_models.domain.delivery.template import gated, json_patch
 from ai_models.domain.models.reference import ModelKey
+from ai_models.domain.storage.prerequisites import DeliveryMode
 from ai_models.names import DELIVERY_REASON_ANNOTATION, DELIVERY_SCHEDULING_GATE
 
 log = logging.getLogger(__name__)
@@ -78,11 +82,16 @@ def _cause(error: Exception) -> str:
 
 
 class WorkloadAdmission:
-    """`Admit` for `WebhookServer`: one AdmissionReview request in, the admission out."""
+    """`Admit` for `WebhookServer`: one AdmissionReview request in, the admission out.
+    `node_cache`: the NodeCache settings in NodeCache mode (its `nodes` are not read), None in
+    SharedPVC mode."""
 
-    def __init__(self, *, read_model: ReadModel, read_claim: ReadClaim) -> None:
+    def __init__(
+        self, *, read_model: ReadModel, read_claim: ReadClaim, node_cache: NodeCacheSeen | None = None
+    ) -> None:
         self._read_model = read_model
         self._read_claim = read_claim
+        self._node_cache = node_cache
 
     def __call__(self, request: Mapping[str, Any]) -> Admission:
         obj = request.get("object")
@@ -112,6 +121,8 @@ class WorkloadAdmission:
         return Admission(patch=patch, warnings=(warning,) if warning and gated(wanted) else ())
 
     def _admitted(self, workload: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
+        if self._node_cache is not None:
+            return self._admitted_for_node_cache(workload, self._node_cache)
         delivery = parse(workload)
         models: dict[ModelKey, Mapping[str, Any] | None] = {}
         claim: Mapping[str, Any] | None = None
@@ -139,6 +150,37 @@ class WorkloadAdmission:
                 if not warning:
                     warning = _waiting("its shared volume is being filled")
         seen = observation(workload, models=models, claim=claim)
+        wanted = admit(seen)
+        return (dict(wanted) if wanted is not None else None), warning
+
+    def _admitted_for_node_cache(
+        self, workload: dict[str, Any], node_cache: NodeCacheSeen
+    ) -> tuple[dict[str, Any] | None, str]:
+        delivery = parse(workload)
+        models: dict[ModelKey, Mapping[str, Any] | None] = {}
+        warning = ""
+        if isinstance(delivery, InvalidSpec):
+            warning = f"ai-models: {delivery.message}"
+        elif isinstance(delivery, DeliveryRequest):
+            try:
+                models = {key: self._read_model(key) for key in delivery.keys}
+            except Unreadable as error:
+                log.warning("admission read failed; the template is gated", extra={"error": str(error)})
+                models = {}
+                warning = _waiting("the controller could not read what it names just now")
+        seen = observation(workload, models=models, mode=DeliveryMode.NODE_CACHE, node_cache=node_cache)
+        if isinstance(delivery, DeliveryRequest) and not warning:
+            conflicts = placement_conflicts(seen)
+            resolved = resolved_models(delivery, seen.models)
+            if conflicts:
+                warning = "ai-models: " + "; ".join(conflicts)
+            elif resolved is None:
+                warning = _waiting("a model it names is not Ready")
+            else:
+                problem = capacity_problem(
+                    [(item.key, item.digest, item.size_bytes) for item in resolved], node_cache
+                )
+                warning = _waiting(problem) if problem else ""
         wanted = admit(seen)
         return (dict(wanted) if wanted is not None else None), warning
 

@@ -2,10 +2,14 @@
 
 - the four workload kinds, trimmed to what a pass reads: identity and annotations, the selector (to
   find the Pods to ungate) and the pod template (to compare and rewrite it whole); indexed by the
-  models they name, so a Model's change finds its workloads;
-- the shared claims (`ai.deckhouse.io/shared-pvc=true`), indexed by owner uid and by volume;
-- PersistentVolumes, name and phase only: whether a bound claim's volume still exists;
-- the materialize Jobs (their component label), indexed by workload.
+  models they name, so a Model's change finds its workloads, and by their report's reason, so a
+  Node's change finds the workloads that wait for a larger cache;
+- the shared claims (`ai.deckhouse.io/shared-pvc=true`), indexed by owner uid and by volume; in
+  NodeCache mode too, so the claims of an earlier SharedPVC delivery are taken back (D100, D111);
+- SharedPVC mode: PersistentVolumes, name and phase only (whether a bound claim's volume still
+  exists), and the materialize Jobs (their component label), indexed by workload;
+- NodeCache mode: the Nodes `delivery.nodeCache.nodeSelector` selects (a server-side label
+  selector), trimmed to name, labels and the cache report.
 
 Model and ClusterModel objects are not followed here: the controller's Model informers already hold
 them, and the lead hangs `DeliveryRuntime.model_changed` on those.
@@ -22,6 +26,7 @@ from ai_models.adapters.kube.resources import (
     DAEMON_SETS,
     DEPLOYMENTS,
     JOBS,
+    NODES,
     PERSISTENT_VOLUME_CLAIMS,
     PERSISTENT_VOLUMES,
     STATEFUL_SETS,
@@ -31,8 +36,10 @@ from ai_models.controller.delivery.jobs import SELECTOR as JOB_SELECTOR
 from ai_models.controller.delivery.jobs import workload_of_job
 from ai_models.controller.delivery.keys import WorkloadKey
 from ai_models.domain.delivery.contract import DeliveryRequest, WorkloadKind, parse
+from ai_models.domain.delivery.report import report_of
 from ai_models.domain.models.reference import ModelKey
-from ai_models.names import SHARED_PVC_LABEL, SHARED_PVC_LABEL_VALUE
+from ai_models.domain.storage.prerequisites import DeliveryMode
+from ai_models.names import NODE_CACHE_REPORT_ANNOTATION, SHARED_PVC_LABEL, SHARED_PVC_LABEL_VALUE
 
 WORKLOAD_RESOURCES: Final[Mapping[WorkloadKind, Resource]] = {
     WorkloadKind.DEPLOYMENT: DEPLOYMENTS,
@@ -42,6 +49,7 @@ WORKLOAD_RESOURCES: Final[Mapping[WorkloadKind, Resource]] = {
 }
 CLAIM_SELECTOR: Final = f"{SHARED_PVC_LABEL}={SHARED_PVC_LABEL_VALUE}"
 BY_MODEL: Final = "model"
+BY_REASON: Final = "reason"
 BY_OWNER_UID: Final = "owner-uid"
 BY_VOLUME: Final = "volume"
 BY_WORKLOAD: Final = "workload"
@@ -96,6 +104,24 @@ def trim_volume(obj: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def trim_node(obj: dict[str, Any]) -> dict[str, Any]:
+    """A Node as placement reads it: its name, labels and cache report (a Node's status, its
+    images above all, is most of its size)."""
+    meta = obj.get("metadata") or {}
+    annotations = meta.get("annotations") or {}
+    trimmed_meta: dict[str, Any] = {"name": meta.get("name"), "labels": meta.get("labels") or {}}
+    if NODE_CACHE_REPORT_ANNOTATION in annotations:
+        trimmed_meta["annotations"] = {
+            NODE_CACHE_REPORT_ANNOTATION: annotations[NODE_CACHE_REPORT_ANNOTATION]
+        }
+    return {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"), "metadata": trimmed_meta}
+
+
+def label_selector_of(selector: Mapping[str, str]) -> str | None:
+    """`delivery.nodeCache.nodeSelector` as a label selector (None selects every Node)."""
+    return ",".join(f"{key}={value}" for key, value in sorted(selector.items())) or None
+
+
 def model_index_value(key: ModelKey) -> str:
     return str(key)
 
@@ -105,6 +131,11 @@ def models_named(obj: Mapping[str, Any]) -> Iterable[str]:
     if not isinstance(request, DeliveryRequest):
         return []
     return [model_index_value(key) for key in request.keys]
+
+
+def reported_reason(obj: Mapping[str, Any]) -> Iterable[str]:
+    report = report_of((obj.get("metadata") or {}).get("annotations") or {})
+    return [report.reason.value] if report is not None else []
 
 
 def claim_owner_uids(obj: Mapping[str, Any]) -> Iterable[str]:
@@ -123,14 +154,25 @@ def job_workload(obj: Mapping[str, Any]) -> Iterable[str]:
 
 
 class DeliveryInformers:
-    def __init__(self, api_client: Any, *, resync_seconds: float | None = None) -> None:
+    """What the delivery reconciler follows in `mode`: `volumes` and `jobs` in SharedPVC mode,
+    `nodes` (those of `node_selector`) in NodeCache mode, None in the other."""
+
+    def __init__(
+        self,
+        api_client: Any,
+        *,
+        resync_seconds: float | None = None,
+        mode: DeliveryMode = DeliveryMode.SHARED_PVC,
+        node_selector: Mapping[str, str] | None = None,
+    ) -> None:
+        self.mode = mode
         self.workloads = {
             kind: Informer(
                 api_client,
                 resource,
                 name=f"delivery-{resource.plural}",
                 transform=trim_workload,
-                indexers={BY_MODEL: models_named},
+                indexers={BY_MODEL: models_named, BY_REASON: reported_reason},
                 resync_seconds=resync_seconds,
             )
             for kind, resource in WORKLOAD_RESOURCES.items()
@@ -142,19 +184,47 @@ class DeliveryInformers:
             label_selector=CLAIM_SELECTOR,
             indexers={BY_OWNER_UID: claim_owner_uids, BY_VOLUME: claim_volume},
         )
-        self.volumes = Informer(
-            api_client, PERSISTENT_VOLUMES, name="delivery-volumes", transform=trim_volume
+        shared = mode is DeliveryMode.SHARED_PVC
+        self.volumes = (
+            Informer(api_client, PERSISTENT_VOLUMES, name="delivery-volumes", transform=trim_volume)
+            if shared
+            else None
         )
-        self.jobs = Informer(
-            api_client,
-            JOBS,
-            name="materialize-jobs",
-            label_selector=JOB_SELECTOR,
-            indexers={BY_WORKLOAD: job_workload},
+        self.jobs = (
+            Informer(
+                api_client,
+                JOBS,
+                name="materialize-jobs",
+                label_selector=JOB_SELECTOR,
+                indexers={BY_WORKLOAD: job_workload},
+            )
+            if shared
+            else None
+        )
+        self.nodes = (
+            None
+            if shared
+            else Informer(
+                api_client,
+                NODES,
+                name="node-cache-nodes",
+                label_selector=label_selector_of(node_selector or {}),
+                transform=trim_node,
+            )
         )
 
     def all(self) -> list[Informer]:
-        return [*self.workloads.values(), self.claims, self.volumes, self.jobs]
+        optional = (self.volumes, self.jobs, self.nodes)
+        return [*self.workloads.values(), self.claims, *(informer for informer in optional if informer)]
+
+    def reporting(self, reason: str) -> list[WorkloadKey]:
+        """The workloads whose delivery report has this reason."""
+        found = []
+        for kind, informer in self.workloads.items():
+            for obj in informer.by_index(BY_REASON, reason):
+                meta = obj["metadata"]
+                found.append(WorkloadKey(kind, str(meta.get("namespace") or ""), str(meta["name"])))
+        return found
 
     def workload(self, key: WorkloadKey) -> dict[str, Any] | None:
         """A copy of the cached workload."""
@@ -170,4 +240,4 @@ class DeliveryInformers:
         return found
 
     def jobs_of(self, key: WorkloadKey) -> list[dict[str, Any]]:
-        return self.jobs.by_index(BY_WORKLOAD, key.index_value)
+        return self.jobs.by_index(BY_WORKLOAD, key.index_value) if self.jobs is not None else []

@@ -6,6 +6,8 @@ controller's Model caches), the class a new claim would get from `storage_class`
 there is no claim yet), the cluster's running materializations from the slot keeper, and the
 ProvisioningFailed Events of a Pending claim with one server-side filtered list (one page, the
 claim's name and kind), which `decision.provisioning_failure` then believes only for the claim's uid.
+In NodeCache mode there is no claim, Job or class to read: the Nodes of the cache come from the
+Node informer (`placement.selected_nodes`), with the settings.
 """
 
 from __future__ import annotations
@@ -34,8 +36,9 @@ from ai_models.domain.delivery.decision import (
     provisioning_failure,
     wanted_claim,
 )
+from ai_models.domain.delivery.placement import NodeCacheSeen, selected_nodes
 from ai_models.domain.models.reference import ModelKey
-from ai_models.domain.storage.prerequisites import ClaimPhase
+from ai_models.domain.storage.prerequisites import ClaimPhase, DeliveryMode
 from ai_models.names import ModelPhase
 
 # One page of a claim's Events: a provisioner retrying for hours aggregates into one Event per
@@ -74,6 +77,8 @@ def observation(
     storage: ClassChoice | None = None,
     running: int = 0,
     limit: int = 2,
+    mode: DeliveryMode = DeliveryMode.SHARED_PVC,
+    node_cache: NodeCacheSeen | None = None,
 ) -> DeliveryObservation:
     """The observation of one workload from the objects read for it; `claim` must be the claim
     named for the current model set (`claim_name`), `events` those listed for that claim."""
@@ -86,6 +91,8 @@ def observation(
     meta = workload.get("metadata") or {}
     return DeliveryObservation(
         workload=workload_of(workload),
+        mode=mode,
+        node_cache=node_cache or NodeCacheSeen(),
         annotations=meta.get("annotations") or {},
         template=pod_template(workload),
         request=parse(workload),
@@ -137,7 +144,10 @@ class Observer:
         slots: SlotKeeper,
         termination_message: Callable[[Mapping[str, Any]], str | None],
         timeout: tuple[float, float] = (3, 10),
+        node_cache: NodeCacheSeen | None = None,
     ) -> None:
+        """`node_cache`: the NodeCache settings (its `nodes` are read from the Node informer at
+        each pass); None in SharedPVC mode."""
         self._core = k8s.CoreV1Api(api_client)
         self._informers = informers
         self._model_of = model_of
@@ -145,19 +155,27 @@ class Observer:
         self._slots = slots
         self._termination_message = termination_message
         self._timeout = timeout
+        self._node_cache = node_cache
 
     def observe(self, key: WorkloadKey, obj: dict[str, Any]) -> Subject:
         request = parse(obj)
         models: dict[ModelKey, Mapping[str, Any] | None] = {}
         if isinstance(request, DeliveryRequest):
             models = {model: self._model_of(model) for model in request.keys}
+        if self._node_cache is not None:
+            return self._subject(
+                key,
+                obj,
+                observation(obj, models=models, mode=DeliveryMode.NODE_CACHE, node_cache=self.node_cache()),
+            )
         name = (
             wanted_claim(request, {model: model_seen(model, found) for model, found in models.items()})
             if isinstance(request, DeliveryRequest)
             else None
         )
         claim = self._informers.claims.get(key.namespace, name) if name else None
-        job = self._informers.jobs.get(key.namespace, job_name(name)) if name else None
+        jobs = self._informers.jobs
+        job = jobs.get(key.namespace, job_name(name)) if name and jobs is not None else None
         uid = str(((job or {}).get("metadata") or {}).get("uid") or "")
         seen = observation(
             obj,
@@ -172,6 +190,24 @@ class Observer:
             running=self._slots.running(),
             limit=self._slots.limit,
         )
+        return self._subject(key, obj, seen, claim=claim, job=job)
+
+    def node_cache(self) -> NodeCacheSeen:
+        """The NodeCache settings with the Nodes they select, as cached now."""
+        if self._node_cache is None or self._informers.nodes is None:
+            raise ValueError("the NodeCache settings and the Node informer are read in NodeCache mode only")
+        nodes = selected_nodes(self._informers.nodes.objects(), self._node_cache.selector)
+        return dataclasses.replace(self._node_cache, nodes=nodes)
+
+    def _subject(
+        self,
+        key: WorkloadKey,
+        obj: dict[str, Any],
+        seen: DeliveryObservation,
+        *,
+        claim: Mapping[str, Any] | None = None,
+        job: Mapping[str, Any] | None = None,
+    ) -> Subject:
         owned = (
             tuple(self._informers.claims.by_index(BY_OWNER_UID, seen.workload.uid))
             if seen.workload.uid
@@ -199,7 +235,7 @@ class Observer:
         volume = str((claim.get("spec") or {}).get("volumeName") or "")
         if phase != ClaimPhase.BOUND.value or not volume:
             return True
-        if self._informers.volumes.get("", volume) is not None:
+        if self._informers.volumes is not None and self._informers.volumes.get("", volume) is not None:
             return True
         try:
             self._core.read_persistent_volume(

@@ -27,6 +27,8 @@ from ai_models.controller.models.steps.upload_keys import UploadKeys
 from ai_models.domain.delivery.claims import ClassChoice
 from ai_models.domain.delivery.contract import ignored
 from ai_models.domain.delivery.decision import ANNOTATIONS_REMOVED, DeliveryAction, Policy, decide
+from ai_models.domain.delivery.placement import NodeCacheSeen
+from ai_models.domain.storage.prerequisites import DeliveryMode
 from ai_models.names import DELIVERY_SIGNING_KEY, DELIVERY_SIGNING_SECRET, MODULE_NAMESPACE
 
 log = logging.getLogger(__name__)
@@ -58,10 +60,12 @@ class DeliveryReconciler(SlotWaiters[WorkloadKey]):
         self.informers = informers
         self.clock = clock
         self._api_client = api_client
-        # Only the leader creates Jobs, so one keeper in this process sees every Job it creates.
+        # Only the leader creates Jobs, so one keeper in this process sees every Job it creates
+        # (none in NodeCache mode, which makes no Job).
+        jobs = informers.jobs
         self.slots = slots or SlotKeeper(
             limit=settings.max_concurrent_materializations,
-            job_cache=informers.jobs.objects,
+            job_cache=jobs.objects if jobs is not None else list,
             job_key=namespaced_job_name,
         )
         self.policy = Policy(
@@ -75,6 +79,13 @@ class DeliveryReconciler(SlotWaiters[WorkloadKey]):
             storage_class=storage_class,
             slots=self.slots,
             termination_message=self._termination_message,
+            node_cache=(
+                NodeCacheSeen(
+                    selector=settings.node_cache_selector, size_bytes=settings.node_cache_size_bytes
+                )
+                if settings.mode is DeliveryMode.NODE_CACHE
+                else None
+            ),
         )
         self.context = StepContext(
             workloads=Workloads(api_client),

@@ -2,10 +2,12 @@
 
 Workloads of the four kinds enqueue themselves; a shared claim's change enqueues its owner, a
 PersistentVolume's the owners of the claims bound to it, a materialize Job's its workload, and a Job
-that stops running wakes the workloads that wait for a slot. A Model's or ClusterModel's change
-enqueues the workloads that name it: `model_changed` is the handler for the controller's Model
-informers, which the caller attaches. Everything runs on the Lease holder: `attach` adds it to the
-leader's `Manager`.
+that stops running wakes the workloads that wait for a slot (SharedPVC mode). In NodeCache mode a
+selected Node that appears, goes or changes its cache report wakes the workloads reported
+`InsufficientNodeCacheCapacity` (a Delivered one is judged again at the resync). A Model's or
+ClusterModel's change enqueues the workloads that name it: `model_changed` is the handler for the
+controller's Model informers, which the caller attaches. Everything runs on the Lease holder:
+`attach` adds it to the leader's `Manager`.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from ai_models.controller.runtime import Controller, Manager
 from ai_models.domain.delivery.claims import ClassChoice
 from ai_models.domain.delivery.contract import WorkloadKind
 from ai_models.domain.models.reference import key_of
-from ai_models.names import MODULE_NAMESPACE
+from ai_models.names import MODULE_NAMESPACE, DeliveryReason
 
 
 def claim_owners(claim: Mapping[str, Any]) -> list[WorkloadKey]:
@@ -54,7 +56,12 @@ class DeliveryRuntime:
         clock: Callable[[], datetime.datetime] = utcnow,
         registry_credentials: Callable[[], bytes | None] = lambda: None,
     ) -> None:
-        self.informers = DeliveryInformers(api_client, resync_seconds=resync_seconds)
+        self.informers = DeliveryInformers(
+            api_client,
+            resync_seconds=resync_seconds,
+            mode=settings.mode,
+            node_selector=settings.node_cache_selector,
+        )
         self.reconciler = DeliveryReconciler(
             api_client=api_client,
             informers=self.informers,
@@ -79,11 +86,16 @@ class DeliveryRuntime:
             self.controller.watch(informer, lambda obj: [workload_key(obj)])
         manager.informer(self.informers.claims)
         self.controller.watch(self.informers.claims, claim_owners)
-        manager.informer(self.informers.volumes)
-        self.informers.volumes.add_handler(self._volume_changed)
-        manager.informer(self.informers.jobs)
-        self.controller.watch(self.informers.jobs, self._workload_of_job)
-        self.informers.jobs.add_handler(self._job_changed)
+        if self.informers.volumes is not None:
+            manager.informer(self.informers.volumes)
+            self.informers.volumes.add_handler(self._volume_changed)
+        if self.informers.jobs is not None:
+            manager.informer(self.informers.jobs)
+            self.controller.watch(self.informers.jobs, self._workload_of_job)
+            self.informers.jobs.add_handler(self._job_changed)
+        if self.informers.nodes is not None:
+            manager.informer(self.informers.nodes)
+            self.informers.nodes.add_handler(self.node_changed)
         manager.controller(self.controller)
 
     # ----- triggers -----------------------------------------------------------------------------
@@ -97,6 +109,14 @@ class DeliveryRuntime:
         if obj is None:
             return
         for key in self.informers.using(key_of(obj)):
+            self.controller.enqueue(key)
+
+    def node_changed(self, old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> None:
+        """A selected Node came, went, or its labels or cache report changed (the informer keeps
+        nothing else of it, so a status heartbeat compares equal and wakes nobody)."""
+        if old is not None and new is not None and old == new:
+            return
+        for key in self.informers.reporting(DeliveryReason.INSUFFICIENT_NODE_CACHE_CAPACITY.value):
             self.controller.enqueue(key)
 
     @staticmethod

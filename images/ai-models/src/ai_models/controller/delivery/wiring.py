@@ -1,9 +1,9 @@
-"""SharedPVC delivery in the controller process: the admission webhook on every replica, the
+"""Delivery in the controller process, in either mode: the admission webhook on every replica, the
 delivery reconciler on the leader, both from the controller's settings.
 
-The webhook reads Models and claims directly (a standby replica runs no informers); the reconciler
-reads the Models from the leader's Model informers, which it is hung on, so a Model that becomes
-Ready wakes the workloads that name it.
+The webhook reads Models (and in SharedPVC mode claims) directly (a standby replica runs no
+informers); the reconciler reads the Models from the leader's Model informers, which it is hung
+on, so a Model that becomes Ready wakes the workloads that name it.
 """
 
 from __future__ import annotations
@@ -25,7 +25,9 @@ from ai_models.controller.models.jobs import pod_template_from_setting
 from ai_models.controller.models.runtime import ModelRuntime
 from ai_models.controller.runtime import Manager
 from ai_models.controller.settings import ControllerSettings
+from ai_models.domain.delivery.placement import NodeCacheSeen
 from ai_models.domain.models.reference import ModelKey
+from ai_models.domain.storage.prerequisites import DeliveryMode
 from ai_models.names import MATERIALIZER_TEMPLATE_CONFIGMAP
 
 log = logging.getLogger(__name__)
@@ -41,7 +43,9 @@ def start_webhook(api_client: Any, settings: ControllerSettings) -> WebhookServe
         return None
     reads = ClusterReads(api_client)
     return WebhookServer(
-        admit=WorkloadAdmission(read_model=reads.model, read_claim=reads.claim),
+        admit=WorkloadAdmission(
+            read_model=reads.model, read_claim=reads.claim, node_cache=node_cache_settings(settings)
+        ),
         address=settings.controller_webhook_address,
         port=settings.controller_webhook_port,
         cert_file=cert_dir / "tls.crt",
@@ -50,8 +54,21 @@ def start_webhook(api_client: Any, settings: ControllerSettings) -> WebhookServe
     ).start()
 
 
+def node_cache_settings(settings: ControllerSettings) -> NodeCacheSeen | None:
+    """The NodeCache settings in NodeCache mode (no Nodes yet), None in SharedPVC mode."""
+    if settings.delivery_mode is not DeliveryMode.NODE_CACHE:
+        return None
+    return NodeCacheSeen(
+        selector=dict(settings.delivery_node_cache_selector),
+        size_bytes=settings.delivery_node_cache_size_bytes,
+    )
+
+
 def delivery_settings(settings: ControllerSettings) -> DeliverySettings:
     return DeliverySettings(
+        mode=settings.delivery_mode,
+        node_cache_size_bytes=settings.delivery_node_cache_size_bytes,
+        node_cache_selector=dict(settings.delivery_node_cache_selector),
         api_url=settings.delivery_api_url,
         max_concurrent_materializations=settings.delivery_max_concurrent_materializations,
         provisioning_deadline=settings.delivery_provisioning_timeout,

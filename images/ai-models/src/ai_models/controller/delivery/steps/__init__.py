@@ -74,9 +74,9 @@ def run(action: DeliveryAction, *, ctx: StepContext, subject: Subject) -> float 
     listed: list[dict[str, Any]] | None = None  # the Pods, listed at most once per pass
     if action.ungate_pods:
         mounted = applied(action.template if action.template is not None else subject.seen.template)
-        claim = mounted.claim if mounted is not None and subject.seen.request is not None else None
+        record = mounted if subject.seen.request is not None else None
         listed = selected_pods(workloads=ctx.workloads, subject=subject)
-        retry = ungate_pods(workloads=ctx.workloads, subject=subject, claim=claim, pods=listed)
+        retry = ungate_pods(workloads=ctx.workloads, subject=subject, delivers=record, pods=listed)
         if retry is not None:
             again = retry if again is None else min(again, retry)
     write_report(action.report, ctx=ctx, subject=subject)

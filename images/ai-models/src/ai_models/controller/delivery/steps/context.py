@@ -17,6 +17,7 @@ from ai_models.controller.delivery.keys import WorkloadKey
 from ai_models.controller.models.slots import SlotKeeper
 from ai_models.controller.models.steps.upload_keys import UploadKeys
 from ai_models.domain.delivery.token import DEFAULT_LIFETIME
+from ai_models.domain.storage.prerequisites import DeliveryMode
 
 DEFAULT_LIMITS = JobLimits(backoff_limit=3, deadline_seconds=6 * 3600)
 REMEMBERED_SETTLED: Final = 8192  # settled Deployments remembered, least recently settled forgotten
@@ -25,7 +26,9 @@ REMEMBERED_SETTLED: Final = 8192  # settled Deployments remembered, least recent
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class DeliverySettings:
     """`api_url`: the serving API as materializers reach it; `ca_bundle`: a file in the
-    materializer's pod that trusts its certificate."""
+    materializer's pod that trusts its certificate; `mode`: delivery.mode, and in NodeCache mode
+    `node_cache_size_bytes` (delivery.nodeCache.size, None: not set) and `node_cache_selector`
+    (delivery.nodeCache.nodeSelector)."""
 
     api_url: str
     ca_bundle: str | None = None
@@ -37,6 +40,9 @@ class DeliverySettings:
     claim_mount: str = CLAIM_MOUNT
     # A claim the workload no longer uses is marked, then deleted this long after (D100).
     claim_grace: datetime.timedelta = datetime.timedelta(hours=1)
+    mode: DeliveryMode = DeliveryMode.SHARED_PVC
+    node_cache_size_bytes: int | None = None
+    node_cache_selector: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
 
 class Notifier(Protocol):

@@ -3,7 +3,8 @@
 The Pods are listed by the workload's selector in its namespace (a CronJob has none: its Jobs' Pods
 are told by their owner), and only the workload's own are touched: a Pod owned by the workload, by
 one of its ReplicaSets (`<name>-<hash>`) or by one of a CronJob's Jobs (`<name>-<time>`). While
-the workload delivers from a claim, only Pods that mount that claim lose the gate: a Pod of an
+the workload delivers, only Pods that get the models the template's record names lose the gate
+(`delivers`: they mount its claim, or have its node cache volumes with its digests): a Pod of an
 older template, gated while its model was not Ready, would start without its models.
 """
 
@@ -16,6 +17,8 @@ from ai_models.adapters.kube.workloads import Conflict, Workloads, label_selecto
 from ai_models.controller.delivery.observe import Subject
 from ai_models.domain.delivery.claims import claims_mounted
 from ai_models.domain.delivery.contract import Workload, WorkloadKind
+from ai_models.domain.delivery.template import Applied, cache_volumes
+from ai_models.domain.storage.prerequisites import DeliveryMode
 from ai_models.names import DELIVERY_SCHEDULING_GATE
 
 # A Pod changed between the list and the patch is looked at again this soon.
@@ -40,6 +43,16 @@ def owned_by(pod: Mapping[str, Any], workload: Workload) -> bool:
         elif name == workload.name:
             return True
     return False
+
+
+def _delivers(pod: Mapping[str, Any], record: Applied) -> bool:
+    """Whether the Pod gets the models the way the template's record says: it mounts the recorded
+    claim (SharedPVC), or has the module's CSI volume of each recorded model with the recorded
+    digest (NodeCache)."""
+    if record.mode is DeliveryMode.SHARED_PVC:
+        return record.claim is not None and record.claim in claims_mounted(pod)
+    wanted = {(volume, model.digest) for volume, model in zip(record.volumes, record.models, strict=True)}
+    return wanted <= cache_volumes(pod)
 
 
 def _gated(pod: Mapping[str, Any]) -> list[Mapping[str, Any]] | None:
@@ -72,18 +85,19 @@ def ungate_pods(
     *,
     workloads: Workloads,
     subject: Subject,
-    claim: str | None,
+    delivers: Applied | None,
     pods: Sequence[Mapping[str, Any]] | None = None,
 ) -> float | None:
-    """Remove the gate from the workload's Pods (those mounting `claim`, when given); when to look
-    again if a Pod changed meanwhile. `pods`: those `selected_pods` listed already in this pass."""
+    """Remove the gate from the workload's Pods (those that get what the record `delivers` names,
+    when given); when to look again if a Pod changed meanwhile. `pods`: those `selected_pods`
+    listed already in this pass."""
     workload = subject.seen.workload
     again: float | None = None
     for pod in selected_pods(workloads=workloads, subject=subject) if pods is None else pods:
         remaining = _gated(pod)
         if remaining is None or not owned_by(pod, workload):
             continue
-        if claim is not None and claim not in claims_mounted(pod):
+        if delivers is not None and not _delivers(pod, delivers):
             continue
         try:
             workloads.set_scheduling_gates(pod, gates=remaining)

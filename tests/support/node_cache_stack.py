@@ -120,6 +120,7 @@ class CacheStack:
     url: str
     token_file: Path
     root: Path
+    plugin: Identity
     caches: list[NodeCache] = dataclasses.field(default_factory=list)
 
     def publish(
@@ -147,7 +148,8 @@ class CacheStack:
 
 
 def node_cache_account(emulator: RunningEmulator) -> Identity:
-    """The plugin's ServiceAccount with get on models and clustermodels, as its ClusterRole grants."""
+    """The plugin's ServiceAccount with what its ClusterRole grants: get on models and clustermodels,
+    list and watch on pods (prefetch), get and patch on nodes (its report)."""
     identity = emulator.add_identity(Identity.service_account(MODULE_NAMESPACE, NODE_CACHE_COMPONENT))
     role = f"test:{NODE_CACHE_COMPONENT}"
     emulator.cluster.apply(
@@ -155,7 +157,11 @@ def node_cache_account(emulator: RunningEmulator) -> Identity:
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "ClusterRole",
             "metadata": {"name": role},
-            "rules": [{"apiGroups": [API_GROUP], "resources": ["models", "clustermodels"], "verbs": ["get"]}],
+            "rules": [
+                {"apiGroups": [API_GROUP], "resources": ["models", "clustermodels"], "verbs": ["get"]},
+                {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]},
+                {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]},
+            ],
         }
     )
     emulator.cluster.apply(
@@ -189,7 +195,12 @@ def cache_stack_fixture(request: pytest.FixtureRequest, tmp_path: Path) -> Itera
     runtime = build_runtime(config, store=store, api_client=api_client)
     server = BackgroundServer(runtime.app, shutting_down=runtime.state.shutting_down).start()
     stack = CacheStack(
-        emulator=emulator, store=store, url=server.url, token_file=token_file, root=tmp_path / "cache"
+        emulator=emulator,
+        store=store,
+        url=server.url,
+        token_file=token_file,
+        root=tmp_path / "cache",
+        plugin=plugin,
     )
     try:
         yield stack

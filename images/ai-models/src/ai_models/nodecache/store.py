@@ -129,7 +129,11 @@ class Store:
         return True
 
     def free_bytes(self) -> int:
-        stats = os.statvfs(self.root)
+        """Free bytes for the cache; 0 when the root cannot be looked at (an unusable root holds nothing)."""
+        try:
+            stats = os.statvfs(self.root)
+        except OSError:
+            return 0
         return stats.f_bavail * stats.f_frsize
 
     def tree_path(self, digest: str) -> Path:
@@ -270,7 +274,11 @@ class Store:
     # Staging.
 
     def staging(self) -> Iterator[tuple[str, Path]]:
-        for path in (self.root / STAGING_DIR).iterdir():
+        try:
+            entries = list((self.root / STAGING_DIR).iterdir())
+        except OSError:
+            return  # an unusable root: nothing staged that could be counted
+        for path in entries:
             digest = digest_of_entry(path.name)
             if digest is None or path.name != f"{_ENTRY_PREFIX}{digest.removeprefix('sha256:')}":
                 continue

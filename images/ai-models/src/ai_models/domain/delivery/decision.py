@@ -680,7 +680,7 @@ def admit(seen: DeliveryObservation) -> Template | None:
     In NodeCache mode there is nothing to wait for before scheduling (kubelet's NodePublishVolume
     waits for the node's cache): when every model is Ready and fits `delivery.nodeCache.size`, the
     template is written complete and ungated; otherwise it is gated (or kept, as above). The Nodes'
-    reports are not read here (D111): the controller judges them.
+    reports are not judged here (D111), even when given: the controller does.
     """
     request = seen.request
     if ignored(seen.workload.namespace):
@@ -695,8 +695,10 @@ def admit(seen: DeliveryObservation) -> Template | None:
         if (
             resolved is None
             or placement_conflicts(seen)
+            # The setting only: Nodes come and go, and a report's limit is the controller's to judge.
             or capacity_problem(
-                [(item.key, item.digest, item.size_bytes) for item in resolved], seen.node_cache
+                [(item.key, item.digest, item.size_bytes) for item in resolved],
+                dataclasses.replace(seen.node_cache, nodes=()),
             )
         ):
             wanted = blocked

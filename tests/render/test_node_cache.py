@@ -26,9 +26,16 @@ from kubeemu.cluster import Cluster
 from support.manifest_schemas import validate_object
 from support.manifests import ClusterExpectations, pod_template, review
 from support.pod_security import SPE_CONTAINER_LABEL_PREFIX, SPE_POD_LABEL, restricted_violations
+from support.probe import ProbeChart
 from support.render import RenderedChart
 from support.scenarios import Scenario, scenario
-from support.values import COMMON_IMAGE_DIGEST, DEFAULT_GLOBAL, IMAGE_DIGEST, REGISTRAR_IMAGE_DIGEST
+from support.values import (
+    COMMON_IMAGE_DIGEST,
+    DEFAULT_GLOBAL,
+    IMAGE_DIGEST,
+    REGISTRAR_IMAGE_DIGEST,
+    module_values,
+)
 
 NAME = "ai-models-node-cache"
 NAMESPACE = MODULE_NAMESPACE
@@ -587,3 +594,48 @@ def test_the_vpa_moves_requests_of_both_containers_within_the_limits() -> None:
         for resource in ("cpu", "memory"):
             low, high = (parse_quantity(policy[bound][resource]) for bound in ("minAllowed", "maxAllowed"))
             assert low <= parse_quantity(resources["requests"][resource]) <= high, (name, resource)
+
+
+# ----- helpers added for these templates -----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("discovered", "capabilities", "key"),
+    [
+        ("1.34.1", "v1.33.0", "csiNodeDriverRegistrar134"),  # discovery wins
+        (None, "v1.33.0", "csiNodeDriverRegistrar133"),  # then what the API server reports
+        ("1.30.14", "v1.34.0", "csiNodeDriverRegistrar130"),
+    ],
+)
+def test_the_registrar_image_key_is_the_discovered_kubernetes_minor(
+    probe_chart: ProbeChart, discovered: str | None, capabilities: str, key: str
+) -> None:
+    digest = "sha256:" + "f5" * 32
+    values = module_values(
+        global_overrides={
+            "discovery": {"kubernetesVersion": discovered},
+            "modulesImages": {"digests": {"common": {key: digest}}},
+        }
+    )
+    image = probe_chart.evaluate(
+        '{{ include "ai_models.csi_node_driver_registrar_image" . }}', values, kube_version=capabilities
+    )
+    assert image == f"{GLOBAL_REGISTRY}@{digest}"
+
+
+@pytest.mark.parametrize(
+    ("modules", "available"),
+    [
+        (["admission-policy-engine-crd"], "true"),
+        (["admission-policy-engine-crd", "admission-policy-engine"], "true"),
+        # The kind comes from the CRD module; the engine alone, or nothing, does not serve it.
+        (["admission-policy-engine"], ""),
+        ([], ""),
+    ],
+)
+def test_exceptions_are_available_with_the_policy_engine_crd_module(
+    probe_chart: ProbeChart, modules: list[str], available: str
+) -> None:
+    values = module_values(global_overrides={"enabledModules": ["cert-manager", *modules]})
+    answer = probe_chart.evaluate('{{ include "ai_models.security_policy_exceptions_available" . }}', values)
+    assert answer == available

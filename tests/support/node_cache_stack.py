@@ -1,7 +1,7 @@
 """The node cache's peers for its tests: the real api (under uvicorn, authenticating callers against
 the API emulator) serving a directory store that counts the bytes it serves and can pause a file at
-a byte offset, the node cache's ServiceAccount with get on models and clustermodels (what the
-plugin's ClusterRole grants), its token in a file, and NodeCaches over one root, closed at the end.
+a byte offset, the module installed in NodeCache mode (the plugin's ServiceAccount with exactly the
+RBAC the chart renders for it), its token in a file, and NodeCaches over one root, closed at the end.
 
     stack.publish("llama", {"w.bin": b"..."}, namespace="team-a") -> (request, digest)
     cache = stack.cache(limit_bytes=...)
@@ -15,7 +15,7 @@ import functools
 import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import pytest
 
@@ -24,7 +24,7 @@ from ai_models.adapters.objectstore import DirectoryStore
 from ai_models.adapters.serving.tree import Retry
 from ai_models.api.server import BackgroundServer, build_runtime
 from ai_models.api.settings import ApiSettings
-from ai_models.names import API_GROUP, MODULE_NAMESPACE, NODE_CACHE_COMPONENT
+from ai_models.names import MODULE_NAMESPACE, NODE_CACHE_COMPONENT
 from ai_models.nodecache.cache import CacheConfig, CacheRequest, NodeCache
 from fakes.model_files import FileContent
 from fakes.served_artifacts import model_key, publish_ready
@@ -32,12 +32,18 @@ from kubeemu.authn import Identity
 from kubeemu.pytest_fixtures import RunningEmulator
 from support.module_install import install_module
 from support.render import RenderedChart, render_chart
-from support.values import module_values
+from support.values import MINIMAL_SETTINGS, deep_merge, module_values
+
+NODE_CACHE_SETTINGS: Final = deep_merge(
+    MINIMAL_SETTINGS,
+    {"delivery": {"mode": "NodeCache", "nodeCache": {"size": "1Gi", "nodeSelector": {"node-cache": "yes"}}}},
+)
 
 
 @functools.cache
 def _rendered_chart() -> RenderedChart:
-    return render_chart(module_values())
+    """The chart in NodeCache mode: the plugin's ServiceAccount and RBAC are what it renders."""
+    return render_chart(module_values(NODE_CACHE_SETTINGS))
 
 
 class CountingStore:
@@ -147,42 +153,11 @@ class CacheStack:
         return cache
 
 
-def node_cache_account(emulator: RunningEmulator) -> Identity:
-    """The plugin's ServiceAccount with what its ClusterRole grants: get on models and clustermodels,
-    list and watch on pods (prefetch), get and patch on nodes (its report)."""
-    identity = emulator.add_identity(Identity.service_account(MODULE_NAMESPACE, NODE_CACHE_COMPONENT))
-    role = f"test:{NODE_CACHE_COMPONENT}"
-    emulator.cluster.apply(
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRole",
-            "metadata": {"name": role},
-            "rules": [
-                {"apiGroups": [API_GROUP], "resources": ["models", "clustermodels"], "verbs": ["get"]},
-                {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]},
-                {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]},
-            ],
-        }
-    )
-    emulator.cluster.apply(
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRoleBinding",
-            "metadata": {"name": role},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
-            "subjects": [
-                {"kind": "ServiceAccount", "namespace": MODULE_NAMESPACE, "name": NODE_CACHE_COMPONENT}
-            ],
-        }
-    )
-    return identity
-
-
 @pytest.fixture(name="cache_stack")
 def cache_stack_fixture(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[CacheStack]:
     emulator: RunningEmulator = request.getfixturevalue("kube_emulator")
-    api_account = install_module(emulator, rendered=_rendered_chart()).service_accounts["api"]
-    plugin = node_cache_account(emulator)
+    accounts = install_module(emulator, rendered=_rendered_chart()).service_accounts
+    api_account, plugin = accounts["api"], accounts[NODE_CACHE_COMPONENT]
     token_file = tmp_path / "token"
     token_file.write_text(plugin.token)
     store = CountingStore(DirectoryStore(tmp_path / "store"))

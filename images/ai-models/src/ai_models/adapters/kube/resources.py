@@ -59,6 +59,8 @@ PERSISTENT_VOLUME_CLAIMS = Resource("v1", "PersistentVolumeClaim", "persistentvo
 PERSISTENT_VOLUMES = Resource("v1", "PersistentVolume", "persistentvolumes", namespaced=False)
 # NodeCache delivery: the Nodes of the cache (placement and their cache reports).
 NODES = Resource("v1", "Node", "nodes", namespaced=False)
+# NodeCache delivery: the node plugin follows the Pods bound to its node (prefetch).
+PODS = Resource("v1", "Pod", "pods", namespaced=True)
 
 
 def _snake(kind: str) -> str:

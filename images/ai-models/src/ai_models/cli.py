@@ -6,6 +6,7 @@ import argparse
 import logging
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from pydantic import ValidationError
 
@@ -44,6 +45,16 @@ def _materialize(_args: argparse.Namespace, _settings: Settings) -> int:
     from ai_models.materialize.main import main  # noqa: PLC0415
 
     return main()
+
+
+def _node_cache(args: argparse.Namespace, _settings: Settings) -> int:
+    from ai_models.nodecache.main import PluginArguments, main  # noqa: PLC0415  (grpc loads only here)
+
+    return main(
+        PluginArguments(
+            csi_endpoint=args.csi_endpoint, node_name=args.node_name, cache_root=Path(args.cache_root)
+        )
+    )
 
 
 def _api(args: argparse.Namespace, settings: Settings) -> int:
@@ -86,6 +97,19 @@ def build_parser() -> argparse.ArgumentParser:
         f"controller's Jobs, configured by {ENV_PREFIX}MATERIALIZE_* variables)",
     )
     materialize.set_defaults(handler=_materialize)
+    node_cache = commands.add_parser(
+        "node-cache",
+        help="serve the CSI node plugin of NodeCache delivery and its per-node cache (run by the "
+        f"module's DaemonSet, configured by {ENV_PREFIX}NODE_CACHE_* variables)",
+    )
+    node_cache.add_argument(
+        "--csi-endpoint", required=True, metavar="unix:///PATH", help="the socket kubelet calls"
+    )
+    node_cache.add_argument("--node-name", required=True, help="the Node this plugin serves")
+    node_cache.add_argument(
+        "--cache-root", required=True, metavar="DIR", help="where the cache keeps its trees"
+    )
+    node_cache.set_defaults(handler=_node_cache)
     catalog = commands.add_parser("catalog", help="index and search the catalog locally, without a cluster")
     catalog_commands = catalog.add_subparsers(dest="catalog_command", metavar="COMMAND", required=True)
     add_index_parser(catalog_commands)

@@ -1,0 +1,55 @@
+"""Settings of `ai-models node-cache` (on top of the shared ones), from AI_MODELS_NODE_CACHE_* variables.
+
+The command line names what differs per node (socket, node name, cache root: the chart passes them
+as arguments); everything the module settings decide comes from the environment.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field, field_validator
+
+from ai_models.settings import Settings, parse_quantity
+
+
+class NodeCacheSettings(Settings):
+    node_cache_size: int = Field(
+        ge=1,
+        description="Setting delivery.nodeCache.size: the budget on each node (capped by free space).",
+    )
+    node_cache_api_url: str = Field(
+        description="The serving API the cache downloads from (in the chart the api Service).",
+    )
+    node_cache_api_ca_file: str | None = Field(
+        default=None, description="PEM bundle that signed the serving API's certificate."
+    )
+    node_cache_token_file: Path = Field(
+        default=Path("/var/run/secrets/kubernetes.io/serviceaccount/token"),
+        description="The plugin's ServiceAccount token, read again for every download (it rotates).",
+    )
+    node_cache_kubelet_dir: Path = Field(
+        default=Path("/var/lib/kubelet"),
+        description="kubelet's directory on the node: publish targets must be under its pods/.",
+    )
+    node_cache_publish_wait_seconds: float = Field(
+        default=30.0,
+        ge=0,
+        le=100,
+        description="How long NodePublishVolume waits for a download before it answers 'retry' "
+        "(kubelet gives the call 120 s).",
+    )
+    node_cache_eviction_grace_seconds: float = Field(
+        default=600.0, ge=0, description="How long an unreferenced tree stays before it may be evicted."
+    )
+    node_cache_max_concurrent_downloads: int = Field(default=2, ge=1, le=16)
+    node_cache_health_address: str = Field(default="0.0.0.0", description="Listener of /healthz.")
+    node_cache_health_port: int = Field(default=9808, ge=0, le=65535)
+
+    @field_validator("node_cache_size", mode="before")
+    @classmethod
+    def _size(cls, value: object) -> object:
+        # Helm passes the module setting as written (`500Gi`); the cache needs bytes.
+        if isinstance(value, str) and value.strip():
+            return parse_quantity(value)
+        return value

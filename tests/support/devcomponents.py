@@ -157,11 +157,13 @@ def start_components(
     service_accounts: dict[str, Identity],
     ports: DevPorts,
     chart: RenderedChart | None = None,
+    controller_env: Mapping[str, str] | None = None,
 ) -> DevComponents:
     """Start the api, then the controller (its upload URLs name the port the api bound); blocks
     until the api listens. `HF_ENDPOINT` (a Hub or a mirror) is what the module setting
     `sources.huggingFace.endpoint` sets in a cluster. With the rendered `chart`, the controller also
-    gets the files of its ConfigMap volumes (see `mounted_config_maps`)."""
+    gets the files of its ConfigMap volumes (see `mounted_config_maps`); `controller_env` adds its
+    module settings (the delivery mode)."""
     logs = out_dir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     store = out_dir / "store"
@@ -230,6 +232,7 @@ def start_components(
             "AI_MODELS_CONTROLLER_WEBHOOK_PORT": "0",
             # Materialize Jobs run as local processes and read from the local api.
             "AI_MODELS_DELIVERY_API_URL": f"http://127.0.0.1:{api_port}",
+            **dict(controller_env or {}),
         },
         log_path=logs / "controller.log",
     ).start()

@@ -45,6 +45,7 @@ import dataclasses
 import hashlib
 import json
 import re
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Collection, Hashable, Iterable, Mapping, Sequence
@@ -610,6 +611,14 @@ def mount_points() -> set[Path]:
 
 def is_mount_point(path: Path) -> bool:
     return path.absolute() in mount_points()
+
+
+def unmount_under(root: Path) -> None:
+    """Lazily unmount every mount point under `root`, deepest first: what a node's plugin left
+    mounted when a test or the dev stack ends (kubelet would tear it down; nothing here will)."""
+    for point in sorted(mount_points(), key=lambda p: len(p.parts), reverse=True):
+        if point.is_relative_to(root.absolute()):
+            subprocess.run(["umount", "-l", str(point)], check=False, capture_output=True)
 
 
 def _remove_mount_dir(target: Path) -> None:

@@ -22,23 +22,34 @@ the Jobs with the module image (the controller's publish Jobs) as local processe
 one node (`kubeemu-node`) that report Pods Running, and a provisioner whose default StorageClass
 `testbed-rwx` (Immediate, ReadWriteMany) binds every claim to a directory under `<out>/volumes/`.
 Run as `PYTHONPATH=tests .venv/bin/python -m testbed.devstack`.
+
+`AI_MODELS_DEV_DELIVERY_MODE=NodeCache` (or `--delivery-mode NodeCache`) starts it with the module
+setting `delivery.mode: NodeCache` instead: two nodes (`dev-node-a`, `dev-node-b`, in the node group
+the setting selects), on each the real node plugin `ai-models node-cache` as the chart's
+ServiceAccount with its cache under `<out>/nodes/<node>/cache`, and the test bed's CSI kubelet
+(`testbed.csi_kubelet`), which publishes the pods' model volumes over each node's plugin socket:
+real read-only bind mounts under `<out>/nodes/<node>/kubelet/pods/`, so this mode needs root (or a
+user and mount namespace: `unshare -rm`). What is still mounted there is unmounted at the end.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import os
 import shlex
 import signal
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from ai_models import names
 from kubeemu.admission import MutatingAdmission
 from kubeemu.authn import Identity, new_token
 from kubeemu.cluster import Cluster
@@ -48,10 +59,12 @@ from kubeemu.server import serve_forever, tls_context
 from support.devcomponents import DevPorts, start_components, start_job_runner
 from support.module_install import install_rbac
 from support.module_tls import with_internal_tls
+from support.node_cache_plugin import plugin_process
 from support.processes import ModuleProcess
 from support.render import RenderedChart, render_chart
-from support.values import module_values
+from support.values import MINIMAL_SETTINGS, module_values
 from testbed.access_levels import grant_access_level
+from testbed.csi_kubelet import MAX_SOCKET_PATH, CsiNode, unmount_under
 from testbed.jobrunner import ServedCluster
 from testbed.module import module_cluster_simulation
 
@@ -65,6 +78,11 @@ CONTROLLER_SERVICE = "ai-models-controller"
 PLATFORM_NAMESPACE = "d8-system"
 # Templates whose objects the stack loads (the module's RBAC for users).
 ROLE_TEMPLATES = ("templates/user-authz-cluster-roles.yaml", "templates/rbacv2/")
+SHARED_PVC, NODE_CACHE = "SharedPVC", "NodeCache"
+# NodeCache mode: the nodes, the node group the module setting selects, and each node's cache size.
+DEV_CACHE_NODES = ("dev-node-a", "dev-node-b")
+DEV_NODE_GROUP = {"node.deckhouse.io/group": "model-cache"}
+DEV_CACHE_SIZE = "20Gi"
 
 
 @dataclass
@@ -83,6 +101,19 @@ class DevStack:
     identities: list[DevIdentity] = field(default_factory=list)
     service_accounts: dict[str, Identity] = field(default_factory=dict)
     chart: RenderedChart | None = None
+    delivery_mode: str = SHARED_PVC
+
+
+def delivery_settings(mode: str) -> dict[str, Any]:
+    """The module settings of the delivery mode (`delivery.*`) the stack renders its chart with."""
+    if mode == NODE_CACHE:
+        return {
+            "delivery": {
+                "mode": NODE_CACHE,
+                "nodeCache": {"size": DEV_CACHE_SIZE, "nodeSelector": DEV_NODE_GROUP},
+            }
+        }
+    return {}
 
 
 def module_rbac_objects(rendered: RenderedChart | None = None) -> list[dict[str, Any]]:
@@ -98,7 +129,9 @@ def module_rbac_objects(rendered: RenderedChart | None = None) -> list[dict[str,
     return objects
 
 
-def build_stack(*, out_dir: Path, crd_dir: Path = REPO_ROOT / "crds") -> DevStack:
+def build_stack(
+    *, out_dir: Path, crd_dir: Path = REPO_ROOT / "crds", delivery_mode: str = SHARED_PVC
+) -> DevStack:
     """The emulated cluster with everything the module expects, and the dev identities bound."""
     dev = [
         DevIdentity(
@@ -122,7 +155,9 @@ def build_stack(*, out_dir: Path, crd_dir: Path = REPO_ROOT / "crds") -> DevStac
         cluster.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
     # With the certificates the internal TLS hook issues: the controller serves the delivery
     # webhook, which the emulator calls as the API server would.
-    chart = render_chart(with_internal_tls(module_values()))
+    chart = render_chart(
+        with_internal_tls(module_values({**MINIMAL_SETTINGS, **delivery_settings(delivery_mode)}))
+    )
     for obj in module_rbac_objects(chart):
         cluster.apply(obj)
     for obj in chart.of_kind("MutatingWebhookConfiguration"):
@@ -132,7 +167,12 @@ def build_stack(*, out_dir: Path, crd_dir: Path = REPO_ROOT / "crds") -> DevStac
     for entry in dev:
         grant_access_level(cluster, entry.identity, entry.level, namespace=entry.namespace)
     return DevStack(
-        cluster=cluster, out_dir=out_dir, identities=dev, service_accounts=service_accounts, chart=chart
+        cluster=cluster,
+        out_dir=out_dir,
+        identities=dev,
+        service_accounts=service_accounts,
+        chart=chart,
+        delivery_mode=delivery_mode,
     )
 
 
@@ -169,6 +209,37 @@ def write_client_files(stack: DevStack, *, url: str, ca_pem: str, api_port: int)
     partial.replace(out / "env")
 
 
+def report_jsonpath() -> str:
+    """kubectl's JSONPath of a Node's cache report annotation (dots in the key escaped)."""
+    return "{.metadata.annotations." + names.NODE_CACHE_REPORT_ANNOTATION.replace(".", "\\.") + "}"
+
+
+def delivery_help(stack: DevStack) -> str:
+    """The banner's walk-through of workload delivery in the stack's mode."""
+    out = stack.out_dir
+    if stack.delivery_mode == NODE_CACHE:
+        nodes = ", ".join(DEV_CACHE_NODES)
+        return f"""Delivery mode NodeCache: nodes {nodes}, each with its node plugin (logs:
+{out}/logs/node-cache-<node>.log; cache: {out}/nodes/<node>/cache/) and a kubelet that mounts each
+model read-only into the pod's volume directory under {out}/nodes/<node>/kubelet/pods/:
+  kubectl get nodes -L {names.NODE_CACHE_READY_LABEL}     # "true" once a node's plugin is up
+  kubectl apply -f docs/examples/deployment-with-model.yaml    # once qwen3-0-6b is Ready, or before
+  kubectl get deploy list-model-files -o yaml | grep model-delivery   # the delivery report
+  kubectl get pods -o wide                     # Running once the node's cache has the model
+  kubectl get events --field-selector reason=FailedMount   # what a pod waits for (a download, a refusal)
+  kubectl get node {DEV_CACHE_NODES[0]} -o jsonpath='{report_jsonpath()}'   # its cache report
+  findmnt -R {out}/nodes                     # the pods' read-only bind mounts of the cache
+"""
+    return f"""A workload gets the model's files on a shared volume (default StorageClass testbed-rwx;
+materialize Jobs run as local processes, the pods' view of each volume is a directory under
+{out}/volumes/):
+  kubectl apply -f docs/examples/deployment-with-model.yaml    # once qwen3-0-6b is Ready, or before
+  kubectl get deploy list-model-files -o yaml | grep model-delivery   # the delivery report
+  kubectl get pvc -l ai.deckhouse.io/shared-pvc=true
+  ls -R {out}/volumes/    # pvc-<uid>/objects/sha256-<digest>/ = /data/modelcache/models/qwen3-0-6b
+"""
+
+
 def banner(stack: DevStack, url: str, *, api_port: int) -> str:
     out = stack.out_dir
     return f"""
@@ -196,14 +267,8 @@ update the model (every User reads the URL; $AI_MODELS_TOKEN_USER gets 403):
   kubectl apply -f docs/examples/model-upload.yaml
   url=$(kubectl get model my-finetune -n default -o jsonpath='{{.status.upload.inCluster}}')
   curl -T ./model.gguf -H "Authorization: Bearer $AI_MODELS_TOKEN_CLUSTER_ADMIN" "$url"
-A workload gets the model's files on a shared volume (default StorageClass testbed-rwx; materialize
-Jobs run as local processes, the pods' view of each volume is a directory under {out}/volumes/):
-  kubectl apply -f docs/examples/deployment-with-model.yaml    # once qwen3-0-6b is Ready, or before
-  kubectl get deploy list-model-files -o yaml | grep model-delivery   # the delivery report
-  kubectl get pvc -l ai.deckhouse.io/shared-pvc=true
-  ls -R {out}/volumes/    # pvc-<uid>/objects/sha256-<digest>/ = /data/modelcache/models/qwen3-0-6b
-A catalog source indexes from HF_ENDPOINT (default https://huggingface.co) once it carries the opt-in
-annotation:
+{delivery_help(stack)}A catalog source indexes from HF_ENDPOINT (default https://huggingface.co) once it
+carries the opt-in annotation:
   kubectl apply -f docs/examples/modelcatalogsource-hf.yaml
   kubectl get modelcatalogsources -w
   curl -s -H "Authorization: Bearer $AI_MODELS_TOKEN_USER" \\
@@ -237,9 +302,15 @@ async def run_stack(stack: DevStack, *, host: str, port: int, ports: DevPorts, s
     runner = start_job_runner(
         cluster=stack.cluster, url=url, ca_pem=ca_file.read_text(), out_dir=stack.out_dir
     )
-    simulation = module_cluster_simulation(
-        ServedCluster(cluster=stack.cluster, url=url, ca_pem=ca_file.read_text(), workdir=stack.out_dir)
+    cache_nodes = dev_cache_nodes(stack.out_dir) if stack.delivery_mode == NODE_CACHE else []
+    served = ServedCluster(cluster=stack.cluster, url=url, ca_pem=ca_file.read_text(), workdir=stack.out_dir)
+    simulation = (
+        module_cluster_simulation(served, nodes=(), csi_nodes=cache_nodes)
+        if cache_nodes
+        else module_cluster_simulation(served)
     )
+    for node in cache_nodes:
+        label_node(stack.cluster, node.name, DEV_NODE_GROUP)
     processes: list[ModuleProcess] = []
     try:
         # The api first: the controller's upload URLs and the env file name the port it bound.
@@ -251,10 +322,21 @@ async def run_stack(stack: DevStack, *, host: str, port: int, ports: DevPorts, s
             service_accounts=stack.service_accounts,
             ports=ports,
             chart=stack.chart,
+            controller_env=controller_delivery_env(stack.delivery_mode),
         )
         processes = components.processes
         if components.webhook_port is not None:
             admission.route_service(MODULE_NAMESPACE, CONTROLLER_SERVICE, components.webhook_port)
+        for node in cache_nodes:
+            plugin = await asyncio.to_thread(
+                start_node_plugin,
+                stack,
+                node,
+                url=url,
+                ca_pem=ca_file.read_text(),
+                api_port=components.api_port,
+            )
+            processes.append(plugin)
         write_client_files(stack, url=url, ca_pem=ca_file.read_text(), api_port=components.api_port)
         print(banner(stack, url, api_port=components.api_port), flush=True)
         await server
@@ -264,9 +346,88 @@ async def run_stack(stack: DevStack, *, host: str, port: int, ports: DevPorts, s
             log.info("%s stopped with exit code %s", process.name, code)
         await asyncio.to_thread(simulation.close)
         log.info("cluster simulation stopped")
+        if cache_nodes:
+            await asyncio.to_thread(unmount_under, stack.out_dir / "nodes")
         # Last: the controller may create Jobs until it stops; their processes go with the runner.
         await asyncio.to_thread(runner.close)
         log.info("job runner stopped")
+
+
+def dev_cache_nodes(out_dir: Path) -> list[CsiNode]:
+    """NodeCache mode's nodes: kubelet directories under `<out>/nodes/`, the plugin sockets beside
+    them, or under a short directory in /tmp where that path is too long for a unix socket."""
+    sockets = out_dir.resolve() / "nodes"
+    if len(str(sockets / DEV_CACHE_NODES[0] / "csi" / "csi.sock")) > MAX_SOCKET_PATH:
+        sockets = Path(tempfile.mkdtemp(prefix="ai-models-dev-", dir="/tmp"))
+    nodes = [
+        CsiNode(
+            name=name,
+            kubelet_dir=out_dir.resolve() / "nodes" / name / "kubelet",
+            socket=sockets / name / "csi" / "csi.sock",
+        )
+        for name in DEV_CACHE_NODES
+    ]
+    for node in nodes:
+        node.socket.parent.mkdir(parents=True, exist_ok=True)
+        node.socket.unlink(missing_ok=True)  # left by a plugin of an earlier run
+    return nodes
+
+
+def label_node(cluster: Cluster, name: str, labels: dict[str, str]) -> None:
+    """Add `labels` to the Node, as an admin puts a node into a node group."""
+    nodes = cluster.resource("", "v1", "nodes")
+    assert nodes is not None
+    with cluster.store.lock:
+        node = cluster.get(nodes, namespace="", name=name)
+        node["metadata"].setdefault("labels", {}).update(labels)
+        cluster.update(nodes, node, namespace="", name=name)
+
+
+def controller_delivery_env(mode: str) -> dict[str, str]:
+    """The controller's delivery settings, as the chart renders them from `delivery_settings`."""
+    if mode != NODE_CACHE:
+        return {}
+    return {
+        "AI_MODELS_DELIVERY_MODE": NODE_CACHE,
+        "AI_MODELS_DELIVERY_NODE_CACHE_SIZE": DEV_CACHE_SIZE,
+        "AI_MODELS_DELIVERY_NODE_CACHE_SELECTOR": json.dumps(DEV_NODE_GROUP),
+    }
+
+
+def start_node_plugin(
+    stack: DevStack, node: CsiNode, *, url: str, ca_pem: str, api_port: int
+) -> ModuleProcess:
+    """The node's `ai-models node-cache` as the chart's ServiceAccount (its token is what the serving
+    API reviews), serving once its socket exists."""
+    out = stack.out_dir
+    identity = stack.service_accounts[names.NODE_CACHE_COMPONENT]
+    kubeconfig = write_kubeconfig(
+        out / f"kubeconfig-{names.NODE_CACHE_COMPONENT}",
+        kubeconfig_document(
+            url, [(identity.name, identity)], current=identity.name, namespaces={}, ca_pem=ca_pem
+        ),
+    )
+    token_file = out / "node-cache-token"
+    token_file.write_text(identity.token)
+    token_file.chmod(0o600)
+    process = plugin_process(
+        node,
+        cache_root=out.resolve() / "nodes" / node.name / "cache",
+        kubeconfig=kubeconfig,
+        token_file=token_file,
+        api_url=f"http://127.0.0.1:{api_port}",
+        cache_size=DEV_CACHE_SIZE,
+        log_path=out / "logs" / f"node-cache-{node.name}.log",
+        env={"AI_MODELS_LOG_FORMAT": "text"},
+    ).start()
+    try:
+        process.wait_until(
+            node.socket.exists, timeout=60, what=f"the plugin of {node.name} serving {node.socket}"
+        )
+    except BaseException:
+        process.kill()
+        raise
+    return process
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -280,6 +441,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--out-dir", type=Path, default=Path(os.environ.get("AI_MODELS_DEV_DIR", str(REPO_ROOT / ".dev")))
     )
     parser.add_argument("--debug", action="store_true", help="log one line per API request")
+    parser.add_argument(
+        "--delivery-mode",
+        choices=(SHARED_PVC, NODE_CACHE),
+        default=os.environ.get("AI_MODELS_DEV_DELIVERY_MODE", SHARED_PVC),
+        help="the module setting delivery.mode (NodeCache: two nodes with the node plugin; needs root)",
+    )
     parser.add_argument(
         "--controller-health-port",
         type=int,
@@ -312,7 +479,12 @@ async def _main(args: argparse.Namespace) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    stack = build_stack(out_dir=args.out_dir)
+    if args.delivery_mode == NODE_CACHE and os.geteuid() != 0:
+        raise SystemExit(
+            "NodeCache mode mounts the models read-only into the pods' volume directories (bind mounts): "
+            "run it as root, or in a user and mount namespace: unshare -rm make dev"
+        )
+    stack = build_stack(out_dir=args.out_dir, delivery_mode=args.delivery_mode)
     ports = DevPorts(
         controller_health=args.controller_health_port,
         controller_metrics=args.controller_metrics_port,

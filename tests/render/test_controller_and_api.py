@@ -243,8 +243,12 @@ CONTROLLER_CLUSTER_RULES = [
     *CONTROLLER_DELIVERY_RULES,
     *CONTROLLER_SHARED_PVC_ONLY_RULES,
 ]
-# NodeCache mode reads nodes (prerequisites, readiness labels, cache reports) instead of claims.
-CONTROLLER_NODE_CACHE_ONLY_RULES = [rule([""], ["nodes"], ["get", "list", "watch"])]
+# NodeCache mode reads nodes (prerequisites, readiness labels, cache reports) and only takes back
+# the shared claims an earlier SharedPVC delivery made (D100).
+CONTROLLER_NODE_CACHE_ONLY_RULES = [
+    rule([""], ["nodes"], ["get", "list", "watch"]),
+    rule([""], ["persistentvolumeclaims"], ["list", "watch", "patch", "delete"]),
+]
 CONTROLLER_NAMESPACE_RULES = [
     rule(["coordination.k8s.io"], ["leases"], ["create"]),
     rule(["coordination.k8s.io"], ["leases"], ["get", "update"], [CONTROLLER]),

@@ -3,8 +3,10 @@ the rendered roles and bindings of the controller's ServiceAccount, per delivery
 
 Both modes: read and patch the four workload kinds and patch Pods (the scheduling gate) in any
 namespace, never create or delete them; delete a Deployment's stale ReplicaSet (D95). SharedPVC
-mode only: the shared claims, their volumes, the materialize Jobs and the Secrets beside them.
+mode only: making shared claims, their volumes, the materialize Jobs and the Secrets beside them.
 NodeCache mode only: read the Nodes (placement by the plugin's readiness label and cache report).
+Both modes take back the shared claims a workload no longer uses (D100): in NodeCache mode those
+an earlier SharedPVC delivery made (follow, mark, delete; never make one).
 """
 
 from __future__ import annotations
@@ -34,9 +36,12 @@ WORKLOAD_RULES = [
     ("apps", "replicasets", "list"),
     ("apps", "replicasets", "delete"),
 ]
+# Both modes: the shared claims are followed, marked and, a grace period after their workload
+# stopped using them, deleted (D100); in NodeCache mode those of an earlier SharedPVC delivery.
+CLAIM_CLEANUP = [("", "persistentvolumeclaims", verb) for verb in ("list", "watch", "patch", "delete")]
 SHARED_PVC_ONLY = [
-    # delete: a claim its workload no longer uses, after the grace period (D100).
-    *(("", "persistentvolumeclaims", verb) for verb in ("get", "list", "watch", "create", "patch", "delete")),
+    # Made and read by name only where SharedPVC delivers.
+    *(("", "persistentvolumeclaims", verb) for verb in ("get", "create")),
     *(("batch", "jobs", verb) for verb in ("get", "list", "watch", "create", "delete")),
     *(("", "secrets", verb) for verb in ("create", "update")),
 ]
@@ -96,14 +101,18 @@ def test_nodes_are_read_only_in_node_cache_mode(verb: str) -> None:
 
 
 @pytest.mark.parametrize(("group", "resource", "verb"), SHARED_PVC_ONLY)
-def test_shared_claims_jobs_and_their_secrets_only_in_shared_pvc_mode(
+def test_claims_are_made_and_jobs_and_their_secrets_only_in_shared_pvc_mode(
     group: str, resource: str, verb: str
 ) -> None:
     assert allowed("SharedPVC", group, resource, verb)
-    if (resource, verb) == ("persistentvolumeclaims", "list"):
-        # The storage-prerequisites check of SharedPVC mode lists claims too; NodeCache reads nodes.
-        assert allowed("NodeCache", "", "nodes", "list", namespace="")
     assert not allowed("NodeCache", group, resource, verb)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(("group", "resource", "verb"), CLAIM_CLEANUP)
+def test_shared_claims_are_taken_back_in_both_modes(mode: str, group: str, resource: str, verb: str) -> None:
+    assert allowed(mode, group, resource, verb)
+    assert allowed(mode, group, resource, verb, namespace="")  # the informer lists all namespaces
 
 
 @pytest.mark.parametrize(("group", "resource", "verb"), SHARED_PVC_ONLY_CLUSTER)

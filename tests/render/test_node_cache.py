@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import os
 from collections.abc import Iterator, Mapping
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 import helm_python
@@ -20,7 +22,11 @@ import pytest
 import yaml
 from kubernetes.utils import parse_quantity
 
+from ai_models import cli
+from ai_models.cli import build_parser
 from ai_models.names import MODULE_NAMESPACE, NODE_CACHE_COMPONENT, NODE_CACHE_DRIVER
+from ai_models.nodecache.server import socket_path
+from ai_models.nodecache.settings import NodeCacheSettings
 from kubeemu.authz import Attributes
 from kubeemu.cluster import Cluster
 from support.manifest_schemas import validate_object
@@ -639,3 +645,43 @@ def test_exceptions_are_available_with_the_policy_engine_crd_module(
     values = module_values(global_overrides={"enabledModules": ["cert-manager", *modules]})
     answer = probe_chart.evaluate('{{ include "ai_models.security_policy_exceptions_available" . }}', values)
     assert answer == available
+
+
+# ----- what the process reads ----------------------------------------------------------------------
+
+
+def test_the_command_line_is_what_the_cli_parses(monkeypatch: pytest.MonkeyPatch) -> None:
+    chart = rendered(NODE_CACHE.name)
+    plugin = container(chart, "node-cache")
+    monkeypatch.setenv("NODE_NAME", "gpu-1")
+    argv = [arg.replace("$(NODE_NAME)", "gpu-1") for arg in plugin["args"]]
+    assert plugin["command"] == ["ai-models"]
+    args = build_parser().parse_args(argv)
+    assert args.handler is cli._node_cache
+    assert args.node_name == "gpu-1"
+    # The socket the plugin serves is the one the registrar announces, in the shared directory.
+    registrar_address = container(chart, "node-driver-registrar")["args"][1].removeprefix("--csi-address=")
+    assert str(socket_path(args.csi_endpoint)) == registrar_address == "/csi/csi.sock"
+    mounts = {mount["mountPath"] for mount in plugin["volumeMounts"]}
+    assert args.cache_root in mounts
+
+
+def test_the_environment_is_what_the_plugin_settings_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    plugin = container(rendered(NODE_CACHE.name), "node-cache")
+    literal = {name: value for name, value in env_of(plugin).items() if isinstance(value, str)}
+    fields = {NodeCacheSettings.variable(field) for field in NodeCacheSettings.model_fields}
+    # The settings ignore unknown variables, so a misspelt name would be dropped silently.
+    assert {name for name in literal if name.startswith("AI_MODELS_")} <= fields
+    for key in list(os.environ):
+        if key.startswith("AI_MODELS_"):
+            monkeypatch.delenv(key)
+    for key, value in literal.items():
+        monkeypatch.setenv(key, value)
+    settings = NodeCacheSettings()  # type: ignore[call-arg]  # required fields come from the environment
+    assert settings.node_cache_size == parse_quantity("500Gi")
+    assert settings.node_cache_api_url == f"http://ai-models-api.{NAMESPACE}.svc"
+    assert str(settings.node_cache_kubelet_dir) in {mount["mountPath"] for mount in plugin["volumeMounts"]}
+    assert settings.node_cache_token_file == Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
+    # kubelet probes the pod IP: the listener must be on every address, on the probed port.
+    assert settings.node_cache_health_address == "0.0.0.0"
+    assert [settings.node_cache_health_port] == [port["containerPort"] for port in plugin["ports"]]

@@ -1,0 +1,135 @@
+"""`ai-models node-cache` as the DaemonSet runs it: the console entry point, settings from the
+environment, a kubeconfig for its ServiceAccount; /healthz, a publish over its socket, SIGTERM."""
+
+from __future__ import annotations
+
+import http.client
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+
+from ai_models.csi import csi_pb2, csi_pb2_grpc
+from ai_models.names import VOLUME_DIGEST_ATTRIBUTE, VOLUME_MODEL_ATTRIBUTE
+from ai_models.nodecache.mounts import mount_at, unmount
+from csi.plugin import Pod, kubelet_publish
+from support.node_cache_stack import CacheStack, cache_stack_fixture  # noqa: F401  (fixture)
+from support.processes import ENTRY_POINT, ModuleProcess
+
+HEALTH_LISTENING = "serving /healthz"
+
+
+@pytest.fixture
+def socket_dir() -> Iterator[Path]:
+    # A unix socket path has at most 107 characters: pytest's tmp_path can be longer.
+    path = Path(tempfile.mkdtemp(prefix="csi-", dir="/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def plugin_environment(stack: CacheStack, kubelet_dir: Path) -> dict[str, str]:
+    return {
+        "KUBECONFIG": str(stack.emulator.kubeconfig(stack.plugin)),
+        "AI_MODELS_NODE_CACHE_SIZE": "1Gi",
+        "AI_MODELS_NODE_CACHE_API_URL": stack.url,
+        "AI_MODELS_NODE_CACHE_TOKEN_FILE": str(stack.token_file),
+        "AI_MODELS_NODE_CACHE_KUBELET_DIR": str(kubelet_dir),
+        "AI_MODELS_NODE_CACHE_HEALTH_ADDRESS": "127.0.0.1",
+        "AI_MODELS_NODE_CACHE_HEALTH_PORT": "0",
+    }
+
+
+def healthz(port: int) -> int:
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    try:
+        connection.request("GET", "/healthz")
+        return connection.getresponse().status
+    finally:
+        connection.close()
+
+
+def test_the_process_serves_csi_and_healthz_and_leaves_mounts_when_it_stops(
+    cache_stack: CacheStack, tmp_path: Path, socket_dir: Path
+) -> None:
+    llama = cache_stack.publish("llama", {"config.json": b"{}", "w.bin": b"weights" * 1000})
+    kubelet_dir = tmp_path / "kubelet"
+    socket = socket_dir / "csi.sock"
+    arguments = (
+        "node-cache",
+        f"--csi-endpoint=unix://{socket}",
+        "--node-name=node-a",
+        f"--cache-root={tmp_path / 'cache'}",
+    )
+    process = ModuleProcess(
+        *arguments, env=plugin_environment(cache_stack, kubelet_dir), log_path=tmp_path / "plugin.log"
+    )
+    request = kubelet_publish(
+        kubelet_dir,
+        pod=Pod("team-a", "web-0"),
+        volume="model",
+        attributes={VOLUME_MODEL_ATTRIBUTE: "llama", VOLUME_DIGEST_ATTRIBUTE: llama.digest},
+    )
+    target = Path(request.target_path)
+    try:
+        with process:
+            port = process.bound_port(HEALTH_LISTENING)
+            process.wait_until(lambda: healthz(port) == 200, timeout=30, what="/healthz to answer 200")
+            with grpc.insecure_channel(f"unix://{socket}") as channel:
+                node = csi_pb2_grpc.NodeStub(channel)
+                published = process.wait_until(
+                    lambda: _published(node, request), timeout=60, what="the volume to be published"
+                )
+                assert published
+            assert (target / "w.bin").read_bytes() == b"weights" * 1000
+            assert process.terminate() == 0
+        assert not socket.exists()  # removed at stop: the next plugin binds a fresh one
+        mount = mount_at(target)
+        assert mount is not None  # the pod keeps its files while no plugin runs
+        assert mount.read_only
+        assert "node cache plugin stopping" in process.log()
+    finally:
+        unmount(target)
+
+
+def _published(node: csi_pb2_grpc.NodeStub, request: csi_pb2.NodePublishVolumeRequest) -> bool:
+    try:
+        node.NodePublishVolume(request, timeout=30)
+    except grpc.RpcError as error:
+        # Still downloading: kubelet would retry, and so does this wait.
+        if error.code() is grpc.StatusCode.UNAVAILABLE:
+            return False
+        raise
+    return True
+
+
+@pytest.mark.parametrize(
+    ("arguments", "unset", "says"),
+    [
+        (("--csi-endpoint=unix:///tmp/csi.sock",), "AI_MODELS_NODE_CACHE_SIZE", "AI_MODELS_NODE_CACHE_SIZE"),
+        (("--csi-endpoint=tcp://127.0.0.1:1",), "", "must be unix:///<absolute path of the socket>"),
+    ],
+    ids=["no-size", "not-unix"],
+)
+def test_bad_settings_exit_2_naming_what_to_fix(
+    tmp_path: Path, arguments: tuple[str, ...], unset: str, says: str
+) -> None:
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "AI_MODELS_NODE_CACHE_SIZE": "1Gi",
+        "AI_MODELS_NODE_CACHE_API_URL": "http://127.0.0.1:1",
+    }
+    env.pop(unset, None)
+    result = subprocess.run(
+        [str(ENTRY_POINT), "node-cache", *arguments, "--node-name=n", f"--cache-root={tmp_path}"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2, result.stderr
+    assert says in result.stderr

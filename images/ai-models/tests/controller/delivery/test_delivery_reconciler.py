@@ -96,6 +96,7 @@ def test_a_deployment_for_a_ready_model_ends_delivered_from_a_verified_claim_wit
     template = workload["spec"]["template"]
     record = applied(template)
     assert record is not None
+    assert record.claim is not None
     assert template == admitted, "the complete template written at CREATE is kept: its Pods are ungated"
     claim = stack.get(f"/api/v1/namespaces/{NAMESPACE}/persistentvolumeclaims/{record.claim}")
     assert claim is not None

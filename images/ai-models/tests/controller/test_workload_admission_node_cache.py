@@ -1,7 +1,8 @@
 """The workload admission handler in NodeCache mode: Ready models that fit the cache size get the
 complete template at CREATE without the gate (nothing to wait for before scheduling), anything else
 is gated with a warning that says why; no claim is ever read; an UPDATE that removes the annotations
-strips, one that changes nothing changes nothing."""
+strips, one that changes nothing changes nothing. And in SharedPVC mode, a template with its own
+volume of the module's CSI driver is gated with the fix in the warning."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from ai_models.names import (
     DELIVERY_SCHEDULING_GATE,
     MODEL_ANNOTATION,
     MODELS_DIR,
+    NODE_CACHE_DRIVER,
     NODE_CACHE_READY_LABEL,
     ModelKind,
 )
@@ -185,3 +187,20 @@ def test_an_update_that_changes_nothing_patches_nothing_and_one_removing_the_ann
     obj, warnings = admitted(cluster, review(without, operation="UPDATE"))
     assert template_of(obj) == template_of(deployment())
     assert warnings == ()
+
+
+def test_in_shared_pvc_mode_a_hand_written_node_cache_volume_is_gated_with_the_fix_and_no_read() -> None:
+    cluster = Cluster({QWEN: ready()})
+    obj = deployment()
+    obj["spec"]["template"]["spec"]["volumes"] = [
+        {"name": "weights", "csi": {"driver": NODE_CACHE_DRIVER, "volumeAttributes": {}}}
+    ]
+    shared_pvc = WorkloadAdmission(read_model=cluster.model, read_claim=cluster.claim)
+
+    answer = shared_pvc(review(obj))
+    admitted_obj = jsonpatch.apply_patch(review(obj)["object"], list(answer.patch))
+
+    assert gated(template_of(admitted_obj))
+    assert applied(template_of(admitted_obj)) is None
+    assert "switch delivery.mode to NodeCache" in answer.warnings[0]
+    assert cluster.reads == []

@@ -26,7 +26,13 @@ from ai_models.adapters.kube.models import ModelObjects
 from ai_models.controller.admission.review import Admission
 from ai_models.controller.delivery.observe import model_seen, observation
 from ai_models.domain.delivery.contract import DeliveryRequest, InvalidSpec, WorkloadKind, parse, pod_template
-from ai_models.domain.delivery.decision import admit, placement_conflicts, resolved_models, wanted_claim
+from ai_models.domain.delivery.decision import (
+    admit,
+    node_cache_needed,
+    placement_conflicts,
+    resolved_models,
+    wanted_claim,
+)
 from ai_models.domain.delivery.placement import NodeCacheSeen, capacity_problem
 from ai_models.domain.delivery.template import gated, json_patch
 from ai_models.domain.models.reference import ModelKey
@@ -127,8 +133,11 @@ class WorkloadAdmission:
         models: dict[ModelKey, Mapping[str, Any] | None] = {}
         claim: Mapping[str, Any] | None = None
         warning = ""
+        disabled = node_cache_needed(pod_template(workload))
         if isinstance(delivery, InvalidSpec):
             warning = f"ai-models: {delivery.message}"
+        elif isinstance(delivery, DeliveryRequest) and disabled is not None:
+            warning = f"ai-models: {disabled}"  # gated by `admit`, whatever the models are
         elif isinstance(delivery, DeliveryRequest):
             if not workload["metadata"].get("name"):
                 # No name yet, so no claim name: the controller finishes the template.

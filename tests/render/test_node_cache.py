@@ -505,7 +505,6 @@ GRANTED = {
     ("ai.deckhouse.io", "clustermodels", "get"),
     ("", "pods", "list"),
     ("", "pods", "watch"),
-    ("", "nodes", "get"),
     ("", "nodes", "patch"),
 }
 VERBS = ("get", "list", "watch", "create", "update", "patch", "delete", "deletecollection")

@@ -14,13 +14,20 @@ import grpc
 import pytest
 
 from ai_models.csi import csi_pb2, csi_pb2_grpc
-from ai_models.names import VOLUME_DIGEST_ATTRIBUTE, VOLUME_MODEL_ATTRIBUTE
+from ai_models.domain.delivery.claim_layout import object_dir
+from ai_models.names import (
+    NODE_CACHE_DRIVER,
+    NODE_CACHE_READY_LABEL,
+    VOLUME_DIGEST_ATTRIBUTE,
+    VOLUME_MODEL_ATTRIBUTE,
+)
 from ai_models.nodecache.mounts import mount_at, unmount
 from csi.plugin import Pod, kubelet_publish
 from support.node_cache_stack import CacheStack, cache_stack_fixture  # noqa: F401  (fixture)
 from support.processes import ENTRY_POINT, ModuleProcess
 
 HEALTH_LISTENING = "serving /healthz"
+NODE = "node-a"
 
 
 @pytest.fixture
@@ -52,32 +59,65 @@ def healthz(port: int) -> int:
         connection.close()
 
 
+def node_label(stack: CacheStack) -> str | None:
+    cluster = stack.emulator.cluster
+    node = cluster.get(cluster.resource_for("v1", "Node"), namespace="", name=NODE)
+    labels = node["metadata"].get("labels") or {}
+    value = labels.get(NODE_CACHE_READY_LABEL)
+    return str(value) if value is not None else None
+
+
 def test_the_process_serves_csi_and_healthz_and_leaves_mounts_when_it_stops(
     cache_stack: CacheStack, tmp_path: Path, socket_dir: Path
 ) -> None:
     llama = cache_stack.publish("llama", {"config.json": b"{}", "w.bin": b"weights" * 1000})
+    attributes = {VOLUME_MODEL_ATTRIBUTE: "llama", VOLUME_DIGEST_ATTRIBUTE: llama.digest}
+    emulator = cache_stack.emulator
+    emulator.cluster.apply({"apiVersion": "v1", "kind": "Node", "metadata": {"name": NODE}})
+    # A pod bound to the node before the plugin starts: the prefetch fetches its model unasked.
+    emulator.cluster.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "web-0", "namespace": "team-a"},
+            "spec": {
+                "nodeName": NODE,
+                "containers": [{"name": "server", "image": "server:1"}],
+                "volumes": [
+                    {
+                        "name": "model",
+                        "csi": {
+                            "driver": NODE_CACHE_DRIVER,
+                            "readOnly": True,
+                            "volumeAttributes": attributes,
+                        },
+                    }
+                ],
+            },
+        }
+    )
     kubelet_dir = tmp_path / "kubelet"
     socket = socket_dir / "csi.sock"
     arguments = (
         "node-cache",
         f"--csi-endpoint=unix://{socket}",
-        "--node-name=node-a",
+        f"--node-name={NODE}",
         f"--cache-root={tmp_path / 'cache'}",
     )
     process = ModuleProcess(
         *arguments, env=plugin_environment(cache_stack, kubelet_dir), log_path=tmp_path / "plugin.log"
     )
-    request = kubelet_publish(
-        kubelet_dir,
-        pod=Pod("team-a", "web-0"),
-        volume="model",
-        attributes={VOLUME_MODEL_ATTRIBUTE: "llama", VOLUME_DIGEST_ATTRIBUTE: llama.digest},
-    )
+    request = kubelet_publish(kubelet_dir, pod=Pod("team-a", "web-0"), volume="model", attributes=attributes)
     target = Path(request.target_path)
     try:
         with process:
             port = process.bound_port(HEALTH_LISTENING)
             process.wait_until(lambda: healthz(port) == 200, timeout=30, what="/healthz to answer 200")
+            process.wait_until(
+                lambda: node_label(cache_stack) == "true", timeout=30, what="the readiness label"
+            )
+            tree = tmp_path / "cache" / object_dir(llama.digest)
+            process.wait_until(tree.is_dir, timeout=60, what="the prefetched tree")
             with grpc.insecure_channel(f"unix://{socket}") as channel:
                 node = csi_pb2_grpc.NodeStub(channel)
                 published = process.wait_until(
@@ -91,6 +131,7 @@ def test_the_process_serves_csi_and_healthz_and_leaves_mounts_when_it_stops(
         assert mount is not None  # the pod keeps its files while no plugin runs
         assert mount.read_only
         assert "node cache plugin stopping" in process.log()
+        assert node_label(cache_stack) == "false"  # no new pod is placed here while no plugin runs
     finally:
         unmount(target)
 

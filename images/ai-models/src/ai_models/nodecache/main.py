@@ -2,9 +2,11 @@
 
 Start: the cache is opened first (its completion records and references are read, so a restarted
 plugin knows what its pods mount), then the gRPC server listens on the socket, then /healthz
-answers 200 (the startup probe lets kubelet's registrar in only then). Stop (SIGTERM, SIGINT): new
-calls are refused, running ones get a few seconds, downloads stop where they are (their staging is
-resumed by the next plugin), and the bind mounts of running pods stay: they need no process.
+answers 200 (the startup probe lets kubelet's registrar in only then); the prefetcher watches the
+Pods bound to this node and the reporter writes the Node's readiness label and cache report. Stop
+(SIGTERM, SIGINT): the Node's label goes to "false" first (the controller places no new pod here),
+new calls are refused, running ones get a few seconds, downloads stop where they are (their staging
+is resumed by the next plugin), and the bind mounts of running pods stay: they need no process.
 Exit codes: 0 stopped on a signal, 1 could not start, 2 bad settings.
 """
 
@@ -27,6 +29,8 @@ from ai_models.nodecache.health import HealthServer
 from ai_models.nodecache.identity import IdentityService
 from ai_models.nodecache.models import ModelReader
 from ai_models.nodecache.node import NodeService
+from ai_models.nodecache.prefetch import Prefetcher
+from ai_models.nodecache.report import NodeReporter
 from ai_models.nodecache.server import CsiServer, socket_path
 from ai_models.nodecache.settings import NodeCacheSettings
 
@@ -73,6 +77,8 @@ def run(arguments: PluginArguments, settings: NodeCacheSettings, *, stop: thread
     cache: NodeCache | None = None
     server: CsiServer | None = None
     health: HealthServer | None = None
+    prefetcher: Prefetcher | None = None
+    reporter: NodeReporter | None = None
     try:
         cache = NodeCache(
             CacheConfig(
@@ -86,6 +92,8 @@ def run(arguments: PluginArguments, settings: NodeCacheSettings, *, stop: thread
             )
         )
         opened = cache
+        # One reader for NodePublish and the prefetch: a granted answer serves both.
+        models = ModelReader.of_cluster(api_client)
         server = CsiServer(
             endpoint=arguments.csi_endpoint,
             identity=IdentityService(ready=opened.usable),
@@ -93,7 +101,7 @@ def run(arguments: PluginArguments, settings: NodeCacheSettings, *, stop: thread
                 node_name=arguments.node_name,
                 kubelet_dir=settings.node_cache_kubelet_dir,
                 cache=opened,
-                models=ModelReader.of_cluster(api_client),
+                models=models,
                 publish_wait_seconds=settings.node_cache_publish_wait_seconds,
             ),
         ).start()
@@ -103,6 +111,11 @@ def run(arguments: PluginArguments, settings: NodeCacheSettings, *, stop: thread
             address=settings.node_cache_health_address,
             port=settings.node_cache_health_port,
         ).start()
+        prefetcher = Prefetcher(
+            cache=opened, models=models, api_client=api_client, node_name=arguments.node_name
+        )
+        prefetcher.start()
+        reporter = NodeReporter(cache=opened, api_client=api_client, node_name=arguments.node_name).start()
         log.info(
             "node cache plugin started",
             extra={
@@ -118,6 +131,10 @@ def run(arguments: PluginArguments, settings: NodeCacheSettings, *, stop: thread
         log.error("node cache plugin could not start", extra={"error": str(error)})
         return EXIT_FAILED
     finally:
+        if reporter is not None:
+            reporter.close()
+        if prefetcher is not None:
+            prefetcher.close()
         if health is not None:
             health.stop()
         if server is not None:

@@ -8,12 +8,12 @@
 
 `want` never blocks on the network: one background download per digest however many pods ask (a
 single flight), at most `max_concurrent_downloads` copying at once. Space is reserved after the
-manifest and before the first byte (`domain.delivery.node_cache.make_room`), evicting unreferenced
-trees least recently used first once their grace passed. A mount target's reference is on disk
-before its bind mount (`hold`) and goes after the unmount (`release`), so a restarted plugin knows
-what is mounted and eviction never takes a mounted tree. A background pass removes stale staging,
-quarantined trees nobody mounts any more and references whose target is gone, and re-hashes every
-ready tree once a day (the scrub).
+manifest and before the first byte (`eviction.Budget` over `domain.delivery.node_cache.make_room`),
+evicting unreferenced trees least recently used first once their grace passed. A mount target's
+reference is on disk before its bind mount (`hold`) and goes after the unmount (`release`), so a
+restarted plugin knows what is mounted and eviction never takes a mounted tree. A background pass
+removes stale staging, quarantined trees nobody mounts any more and references whose target is
+gone, and re-hashes every ready tree once a day (the scrub).
 """
 
 from __future__ import annotations
@@ -32,15 +32,7 @@ from ai_models.adapters.serving.tree import BUFFER_BYTES, Retry
 from ai_models.domain.artifacts.manifest import ArtifactFile
 from ai_models.domain.catalog.schedule import backoff
 from ai_models.domain.delivery.claim_layout import object_dir
-from ai_models.domain.delivery.node_cache import (
-    CachedTree,
-    CacheReport,
-    DoesNotFit,
-    Fits,
-    Space,
-    abandoned,
-    make_room,
-)
+from ai_models.domain.delivery.node_cache import CacheReport, DoesNotFit, Fits, abandoned
 from ai_models.domain.models.reference import ModelKey
 from ai_models.nodecache.downloads import (
     ClientSettings,
@@ -50,7 +42,8 @@ from ai_models.nodecache.downloads import (
     Phase,
     Stopped,
 )
-from ai_models.nodecache.store import Quarantined, ReadyTree, Reference, Store
+from ai_models.nodecache.eviction import Budget, Holdings
+from ai_models.nodecache.store import Reference, Store
 
 logger = logging.getLogger(__name__)
 
@@ -134,22 +127,27 @@ class NodeCache:
         self._clock = config.clock
         self._store = Store(config.root)
         self._store.prepare()
-        self._free_bytes = config.free_bytes or self._store.free_bytes
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)
         self._stop = threading.Event()
-        self._ready: dict[str, ReadyTree] = {}
+        self._held = Holdings(
+            references={reference.target: reference for reference in self._store.references()},
+            quarantine=self._store.quarantined(),
+        )
+        self._budget = Budget(
+            store=self._store,
+            limit_bytes=config.limit_bytes,
+            free_bytes=config.free_bytes or self._store.free_bytes,
+            grace_seconds=config.eviction_grace_seconds,
+        )
         self._downloads: dict[str, Download] = {}
         self._outcomes: dict[str, _Outcome] = {}
-        self._reservations: dict[str, int] = {}
         self._slots_in_use: set[str] = set()
-        self._references = {reference.target: reference for reference in self._store.references()}
-        self._quarantine: list[Quarantined] = self._store.quarantined()
         for digest in self._store.complete_digests():
             tree = self._store.load_ready(digest)
             # A tree without matching stamps is verified (re-hashed) by its first `want`.
             if tree is not None:
-                self._ready[digest] = tree
+                self._held.ready[digest] = tree
         self._client = ClientSettings(
             api_url=config.api_url, token_file=config.token_file, ca_file=config.ca_file
         )
@@ -157,8 +155,8 @@ class NodeCache:
             "node cache opened",
             extra={
                 "root": str(config.root),
-                "ready": len(self._ready),
-                "references": len(self._references),
+                "ready": len(self._held.ready),
+                "references": len(self._held.references),
                 "limit_bytes": config.limit_bytes,
             },
         )
@@ -195,13 +193,13 @@ class NodeCache:
         reference = Reference(target=target, digest=digest, pod_uid=pod_uid, held_at=now)
         with self._lock:
             self._store.write_reference(reference)
-            self._references[target] = reference
+            self._held.references[target] = reference
             self._store.touch(digest, now=now)
 
     def release(self, *, target: str) -> None:
         """Drop the reference `target` holds (none: nothing to do); after its unmount."""
         with self._lock:
-            reference = self._references.pop(target, None)
+            reference = self._held.references.pop(target, None)
             self._store.remove_reference(target)
             if reference is not None:
                 self._store.touch(reference.digest, now=self._clock())
@@ -209,12 +207,12 @@ class NodeCache:
 
     def report(self) -> CacheReport:
         with self._lock:
-            space = self._space(admitting=None)
+            space = self._budget.measure(self._held)
             return CacheReport(
                 limit_bytes=space.capacity_bytes,
                 used_bytes=space.held_bytes,
                 available_bytes=space.available_bytes,
-                ready_digests=tuple(sorted(self._ready)),
+                ready_digests=tuple(sorted(self._held.ready)),
             )
 
     def usable(self) -> bool:
@@ -239,20 +237,20 @@ class NodeCache:
         trees no reference older than the quarantine holds, staging abandoned for a day."""
         now = self._clock()
         with self._lock:
-            for target, reference in list(self._references.items()):
+            for target, reference in list(self._held.references.items()):
                 if reference.held_at + self._config.eviction_grace_seconds <= now and not os.path.lexists(
                     target
                 ):
                     logger.info("a reference whose target is gone is dropped", extra={"target": target})
-                    self._references.pop(target)
+                    self._held.references.pop(target)
                     self._store.remove_reference(target)
-            for entry in list(self._quarantine):
+            for entry in list(self._held.quarantine):
                 if not any(
                     reference.digest == entry.digest and reference.held_at <= entry.since
-                    for reference in self._references.values()
+                    for reference in self._held.references.values()
                 ):
                     self._store.discard(entry.path)
-                    self._quarantine.remove(entry)
+                    self._held.quarantine.remove(entry)
             for digest, path in list(self._store.staging()):
                 wanted = digest in self._downloads
                 if abandoned(newest_write=self._store.newest_write(path), now=now, wanted=wanted):
@@ -266,7 +264,7 @@ class NodeCache:
         damaged = []
         buffer = bytearray(BUFFER_BYTES)
         with self._lock:
-            trees = list(self._ready.values())
+            trees = list(self._held.ready.values())
         for tree in trees:
             if self._stop.is_set():
                 break
@@ -279,7 +277,7 @@ class NodeCache:
             if bad is None:
                 continue
             with self._lock:
-                if self._ready.get(tree.digest) is tree:
+                if self._held.ready.get(tree.digest) is tree:
                     self._quarantine_tree(tree.digest, why=f"file {bad} does not match its sha256")
                     damaged.append(tree.digest)
         return damaged
@@ -291,7 +289,7 @@ class NodeCache:
         if self._stop.is_set():
             return Failed(message="the node cache is shutting down; kubelet retries on the next plugin")
         now = self._clock()
-        tree = self._ready.get(digest)
+        tree = self._held.ready.get(digest)
         if tree is not None:
             if self._store.intact(tree):
                 self._store.touch(digest, now=now)
@@ -332,27 +330,10 @@ class NodeCache:
             "a cached tree is damaged; it is quarantined and fetched again",
             extra={"digest": digest, "why": why},
         )
-        self._ready.pop(digest, None)
+        self._held.ready.pop(digest, None)
         entry = self._store.quarantine(digest, now=self._clock())
         if entry is not None:
-            self._quarantine.append(entry)
-
-    def _space(self, *, admitting: str | None) -> Space:
-        trees = sum(tree.size_bytes for tree in self._ready.values())
-        quarantined = sum(entry.size_bytes for entry in self._quarantine)
-        staged = 0
-        abandoned_staging = 0
-        for digest, path in self._store.staging():
-            size = self._store.tree_bytes(path)
-            staged += size
-            if digest not in self._reservations and digest != admitting:
-                abandoned_staging += size
-        return Space(
-            limit_bytes=self._config.limit_bytes,
-            free_bytes=self._free_bytes(),
-            held_bytes=trees + quarantined + staged,
-            committed_bytes=trees + quarantined + abandoned_staging + sum(self._reservations.values()),
-        )
+            self._held.quarantine.append(entry)
 
     def _space_changed(self) -> None:
         # Released space may let a refused digest fit: it is asked again at its next `want`.
@@ -374,30 +355,10 @@ class NodeCache:
                 if self._stop.is_set():
                     raise Stopped
                 now = self._clock()
-                trees = [
-                    CachedTree(
-                        digest=tree.digest,
-                        size_bytes=tree.size_bytes,
-                        last_used=self._store.last_used(tree.digest),
-                        referenced=any(ref.digest == tree.digest for ref in self._references.values()),
-                    )
-                    for tree in self._ready.values()
-                ]
-                room = make_room(
-                    needed_bytes=needed,
-                    space=self._space(admitting=digest),
-                    trees=trees,
-                    reserved_bytes=sum(self._reservations.values()),
-                    grace_seconds=self._config.eviction_grace_seconds,
-                    now=now,
-                    what=download.what,
+                room = self._budget.reserve(
+                    self._held, digest=digest, needed_bytes=needed, what=download.what, now=now
                 )
                 if isinstance(room, Fits):
-                    for victim in room.evict:
-                        logger.info("tree evicted", extra={"digest": victim, "for": digest})
-                        self._ready.pop(victim, None)
-                        self._store.evict(victim)
-                    self._reservations[digest] = needed
                     break
                 if isinstance(room, DoesNotFit):
                     raise NoRoom(room.message)
@@ -431,22 +392,31 @@ class NodeCache:
                     self._quarantine_tree(digest, why=f"file {bad} does not match its sha256")
                     # Fetched again at the next `want`, without a backoff: nothing failed remotely.
                     self._downloads.pop(digest, None)
-                    self._reservations.pop(digest, None)
+                    self._held.reservations.pop(digest, None)
                     self._slots_in_use.discard(digest)
                     self._outcomes.pop(digest, None)
                     self._changed.notify_all()
                 return
         with self._lock:
             self._downloads.pop(digest, None)
-            self._reservations.pop(digest, None)
+            self._held.reservations.pop(digest, None)
             self._slots_in_use.discard(digest)
             now = self._clock()
             record = self._store.record(digest) if delivered is not None else None
             if record is not None:
-                self._ready[digest] = self._store.stamp(digest, record, now=now)
+                self._held.ready[digest] = self._store.stamp(digest, record, now=now)
                 self._store.touch(digest, now=now)
                 self._outcomes.pop(digest, None)
-                logger.info("artifact ready", extra={"digest": digest, "bytes": record.size_bytes})
+                logger.info(
+                    "artifact ready",
+                    extra={
+                        "digest": digest,
+                        "bytes": record.size_bytes,
+                        "bytes_fetched": download.tally.fetched,
+                        "bytes_reused": download.tally.reused,
+                        "seconds": round(download.seconds(), 3),
+                    },
+                )
             elif outcome.no_room:
                 self._outcomes[digest] = _Outcome(
                     state=Unfit(outcome.message), retry_at=now + UNFIT_RETRY_SECONDS, failures=0

@@ -14,6 +14,7 @@ import dataclasses
 import enum
 import logging
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Final
@@ -130,6 +131,7 @@ class Download:
         self._stop = stop
         self._retry = retry
         self._client: ServingClient | None = None
+        self.started = 0.0
         self.thread = threading.Thread(target=self.run, name=f"download-{digest[7:19]}", daemon=True)
 
     @property
@@ -146,7 +148,12 @@ class Download:
         return f"{self.phase.value} for {self.what}{detail}"
 
     def start(self) -> None:
+        self.started = time.monotonic()
         self.thread.start()
+
+    def seconds(self) -> float:
+        """Since the download started (its log line says how long an artifact took)."""
+        return time.monotonic() - self.started
 
     def run(self) -> None:
         outcome = Finished(message=f"the download of {self.what} stopped")

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import os
 import random
+import signal
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -109,6 +112,48 @@ def test_a_stopped_download_resumes_and_a_partial_tree_is_never_ready(cache_stac
     assert resumed == [
         ("weights/model.safetensors", staged, len(FILES["weights/model.safetensors"]) - staged)
     ]
+
+
+# A plugin process that wants one artifact and then waits to be killed.
+_KILLED_PLUGIN = """
+import sys, threading
+from pathlib import Path
+from ai_models.domain.models.reference import ModelKey
+from ai_models.names import ModelKind
+from ai_models.nodecache.cache import CacheConfig, CacheRequest, NodeCache
+root, url, token, namespace, name, digest = sys.argv[1:]
+cache = NodeCache(CacheConfig(root=Path(root), limit_bytes=1 << 30, api_url=url, token_file=Path(token)))
+cache.want(CacheRequest(ModelKey(ModelKind.MODEL, namespace, name), digest))
+threading.Event().wait()
+"""
+
+
+def test_a_plugin_killed_mid_download_leaves_only_staging_and_the_next_one_resumes(
+    cache_stack: CacheStack,
+) -> None:
+    request = cache_stack.publish("llama", FILES)
+    cache_stack.store.pause("weights/model.safetensors", at=MIB)
+    arguments = [str(cache_stack.root), cache_stack.url, str(cache_stack.token_file)]
+    arguments += [request.ref.namespace, request.ref.name, request.digest]
+    plugin = subprocess.Popen([sys.executable, "-c", _KILLED_PLUGIN, *arguments])
+    try:
+        assert cache_stack.store.paused.wait(timeout=60)
+        staged = cache_stack.root / staging_dir(request.digest) / "weights/model.safetensors"
+        eventually(lambda: staged.stat().st_size == MIB, timeout=10, message="the first MiB in staging")
+    finally:
+        plugin.send_signal(signal.SIGKILL)
+        plugin.wait(timeout=30)
+    cache_stack.store.release()
+    assert not (cache_stack.root / object_dir(request.digest)).exists()
+
+    restarted = cache_stack.cache()
+    assert restarted.report().ready_digests == ()
+    opened = len(cache_stack.store.opened)
+    assert_tree(restarted.wait(request, timeout=60))
+    weights = [
+        stream for stream in cache_stack.store.opened[opened:] if stream.key.endswith("model.safetensors")
+    ]
+    assert [(stream.start, stream.read_bytes) for stream in weights] == [(MIB, 2 * MIB)]
 
 
 def test_a_file_changed_after_publication_is_quarantined_and_fetched_again(cache_stack: CacheStack) -> None:

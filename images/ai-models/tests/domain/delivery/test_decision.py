@@ -39,6 +39,7 @@ from ai_models.names import (
     MODULE,
     MODULE_LABEL,
     MODULE_NAMESPACE,
+    NODE_CACHE_DRIVER,
     OWNER_UID_LABEL,
     SHARED_PVC_LABEL,
     SHARED_PVC_LABEL_VALUE,
@@ -157,6 +158,18 @@ RULES: dict[str, tuple[DeliveryObservation, Expect]] = {
             claim=MATERIALIZED,
         ),
         Expect(DeliveryReason.INVALID_SPEC, rule="invalid_spec"),
+    ),
+    "node_cache_delivery_disabled": (
+        with_(
+            template={
+                **USERS_TEMPLATE,
+                "spec": {
+                    **USERS_TEMPLATE["spec"],
+                    "volumes": [{"name": "weights", "csi": {"driver": NODE_CACHE_DRIVER}}],
+                },
+            }
+        ),
+        Expect(DeliveryReason.NODE_CACHE_DELIVERY_DISABLED, ("weights", NODE_CACHE_DRIVER, "delivery.mode")),
     ),
     "model_not_ready": (
         with_(models=model(QWEN, ModelPhase.PUBLISHING)),
@@ -441,12 +454,9 @@ def test_delivery_rule(rule: str) -> None:
 
 def test_every_shared_pvc_reason_is_reached_by_a_rule() -> None:
     reached = {expect.reason for _, expect in RULES.values()}
-    node_cache = {
-        DeliveryReason.NODE_CACHE_DELIVERY_DISABLED,
-        DeliveryReason.INSUFFICIENT_NODE_CACHE_CAPACITY,
-    }
 
-    assert reached - {None} == set(DeliveryReason) - node_cache
+    # The other one is NodeCache mode's own (test_node_cache_decision.py).
+    assert reached - {None} == set(DeliveryReason) - {DeliveryReason.INSUFFICIENT_NODE_CACHE_CAPACITY}
 
 
 def test_a_stopped_or_blocked_delivery_keeps_the_template_that_mounts_its_claim() -> None:

@@ -9,7 +9,7 @@ import pytest
 from ai_models.domain.delivery.decision import ModelSeen
 from ai_models.domain.models.reference import ModelKey
 from ai_models.names import ModelKind, ModelPhase
-from ai_models.nodecache.models import ModelReader, ModelsUnreadable, model_seen
+from ai_models.nodecache.models import ModelReader, ModelsUnreadable
 from csi.models import ClusterModels
 from kubeemu.authn import Identity
 from kubeemu.pytest_fixtures import RunningEmulator
@@ -32,7 +32,7 @@ def test_reads_a_ready_model_and_a_cluster_model(kube_api_client: Any, cluster_m
     cluster_models.put(QWEN, digest=DIGEST)
     cluster_models.put(SHARED, phase=ModelPhase.PUBLISHING)
     reader = ModelReader.of_cluster(kube_api_client)
-    assert reader.seen(QWEN) == ModelSeen(QWEN, ModelPhase.READY, digest=DIGEST)
+    assert reader.seen(QWEN) == ModelSeen(QWEN, ModelPhase.READY, digest=DIGEST, size_bytes=1)
     assert reader.seen(SHARED) == ModelSeen(SHARED, ModelPhase.PUBLISHING)
     assert reader.seen(ModelKey(ModelKind.MODEL, "team-b", "qwen")).phase is None
 
@@ -57,7 +57,7 @@ def test_an_answer_that_refuses_is_never_kept(kube_api_client: Any, cluster_mode
     cluster_models.put(QWEN, phase=ModelPhase.PUBLISHING)
     assert reader.seen(QWEN).phase is ModelPhase.PUBLISHING
     cluster_models.put(QWEN, digest=DIGEST)
-    assert reader.seen(QWEN) == ModelSeen(QWEN, ModelPhase.READY, digest=DIGEST)
+    assert reader.seen(QWEN) == ModelSeen(QWEN, ModelPhase.READY, digest=DIGEST, size_bytes=1)
 
 
 def test_the_kept_answers_are_bounded() -> None:
@@ -96,5 +96,5 @@ def test_an_api_server_that_refuses_the_read_is_unreadable_and_names_the_rbac(
         ({}, ModelSeen(QWEN, ModelPhase.PENDING)),
     ],
 )
-def test_model_seen_reads_phase_and_digest_defensively(obj: dict[str, Any], seen: ModelSeen) -> None:
-    assert model_seen(QWEN, obj) == seen
+def test_a_model_is_read_defensively(obj: dict[str, Any], seen: ModelSeen) -> None:
+    assert ModelSeen.of(QWEN, obj) == seen

@@ -38,20 +38,6 @@ class ModelsUnreadable(Exception):
     server's own text."""
 
 
-def model_seen(key: ModelKey, obj: Mapping[str, Any] | None) -> ModelSeen:
-    """The facts authorization reads from an object as the API server returned it (the same reading
-    as the delivery controller's `observe.model_seen`: an unknown phase counts as Pending)."""
-    if obj is None:
-        return ModelSeen(key, None)
-    status = obj.get("status")
-    status = status if isinstance(status, Mapping) else {}
-    phase_text = str(status.get("phase") or ModelPhase.PENDING.value)
-    phase = ModelPhase(phase_text) if phase_text in tuple(ModelPhase) else ModelPhase.PENDING
-    artifact = status.get("artifact")
-    digest = artifact.get("digest") if isinstance(artifact, Mapping) else None
-    return ModelSeen(key, phase, digest=digest if isinstance(digest, str) else "")
-
-
 @dataclasses.dataclass(frozen=True)
 class _Kept:
     seen: ModelSeen
@@ -89,7 +75,7 @@ class ModelReader:
                 self._kept.move_to_end(key)
                 return kept.seen
         # Read outside the lock: one slow GET must not hold every other pod's publish.
-        seen = model_seen(key, self._read(key))
+        seen = ModelSeen.of(key, self._read(key))
         with self._lock:
             if seen.phase is ModelPhase.READY and seen.digest:
                 self._kept[key] = _Kept(seen, now + self._ttl)

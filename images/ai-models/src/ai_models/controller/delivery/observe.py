@@ -39,7 +39,6 @@ from ai_models.domain.delivery.decision import (
 from ai_models.domain.delivery.placement import NodeCacheSeen, selected_nodes
 from ai_models.domain.models.reference import ModelKey
 from ai_models.domain.storage.prerequisites import ClaimPhase, DeliveryMode
-from ai_models.names import ModelPhase
 
 # One page of a claim's Events: a provisioner retrying for hours aggregates into one Event per
 # message, so the latest failure is in the first page.
@@ -51,19 +50,7 @@ ModelOf = Callable[[ModelKey], Mapping[str, Any] | None]
 
 def model_seen(key: ModelKey, obj: Mapping[str, Any] | None) -> ModelSeen:
     """A Model or ClusterModel as the decision reads it (phase None: it does not exist)."""
-    if obj is None:
-        return ModelSeen(key, None)
-    status = obj.get("status") or {}
-    phase_text = str(status.get("phase") or ModelPhase.PENDING.value)
-    phase = ModelPhase(phase_text) if phase_text in tuple(ModelPhase) else ModelPhase.PENDING
-    artifact = status.get("artifact") or {}
-    size = artifact.get("sizeBytes")
-    return ModelSeen(
-        key,
-        phase,
-        digest=str(artifact.get("digest") or ""),
-        size_bytes=int(size) if isinstance(size, int) and not isinstance(size, bool) else None,
-    )
+    return ModelSeen.of(key, obj)
 
 
 def observation(

@@ -116,6 +116,27 @@ class ModelSeen:
     digest: str = ""
     size_bytes: int | None = None
 
+    @classmethod
+    def of(cls, key: ModelKey, obj: Mapping[str, Any] | None) -> ModelSeen:
+        """The object as the API server returned it (None: it does not exist); a phase this version
+        does not know counts as Pending, a malformed status as an empty one. The delivery controller,
+        the admission webhook and the node plugin's authorization all read a Model this way."""
+        if obj is None:
+            return cls(key, None)
+        status = obj.get("status")
+        status = status if isinstance(status, Mapping) else {}
+        phase_text = str(status.get("phase") or ModelPhase.PENDING.value)
+        phase = ModelPhase(phase_text) if phase_text in tuple(ModelPhase) else ModelPhase.PENDING
+        artifact = status.get("artifact")
+        artifact = artifact if isinstance(artifact, Mapping) else {}
+        digest, size = artifact.get("digest"), artifact.get("sizeBytes")
+        return cls(
+            key,
+            phase,
+            digest=digest if isinstance(digest, str) else "",
+            size_bytes=size if isinstance(size, int) and not isinstance(size, bool) else None,
+        )
+
 
 @dataclasses.dataclass(frozen=True)
 class ClaimSeen:

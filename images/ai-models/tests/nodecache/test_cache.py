@@ -270,3 +270,35 @@ def test_a_reference_whose_target_is_gone_is_dropped_after_the_grace(cache_stack
     cache.housekeeping()
     assert not (cache_stack.root / reference_record(gone)).exists()
     assert (cache_stack.root / reference_record(kept)).exists()
+
+
+def test_staging_nobody_wants_goes_after_a_day_without_writes(cache_stack: CacheStack) -> None:
+    now = [2_000_000_000.0]
+    cache = cache_stack.cache(clock=lambda: now[0])
+    left = cache_stack.root / staging_dir("sha256:" + "b" * 64)
+    (left / "weights").mkdir(parents=True)
+    (left / "weights" / "part.bin").write_bytes(b"x" * 1000)
+    written = now[0] - 86_400 + 1
+    for path in (left, left / "weights", left / "weights" / "part.bin"):
+        os.utime(path, (written, written))
+    assert cache.report().used_bytes == 1000  # counted while it is on disk
+    cache.housekeeping()
+    assert left.exists()
+    now[0] += 1
+    cache.housekeeping()
+    assert not left.exists()
+    assert cache.report().used_bytes == 0
+
+
+def test_publishing_a_held_target_again_keeps_its_record(cache_stack: CacheStack) -> None:
+    request = cache_stack.publish("llama", FILES)
+    cache = cache_stack.cache()
+    assert_tree(cache.wait(request, timeout=60))
+    target = mount_target(cache_stack, "uid-1")
+    cache.hold(target=target, digest=request.digest, pod_uid="uid-1")
+    record = cache_stack.root / reference_record(target)
+    first = record.stat().st_ino
+    cache.hold(target=target, digest=request.digest, pod_uid="uid-1")
+    assert record.stat().st_ino == first
+    cache.hold(target=target, digest=request.digest, pod_uid="uid-2")  # another pod: rewritten
+    assert record.stat().st_ino != first

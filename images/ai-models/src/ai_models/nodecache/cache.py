@@ -192,6 +192,11 @@ class NodeCache:
         now = self._clock()
         reference = Reference(target=target, digest=digest, pod_uid=pod_uid, held_at=now)
         with self._lock:
+            kept = self._held.references.get(target)
+            if kept is not None and (kept.digest, kept.pod_uid) == (digest, pod_uid):
+                # kubelet publishes a mounted target again: the record on disk already says so.
+                self._store.touch(digest, now=now)
+                return
             self._store.write_reference(reference)
             self._held.references[target] = reference
             self._store.touch(digest, now=now)

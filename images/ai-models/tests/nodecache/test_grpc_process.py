@@ -12,6 +12,7 @@ from pathlib import Path
 
 import grpc
 import pytest
+from pydantic import ValidationError
 
 from ai_models.csi import csi_pb2, csi_pb2_grpc
 from ai_models.domain.delivery.claim_layout import object_dir
@@ -22,6 +23,7 @@ from ai_models.names import (
     VOLUME_MODEL_ATTRIBUTE,
 )
 from ai_models.nodecache.mounts import mount_at, unmount
+from ai_models.nodecache.settings import NodeCacheSettings
 from csi.plugin import Pod, kubelet_publish
 from support.node_cache_stack import CacheStack, cache_stack_fixture  # noqa: F401  (fixture)
 from support.processes import ENTRY_POINT, ModuleProcess
@@ -174,3 +176,19 @@ def test_bad_settings_exit_2_naming_what_to_fix(
     )
     assert result.returncode == 2, result.stderr
     assert says in result.stderr
+
+
+def test_settings_read_the_variables_the_chart_sets(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AI_MODELS_NODE_CACHE_SIZE", "500Gi")
+    monkeypatch.setenv("AI_MODELS_NODE_CACHE_API_URL", "http://ai-models-api.d8-ai-models.svc")
+    monkeypatch.setenv("AI_MODELS_NODE_CACHE_KUBELET_DIR", "/var/lib/k0s/kubelet")
+    settings = NodeCacheSettings()  # type: ignore[call-arg]  # the required fields come from the environment
+    assert settings.node_cache_size == 500 * 1024**3
+    assert settings.node_cache_kubelet_dir == Path("/var/lib/k0s/kubelet")
+    assert settings.node_cache_token_file == Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
+    assert settings.node_cache_publish_wait_seconds == 30.0
+    assert (settings.node_cache_health_address, settings.node_cache_health_port) == ("0.0.0.0", 9808)
+    # A wait at kubelet's own deadline (120 s) would turn "retry later" into a timed-out call.
+    monkeypatch.setenv("AI_MODELS_NODE_CACHE_PUBLISH_WAIT_SECONDS", "120")
+    with pytest.raises(ValidationError, match="node_cache_publish_wait_seconds"):
+        NodeCacheSettings()  # type: ignore[call-arg]

@@ -3,7 +3,9 @@ first once their grace has passed, and what cannot fit is refused with the sizes
 
 from __future__ import annotations
 
+import os
 import random
+import time
 from pathlib import Path
 
 from ai_models.domain.delivery.claim_layout import object_dir
@@ -108,3 +110,34 @@ def test_a_disk_fuller_than_the_budget_caps_it(cache_stack: CacheStack) -> None:
     assert "512.0 KiB available of 512.0 KiB" in refused.message
     assert cache.report().limit_bytes == MIB // 2
     assert cache_stack.store.files_read() == 0
+
+
+def test_what_a_previous_plugin_left_is_sorted_counted_and_evictable(cache_stack: CacheStack) -> None:
+    stamped, unstamped, damaged, torn = (one_mib_model(cache_stack, name) for name in ("a", "b", "c", "d"))
+    cache = cache_stack.cache()
+    for request in (stamped, unstamped, damaged, torn):
+        ready(cache, request)
+    cache.close()
+    (cache_stack.root / f"{object_dir(unstamped.digest)}.stamps").unlink()
+    with (tree(cache_stack, damaged) / "w.bin").open("r+b") as file:
+        file.write(b"\0")  # changed while no plugin ran: the stamps see it
+    (cache_stack.root / f"{object_dir(torn.digest)}.complete").unlink()  # killed mid-publication
+    used_later = time.time() + 100
+    os.utime(cache_stack.root / f"{object_dir(stamped.digest)}.complete", (used_later, used_later))
+
+    restarted = cache_stack.cache(limit_bytes=2 * MIB + 1000)
+    report = restarted.report()
+    assert report.ready_digests == (stamped.digest,)
+    assert report.used_bytes == 4 * MIB  # two trees in objects/, two in quarantine
+    assert sorted(
+        path.name.partition(".")[0] for path in (cache_stack.root / "quarantine").iterdir()
+    ) == sorted(f"sha256-{request.digest[7:]}" for request in (damaged, torn))
+    restarted.housekeeping()  # no pod holds the quarantined trees: they go
+    assert restarted.report().used_bytes == 2 * MIB
+
+    # A new tree needs room: the unstamped one is on disk, unused for longer, and goes.
+    fresh = one_mib_model(cache_stack, "e")
+    ready(restarted, fresh)
+    assert not tree(cache_stack, unstamped).exists()
+    assert tree(cache_stack, stamped).is_dir()
+    assert restarted.report().used_bytes == 2 * MIB

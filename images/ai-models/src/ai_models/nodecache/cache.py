@@ -143,11 +143,8 @@ class NodeCache:
         self._downloads: dict[str, Download] = {}
         self._outcomes: dict[str, _Outcome] = {}
         self._slots_in_use: set[str] = set()
-        for digest in self._store.complete_digests():
-            tree = self._store.load_ready(digest)
-            # A tree without matching stamps is verified (re-hashed) by its first `want`.
-            if tree is not None:
-                self._held.ready[digest] = tree
+        for digest in self._store.published_digests():
+            self._open(digest)
         self._client = ClientSettings(
             api_url=config.api_url, token_file=config.token_file, ca_file=config.ca_file
         )
@@ -310,6 +307,10 @@ class NodeCache:
 
     def _start(self, request: CacheRequest) -> Download:
         stop = self._stop
+        unverified = self._held.unverified.pop(request.digest, None)
+        if unverified is not None:
+            # Being re-hashed: its space is this download's reservation, and it is not evictable.
+            self._held.reservations[request.digest] = unverified
 
         def sleep(seconds: float) -> None:
             if stop.wait(seconds):
@@ -330,12 +331,32 @@ class NodeCache:
         download.start()
         return download
 
+    def _open(self, digest: str) -> None:
+        """Sort what a previous plugin left in objects/: ready (record and intact stamps), unverified
+        (a record but no stamps: re-hashed by its first `want`, counted and evictable meanwhile), or
+        damaged and quarantined (pods may still mount it: it leaves objects/, not the disk)."""
+        record = self._store.record(digest)
+        if record is None:
+            if self._store.tree_path(digest).exists():
+                self._quarantine_tree(digest, why="no completion record that matches the tree")
+            else:
+                self._store.forget(digest)
+            return
+        tree = self._store.load_stamps(digest, record)
+        if tree is None:
+            self._held.unverified[digest] = record.size_bytes
+        elif self._store.intact(tree):
+            self._held.ready[digest] = tree
+        else:
+            self._quarantine_tree(digest, why="a file changed while the plugin was not running")
+
     def _quarantine_tree(self, digest: str, *, why: str) -> None:
         logger.warning(
             "a cached tree is damaged; it is quarantined and fetched again",
             extra={"digest": digest, "why": why},
         )
         self._held.ready.pop(digest, None)
+        self._held.unverified.pop(digest, None)
         entry = self._store.quarantine(digest, now=self._clock())
         if entry is not None:
             self._held.quarantine.append(entry)
@@ -408,7 +429,13 @@ class NodeCache:
             self._slots_in_use.discard(digest)
             now = self._clock()
             record = self._store.record(digest) if delivered is not None else None
+            left = self._store.record(digest) if record is None else None
+            if left is not None and digest not in self._held.ready:
+                # An unverified tree whose check never ran (the attempt failed before it): still on
+                # disk, so counted and evictable again.
+                self._held.unverified[digest] = left.size_bytes
             if record is not None:
+                self._held.unverified.pop(digest, None)
                 self._held.ready[digest] = self._store.stamp(digest, record, now=now)
                 self._store.touch(digest, now=now)
                 self._outcomes.pop(digest, None)

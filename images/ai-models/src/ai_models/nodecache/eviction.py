@@ -20,6 +20,8 @@ logger = logging.getLogger(__name__)
 @dataclasses.dataclass
 class Holdings:
     ready: dict[str, ReadyTree] = dataclasses.field(default_factory=dict)
+    # Complete trees a previous plugin never stamped: not mountable until re-hashed, but on disk.
+    unverified: dict[str, int] = dataclasses.field(default_factory=dict)  # digest -> bytes
     references: dict[str, Reference] = dataclasses.field(default_factory=dict)  # by mount target
     reservations: dict[str, int] = dataclasses.field(default_factory=dict)  # digest -> bytes
     quarantine: list[Quarantined] = dataclasses.field(default_factory=list)
@@ -37,7 +39,7 @@ class Budget:
 
     def measure(self, held: Holdings, *, admitting: str | None = None) -> Space:
         """Bytes on disk and committed; `admitting`'s own staging is inside the size it asks for."""
-        trees = sum(tree.size_bytes for tree in held.ready.values())
+        trees = sum(tree.size_bytes for tree in held.ready.values()) + sum(held.unverified.values())
         quarantined = sum(entry.size_bytes for entry in held.quarantine)
         staged = 0
         abandoned_staging = 0
@@ -64,6 +66,16 @@ class Budget:
             )
             for tree in held.ready.values()
         ]
+        trees += [
+            CachedTree(
+                digest=digest,
+                size_bytes=size,
+                last_used=self.store.last_used(digest),
+                referenced=held.referenced(digest),
+            )
+            for digest, size in held.unverified.items()
+            if digest not in held.reservations  # being verified now
+        ]
         room = make_room(
             needed_bytes=needed_bytes,
             space=self.measure(held, admitting=digest),
@@ -79,6 +91,7 @@ class Budget:
                     raise AssertionError(f"eviction chose {victim}, which a pod mounts")
                 logger.info("tree evicted", extra={"digest": victim, "for": digest})
                 held.ready.pop(victim, None)
+                held.unverified.pop(victim, None)
                 self.store.evict(victim)
             held.reservations[digest] = needed_bytes
         return room

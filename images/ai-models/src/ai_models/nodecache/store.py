@@ -38,6 +38,7 @@ from ai_models.domain.delivery.node_cache import (
     LAYOUT_DIRS,
     QUARANTINE_DIR,
     REFS_DIR,
+    STAMPS_SUFFIX,
     TRASH_DIR,
     reference_record,
     stamps_record,
@@ -47,6 +48,7 @@ logger = logging.getLogger(__name__)
 
 HASH_BUFFER_BYTES: Final = 1024 * 1024
 MAX_RECORD_BYTES: Final = 64 * 1024
+MAX_STAMPS_BYTES: Final = 64 * 1024 * 1024
 _ENTRY_PREFIX: Final = "sha256-"
 
 
@@ -141,32 +143,34 @@ class Store:
 
     # Published trees.
 
-    def complete_digests(self) -> list[str]:
-        """Digests with a completion record (not yet checked against their trees)."""
-        found = []
-        for path in (self.root / OBJECTS_DIR).glob(f"{_ENTRY_PREFIX}*{COMPLETE_SUFFIX}"):
-            digest = digest_of_entry(path.name.removesuffix(COMPLETE_SUFFIX))
-            if digest is not None:
-                found.append(digest)
+    def published_digests(self) -> list[str]:
+        """Digests with anything in objects/: a tree, its record or its stamps (checked by the caller)."""
+        found = set()
+        for path in (self.root / OBJECTS_DIR).iterdir():
+            digest = digest_of_entry(path.name)
+            entry = f"{_ENTRY_PREFIX}{digest.removeprefix('sha256:')}" if digest else ""
+            if digest is not None and path.name in (
+                entry,
+                f"{entry}{COMPLETE_SUFFIX}",
+                f"{entry}{STAMPS_SUFFIX}",
+            ):
+                found.add(digest)
         return sorted(found)
 
     def record(self, digest: str) -> CompletionRecord | None:
         return is_complete(self.root, digest)
 
-    def load_ready(self, digest: str) -> ReadyTree | None:
-        """The tree when its record and stamps agree with what is on disk; None otherwise."""
-        record = self.record(digest)
-        if record is None:
-            return None
+    def load_stamps(self, digest: str, record: CompletionRecord) -> ReadyTree | None:
+        """The tree with the stamps taken at its publication; None when there are none (or they do
+        not list exactly the record's files): the tree was never stamped and must be re-hashed."""
         try:
-            document = json.loads((self.root / stamps_record(digest)).read_bytes())
+            document = json.loads((self.root / stamps_record(digest)).read_bytes()[:MAX_STAMPS_BYTES])
             stamps = {str(path): (int(size), int(mtime)) for path, (size, mtime) in document.items()}
         except (OSError, ValueError, TypeError, AttributeError):
             return None
         if set(stamps) != {item.path for item in record.files}:
             return None
-        tree = ReadyTree(digest=digest, size_bytes=record.size_bytes, stamps=stamps)
-        return tree if self.intact(tree) else None
+        return ReadyTree(digest=digest, size_bytes=record.size_bytes, stamps=stamps)
 
     def stamp(self, digest: str, record: CompletionRecord, *, now: float) -> ReadyTree:
         """Set every file's mtime one second before `now` and record sizes and mtimes."""
@@ -263,6 +267,10 @@ class Store:
         trash = self.root / TRASH_DIR / f"{path.name}.{time.time_ns()}"
         os.rename(path, trash)
         _remove(trash)
+
+    def forget(self, digest: str) -> None:
+        """Remove a record and stamps whose tree is gone."""
+        self._unpublish(digest)
 
     def _unpublish(self, digest: str) -> int:
         record = self.record(digest)

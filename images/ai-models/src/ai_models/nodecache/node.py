@@ -161,16 +161,19 @@ class NodeService(csi_pb2_grpc.NodeServicer):
         if remaining is not None:
             budget = max(0.0, min(budget, remaining - ANSWER_MARGIN_SECONDS))
         state = self._cache.wait(CacheRequest(ref=grant.key, digest=grant.digest), timeout=budget)
-        who = f"{grant.pod.describe()}, {grant.key.describe()} ({grant.digest})"
         match state:
             case Ready(tree=tree):
                 return tree
             case Waiting(message=message):
-                _abort(context, grpc.StatusCode.UNAVAILABLE, f"{who}: {message}; the mount is retried")
+                _abort(
+                    context,
+                    grpc.StatusCode.UNAVAILABLE,
+                    f"{_who(grant, message)}: {message}; the mount is retried",
+                )
             case Failed(message=message):
-                _abort(context, grpc.StatusCode.UNAVAILABLE, f"{who}: {message}")
+                _abort(context, grpc.StatusCode.UNAVAILABLE, f"{_who(grant, message)}: {message}")
             case Unfit(message=message):
-                _abort(context, grpc.StatusCode.RESOURCE_EXHAUSTED, f"{who}: {message}")
+                _abort(context, grpc.StatusCode.RESOURCE_EXHAUSTED, f"{_who(grant, message)}: {message}")
         assert_never(state)
 
     def _publish(self, grant: Grant, tree: Path, target: Path, context: grpc.ServicerContext) -> None:
@@ -289,6 +292,13 @@ class NodeService(csi_pb2_grpc.NodeServicer):
                 "set AI_MODELS_NODE_CACHE_KUBELET_DIR to the node's kubelet directory",
             )
         return target
+
+
+def _who(grant: Grant, message: str) -> str:
+    """The pod, and the model and digest unless the cache's message names them already."""
+    if grant.key.describe() in message:
+        return grant.pod.describe()
+    return f"{grant.pod.describe()}, {grant.key.describe()} ({grant.digest})"
 
 
 def _abort(context: grpc.ServicerContext, code: grpc.StatusCode, message: str) -> NoReturn:

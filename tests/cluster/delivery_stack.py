@@ -11,13 +11,21 @@ what delivery needs from a cluster:
 - the materializer pod template from the rendered ConfigMap, and the module's image pull Secret.
 
 Workloads are created over the API (`apply_workload`), so the webhook sees them.
+
+A test file whose tests need no pristine cluster shares one stack (`shared_delivery_stack`, a
+module fixture: emulator, fake Hub, moto S3, api and controller started once) and gives each test
+a namespace of its own (`fresh_namespace`): the stack's helpers default to `DeliveryStack.namespace`,
+so a test's claims, Jobs, Pods, Events and Models are only its own (D118).
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import dataclasses
+import enum
 import hashlib
+import itertools
 import urllib.parse
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -28,12 +36,13 @@ from kubernetes import client as typed_client
 from ai_models import names
 from cluster.model_stack import USER_NAMESPACE, ModelStack, model_stack
 from fakes.hub import FakeHub
-from fakes.hub_corpus import repository
+from fakes.hub_corpus import FakeModel, repository
 from fakes.model_files import safetensors_bytes
-from fakes.s3 import S3Bucket
-from kubeemu.pytest_fixtures import RunningEmulator
+from fakes.s3 import S3Bucket, fresh_bucket_name, start_moto_server
+from kubeemu.pytest_fixtures import REPO_CRDS, RunningEmulator, start_emulator
 from support.module_install import MODULE_NAMESPACE
 from support.processes import ModuleProcess
+from support.tcpproxy import TcpProxy
 from testbed.module import module_cluster_simulation
 from testbed.mounts import ClaimMount
 from testbed.simulation import ClusterSimulation
@@ -59,6 +68,13 @@ REGISTRY_SECRET = "deckhouse-registry-copy-source"
 DOCKER_CONFIG = b'{"auths": {"registry.example": {"auth": "dXNlcjpwYXNz"}}}'
 REPORT_REASON = names.DELIVERY_REASON_ANNOTATION
 REPORT_MESSAGE = names.DELIVERY_MESSAGE_ANNOTATION
+# Namespaces `fresh_namespace` hands out: team-a-1, team-a-2, ... (unique in the test process).
+_NAMESPACE_NUMBERS = itertools.count(1)
+
+
+class Scope(enum.Enum):
+    # `ready_model`'s default: a Model in the stack's namespace (None there means a ClusterModel).
+    STACK_NAMESPACE = enum.auto()
 
 
 @dataclasses.dataclass
@@ -67,6 +83,11 @@ class DeliveryStack:
     simulation: ClusterSimulation
     cert_dir: Path
     materializer_template: Path
+    # Where the helpers look and `ready_model` publishes unless told otherwise.
+    namespace: str = USER_NAMESPACE
+    # The shared stack's api reads the store through this proxy: a test slows the copies it serves
+    # with `api_store.rate` (and sets it back to None).
+    api_store: TcpProxy | None = None
 
     @property
     def emulator(self) -> RunningEmulator:
@@ -112,9 +133,16 @@ class DeliveryStack:
     # ----- models --------------------------------------------------------------------------------
 
     def ready_model(
-        self, name: str, repo: str, *, namespace: str | None = USER_NAMESPACE, timeout: float = 90
+        self,
+        name: str,
+        repo: str,
+        *,
+        namespace: str | Scope | None = Scope.STACK_NAMESPACE,
+        timeout: float = 90,
     ) -> dict[str, Any]:
         """A Model (or ClusterModel, namespace None) published from the fake Hub, once Ready."""
+        if namespace is Scope.STACK_NAMESPACE:
+            namespace = self.namespace
         source = {"url": f"https://huggingface.co/{repo}"}
         if namespace is None:
             self.models.create_cluster_model(name, source)
@@ -128,7 +156,8 @@ class DeliveryStack:
         """Create (or replace) the workload over the API, through the admission webhook."""
         return self.emulator.apply(dict(manifest))
 
-    def workload(self, kind: str, name: str, namespace: str = USER_NAMESPACE) -> dict[str, Any]:
+    def workload(self, kind: str, name: str, namespace: str | None = None) -> dict[str, Any]:
+        namespace = namespace or self.namespace
         return self._get(f"/apis/{_api_version(kind)}/namespaces/{namespace}/{kind.lower()}s/{name}")
 
     def _get(self, path: str) -> dict[str, Any]:
@@ -141,14 +170,15 @@ class DeliveryStack:
         query = f"?labelSelector={urllib.parse.quote(selector)}" if selector else ""
         return list(self._get(path + query).get("items") or [])
 
-    def report(self, kind: str, name: str, namespace: str = USER_NAMESPACE) -> tuple[str, str]:
+    def report(self, kind: str, name: str, namespace: str | None = None) -> tuple[str, str]:
         annotations = self.workload(kind, name, namespace)["metadata"].get("annotations") or {}
         return str(annotations.get(REPORT_REASON) or ""), str(annotations.get(REPORT_MESSAGE) or "")
 
     def wait_reason(
-        self, kind: str, name: str, reason: str, *, namespace: str = USER_NAMESPACE, timeout: float = 90
+        self, kind: str, name: str, reason: str, *, namespace: str | None = None, timeout: float = 90
     ) -> str:
         """Wait for the delivery report's reason; its message."""
+        namespace = namespace or self.namespace
         self.models.eventually(
             lambda: self.report(kind, name, namespace)[0] == reason,
             timeout=timeout,
@@ -158,8 +188,9 @@ class DeliveryStack:
         )
         return self.report(kind, name, namespace)[1]
 
-    def describe(self, namespace: str = USER_NAMESPACE) -> str:
+    def describe(self, namespace: str | None = None) -> str:
         """The delivery's objects in `namespace`, one line each, for failure messages."""
+        namespace = namespace or self.namespace
         lines = []
         for claim in self.claims(namespace):
             lines.append(f"claim {claim['metadata']['name']}: {claim.get('status')}")
@@ -174,24 +205,24 @@ class DeliveryStack:
         lines.append(f"{len(pods)} pods")
         return "\n".join(lines)
 
-    def pods(self, namespace: str = USER_NAMESPACE, selector: str | None = None) -> list[dict[str, Any]]:
-        return self._items(f"/api/v1/namespaces/{namespace}/pods", selector)
+    def pods(self, namespace: str | None = None, selector: str | None = None) -> list[dict[str, Any]]:
+        return self._items(f"/api/v1/namespaces/{namespace or self.namespace}/pods", selector)
 
-    def replica_sets(self, namespace: str = USER_NAMESPACE) -> list[dict[str, Any]]:
-        return self._items(f"/apis/apps/v1/namespaces/{namespace}/replicasets")
+    def replica_sets(self, namespace: str | None = None) -> list[dict[str, Any]]:
+        return self._items(f"/apis/apps/v1/namespaces/{namespace or self.namespace}/replicasets")
 
-    def claims(self, namespace: str = USER_NAMESPACE) -> list[dict[str, Any]]:
-        return self._items(f"/api/v1/namespaces/{namespace}/persistentvolumeclaims")
+    def claims(self, namespace: str | None = None) -> list[dict[str, Any]]:
+        return self._items(f"/api/v1/namespaces/{namespace or self.namespace}/persistentvolumeclaims")
 
-    def jobs(self, namespace: str = USER_NAMESPACE) -> list[dict[str, Any]]:
-        return self._items(f"/apis/batch/v1/namespaces/{namespace}/jobs")
+    def jobs(self, namespace: str | None = None) -> list[dict[str, Any]]:
+        return self._items(f"/apis/batch/v1/namespaces/{namespace or self.namespace}/jobs")
 
-    def materialization_secrets(self, namespace: str = USER_NAMESPACE) -> list[str]:
+    def materialization_secrets(self, namespace: str | None = None) -> list[str]:
         """Names of the Secrets beside materialize Jobs (delivery token, image pull copy)."""
         selector = f"{names.COMPONENT_LABEL}={names.MATERIALIZATION_COMPONENT}"
         return [
             item["metadata"]["name"]
-            for item in self._items(f"/api/v1/namespaces/{namespace}/secrets", selector)
+            for item in self._items(f"/api/v1/namespaces/{namespace or self.namespace}/secrets", selector)
         ]
 
     def mounts(self, pod: Mapping[str, Any]) -> list[ClaimMount]:
@@ -303,3 +334,52 @@ def delivery_stack(
         finally:
             models.stop_all()
             sim.close()
+
+
+@contextlib.contextmanager
+def shared_delivery_stack(
+    workdir: Path,
+    corpus: Sequence[FakeModel],
+    *,
+    controller_env: Mapping[str, str] | None = None,
+    classes: Sequence[StorageClassBehaviour] = (RWX_CLASS,),
+) -> Iterator[DeliveryStack]:
+    """One delivery stack for a whole test file, its api and controller running: a module fixture
+    enters it, each test takes a namespace of its own from it (`fresh_namespace`).
+
+    It has its own emulator, fake Hub and moto server (not the session's `moto_s3`, which the
+    function fixture `s3_bucket` wipes after every test that uses it, in this file too)."""
+    with contextlib.ExitStack() as started:
+        emulator = start_emulator(workdir / "emulator", crd_dirs=[REPO_CRDS])
+        started.callback(emulator.close)
+        hub = started.enter_context(FakeHub(corpus))
+        server = started.enter_context(start_moto_server(workdir / "moto"))
+        bucket = S3Bucket(name=fresh_bucket_name(), server=server)
+        server.create_bucket(bucket.name)
+        stack_dir = workdir / "stack"
+        stack_dir.mkdir(parents=True)
+        stack = started.enter_context(
+            contextlib.contextmanager(delivery_stack)(emulator, hub, bucket, stack_dir, classes=classes)
+        )
+        api_store = TcpProxy("127.0.0.1", int(server.endpoint_url.rsplit(":", 1)[1])).start()
+        started.callback(api_store.stop)
+        stack.api_store = api_store
+        stack.models.api(AI_MODELS_S3_ENDPOINT=api_store.url("http"))
+        stack.controller(**dict(controller_env or {}))
+        yield stack
+
+
+def fresh_namespace(shared: DeliveryStack) -> Iterator[DeliveryStack]:
+    """The shared stack seen from a new namespace (for a function fixture): the test's workloads,
+    Models, claims and Jobs live there, so what it counts is its own. Afterwards the Job runner
+    makes Pods again and the api reads at full speed, whatever the test paused or slowed; the
+    namespace's objects stay, idle, until the stack stops (deleting them would put work beside the
+    next test)."""
+    namespace = f"{USER_NAMESPACE}-{next(_NAMESPACE_NUMBERS)}"
+    shared.core.create_namespace({"metadata": {"name": namespace}})
+    try:
+        yield dataclasses.replace(shared, namespace=namespace)
+    finally:
+        shared.models.runner.resume()
+        if shared.api_store is not None:
+            shared.api_store.rate = None

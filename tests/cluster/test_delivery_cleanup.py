@@ -6,6 +6,8 @@ one the module did not make is never touched.
 Every claim change is recorded at every watch event of the emulator's store: a claim is deleted
 only after a pass marked it (`ai.deckhouse.io/unreferenced-since`) and at least the grace period
 (3 s here) after the time the mark says.
+
+The tests share one stack (D118), each in a namespace of its own (`stack.namespace`).
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ import datetime as dt
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from types import TracebackType
 from typing import Any
 
@@ -23,12 +24,16 @@ import pytest
 
 from ai_models import names
 from ai_models.domain.conditions import parse_timestamp
-from cluster.delivery_stack import REPORT_MESSAGE, REPORT_REASON, DeliveryStack, delivery_stack, deployment
-from cluster.model_stack import USER_NAMESPACE
-from fakes.hub import FakeHub
-from fakes.hub_corpus import FakeModel, repository
+from cluster.delivery_stack import (
+    REPORT_MESSAGE,
+    REPORT_REASON,
+    DeliveryStack,
+    deployment,
+    fresh_namespace,
+    shared_delivery_stack,
+)
+from fakes.hub_corpus import repository
 from fakes.model_files import safetensors_bytes
-from fakes.s3 import S3Bucket
 from kubeemu.pytest_fixtures import RunningEmulator
 from kubeemu.store import WatchEvent
 
@@ -56,16 +61,16 @@ MARK = names.SHARED_PVC_UNREFERENCED_SINCE_ANNOTATION
 NOWHERE = {"ai-models-test/nowhere": "true"}  # a nodeSelector no node of the test bed has
 
 
-@pytest.fixture
-def fake_hub_corpus() -> list[FakeModel]:
-    return [TINY, SMALL]
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DeliveryStack]:
+    workdir = tmp_path_factory.mktemp("delivery-cleanup")
+    with shared_delivery_stack(workdir, [TINY, SMALL], controller_env=CONTROLLER_ENV) as stack:
+        yield stack
 
 
 @pytest.fixture
-def stack(
-    kube_emulator: RunningEmulator, fake_hub: FakeHub, s3_bucket: S3Bucket, tmp_path: Path
-) -> Iterator[DeliveryStack]:
-    yield from delivery_stack(kube_emulator, fake_hub, s3_bucket, tmp_path)
+def stack(shared: DeliveryStack) -> Iterator[DeliveryStack]:
+    yield from fresh_namespace(shared)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,12 +88,13 @@ class ClaimHistory:
     each with the Pods of the namespace that mounted the claim at that moment (from the Pods' own
     watch events, in the store's order)."""
 
-    def __init__(self, emulator: RunningEmulator) -> None:
+    def __init__(self, emulator: RunningEmulator, namespace: str) -> None:
         claims = emulator.cluster.resource("", "v1", "persistentvolumeclaims")
         pods = emulator.cluster.resource("", "v1", "pods")
         assert claims is not None
         assert pods is not None
         self._store = emulator.cluster.store
+        self._namespace = namespace
         self._keys = (pods.storage_key, claims.storage_key)
         self._lock = threading.Lock()
         self._events: list[ClaimEvent] = []
@@ -96,7 +102,7 @@ class ClaimHistory:
 
     def offer(self, event: WatchEvent) -> None:
         meta = event.obj.get("metadata") or {}
-        if meta.get("namespace") != USER_NAMESPACE:
+        if meta.get("namespace") != self._namespace:
             return
         name = str(meta.get("name") or "")
         with self._lock:
@@ -209,14 +215,12 @@ def delivered(stack: DeliveryStack, name: str) -> tuple[dict[str, Any], str]:
 def delivery_events(stack: DeliveryStack, reason: str) -> list[dict[str, Any]]:
     return [
         event
-        for event in stack.core.list_namespaced_event(USER_NAMESPACE).to_dict()["items"]
+        for event in stack.core.list_namespaced_event(stack.namespace).to_dict()["items"]
         if event.get("reason") == reason
     ]
 
 
-def start(stack: DeliveryStack, *models: tuple[str, str]) -> None:
-    stack.api()
-    stack.controller(**CONTROLLER_ENV)
+def ready_models(stack: DeliveryStack, *models: tuple[str, str]) -> None:
     for name, repo in models:
         stack.ready_model(name, repo)
 
@@ -227,15 +231,15 @@ def start(stack: DeliveryStack, *models: tuple[str, str]) -> None:
 def test_removing_the_annotations_removes_the_claim_after_the_grace_and_nothing_of_the_module_remains(
     stack: DeliveryStack,
 ) -> None:
-    start(stack, ("tiny", "acme/tiny-llama"))
-    users = deployment("web", models="tiny")
+    ready_models(stack, ("tiny", "acme/tiny-llama"))
+    users = deployment("web", models="tiny", namespace=stack.namespace)
     stack.apply_workload(users)
     _, claim = delivered(stack, "web")
 
-    with ClaimHistory(stack.emulator) as history:
+    with ClaimHistory(stack.emulator, stack.namespace) as history:
         # As `kubectl apply` sends a removed annotation: a merge patch dropping only it.
         stack.apps.patch_namespaced_deployment(
-            "web", USER_NAMESPACE, {"metadata": {"annotations": {names.MODEL_ANNOTATION: None}}}
+            "web", stack.namespace, {"metadata": {"annotations": {names.MODEL_ANNOTATION: None}}}
         )
         stack.models.eventually(
             lambda: claim not in module_claims(stack),
@@ -262,14 +266,14 @@ def test_removing_the_annotations_removes_the_claim_after_the_grace_and_nothing_
 def test_a_new_model_set_rolls_the_pods_to_its_claim_then_the_old_claim_goes_after_the_grace(
     stack: DeliveryStack,
 ) -> None:
-    start(stack, ("tiny", "acme/tiny-llama"), ("small", "acme/small-llama"))
-    stack.apply_workload(deployment("web", models="tiny"))
+    ready_models(stack, ("tiny", "acme/tiny-llama"), ("small", "acme/small-llama"))
+    stack.apply_workload(deployment("web", models="tiny", namespace=stack.namespace))
     workload, old = delivered(stack, "web")
     uid = workload["metadata"]["uid"]
 
-    with ClaimHistory(stack.emulator) as history:
+    with ClaimHistory(stack.emulator, stack.namespace) as history:
         stack.apps.patch_namespaced_deployment(
-            "web", USER_NAMESPACE, {"metadata": {"annotations": {names.MODEL_ANNOTATION: "tiny,small"}}}
+            "web", stack.namespace, {"metadata": {"annotations": {names.MODEL_ANNOTATION: "tiny,small"}}}
         )
         stack.models.eventually(lambda: len(claims_of(stack, uid)) == 2, timeout=30, what=stack.describe)
         [new] = [name for name in claims_of(stack, uid) if name != old]
@@ -293,16 +297,16 @@ def test_a_new_model_set_rolls_the_pods_to_its_claim_then_the_old_claim_goes_aft
 def test_a_claim_is_kept_past_the_grace_while_a_pod_of_the_workload_still_mounts_it(
     stack: DeliveryStack,
 ) -> None:
-    start(stack, ("tiny", "acme/tiny-llama"), ("small", "acme/small-llama"))
-    stack.apply_workload(deployment("web", models="tiny"))
+    ready_models(stack, ("tiny", "acme/tiny-llama"), ("small", "acme/small-llama"))
+    stack.apply_workload(deployment("web", models="tiny", namespace=stack.namespace))
     workload, old = delivered(stack, "web")
     uid = workload["metadata"]["uid"]
 
-    with ClaimHistory(stack.emulator) as history:
+    with ClaimHistory(stack.emulator, stack.namespace) as history:
         # The new pods cannot be scheduled, so the rollout stops with the old pods running.
         stack.apps.patch_namespaced_deployment(
             "web",
-            USER_NAMESPACE,
+            stack.namespace,
             {
                 "metadata": {"annotations": {names.MODEL_ANNOTATION: "tiny,small"}},
                 "spec": {"template": {"spec": {"nodeSelector": NOWHERE}}},
@@ -326,7 +330,7 @@ def test_a_claim_is_kept_past_the_grace_while_a_pod_of_the_workload_still_mounts
 
         # The rollout goes on: once the old pods are gone, the old claim is marked, then deleted.
         stack.apps.patch_namespaced_deployment(
-            "web", USER_NAMESPACE, {"spec": {"template": {"spec": {"nodeSelector": None}}}}
+            "web", stack.namespace, {"spec": {"template": {"spec": {"nodeSelector": None}}}}
         )
         stack.models.eventually(
             lambda: claims_of(stack, uid) == [new],
@@ -343,7 +347,7 @@ def test_a_claim_is_kept_past_the_grace_while_a_pod_of_the_workload_still_mounts
 def foreign_claim(
     stack: DeliveryStack, name: str, labels: dict[str, str], owner: dict[str, Any] | None
 ) -> None:
-    meta: dict[str, Any] = {"name": name, "namespace": USER_NAMESPACE, "labels": labels}
+    meta: dict[str, Any] = {"name": name, "namespace": stack.namespace, "labels": labels}
     if owner is not None:
         meta["ownerReferences"] = [
             {
@@ -355,7 +359,7 @@ def foreign_claim(
             }
         ]
     stack.core.create_namespaced_persistent_volume_claim(
-        USER_NAMESPACE,
+        stack.namespace,
         {
             "metadata": meta,
             "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Gi"}}},
@@ -366,9 +370,9 @@ def foreign_claim(
 def test_a_claim_of_another_workload_or_not_made_by_the_module_is_never_touched(
     stack: DeliveryStack,
 ) -> None:
-    start(stack, ("tiny", "acme/tiny-llama"))
-    stack.apply_workload(deployment("web", models="tiny"))
-    stack.apply_workload(deployment("api", models="tiny"))
+    ready_models(stack, ("tiny", "acme/tiny-llama"))
+    stack.apply_workload(deployment("web", models="tiny", namespace=stack.namespace))
+    stack.apply_workload(deployment("api", models="tiny", namespace=stack.namespace))
     web, mine = delivered(stack, "web")
     _, theirs = delivered(stack, "api")
     uid = web["metadata"]["uid"]
@@ -381,9 +385,9 @@ def test_a_claim_of_another_workload_or_not_made_by_the_module_is_never_touched(
     foreign_claim(stack, "owned-not-module", {**shared, names.OWNER_UID_LABEL: uid}, web)
     untouched = ["labelled-only", "owned-not-module", theirs]
 
-    with ClaimHistory(stack.emulator) as history:
+    with ClaimHistory(stack.emulator, stack.namespace) as history:
         stack.apps.patch_namespaced_deployment(
-            "web", USER_NAMESPACE, {"metadata": {"annotations": {names.MODEL_ANNOTATION: None}}}
+            "web", stack.namespace, {"metadata": {"annotations": {names.MODEL_ANNOTATION: None}}}
         )
         stack.models.eventually(
             lambda: mine not in module_claims(stack),

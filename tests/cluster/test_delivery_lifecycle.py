@@ -5,6 +5,8 @@ annotations takes back everything the module added; deleting the workload takes 
 Job and both Secrets with it; and the stale-claims hook, run on the emulator's own objects through
 its own jqFilters, deletes a module claim only its own materialize Job still mounts and never a
 foreign claim that carries the shared-claim label.
+
+The tests share one stack (D118), each in a namespace of its own (`stack.namespace`).
 """
 
 from __future__ import annotations
@@ -32,16 +34,12 @@ from cluster.delivery_stack import (
     TINY,
     TINY_FILES,
     DeliveryStack,
-    delivery_stack,
     deployment,
     digests,
+    fresh_namespace,
+    shared_delivery_stack,
 )
-from cluster.model_stack import USER_NAMESPACE
-from fakes.hub import FakeHub
-from fakes.hub_corpus import FakeModel
-from fakes.s3 import S3Bucket
 from kubeemu.cluster import Cluster
-from kubeemu.pytest_fixtures import RunningEmulator
 from kubeemu.store import WatchEvent
 from support.hooks import load_hook
 from support.values import module_values
@@ -52,24 +50,23 @@ LONG_AGO = (dt.datetime.now(dt.UTC) - dt.timedelta(days=2)).strftime("%Y-%m-%dT%
 FOREIGN_CLAIM = "team-data"  # labelled as a shared claim by someone else, not made by the module
 
 
-@pytest.fixture
-def fake_hub_corpus() -> list[FakeModel]:
-    return [TINY]
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DeliveryStack]:
+    with shared_delivery_stack(tmp_path_factory.mktemp("delivery-lifecycle"), [TINY]) as stack:
+        yield stack
 
 
 @pytest.fixture
-def stack(
-    kube_emulator: RunningEmulator, fake_hub: FakeHub, s3_bucket: S3Bucket, tmp_path: Path
-) -> Iterator[DeliveryStack]:
-    yield from delivery_stack(kube_emulator, fake_hub, s3_bucket, tmp_path)
+def stack(shared: DeliveryStack) -> Iterator[DeliveryStack]:
+    yield from fresh_namespace(shared)
 
 
 # ----- workloads -----------------------------------------------------------------------------------
 
 
-def workload_manifest(kind: str, name: str, *, models: str | None = "tiny") -> dict[str, Any]:
+def workload_manifest(kind: str, name: str, namespace: str, *, models: str | None = "tiny") -> dict[str, Any]:
     """A user's Deployment, StatefulSet, DaemonSet or CronJob (`models` None: no annotation)."""
-    base = deployment(name, models=models)
+    base = deployment(name, models=models, namespace=namespace)
     if not base["metadata"]["annotations"]:
         del base["metadata"]["annotations"]
     if kind == "Deployment":
@@ -144,7 +141,7 @@ class ReplicaSetCount:
     """The number of a Deployment's ReplicaSets after every ReplicaSet watch event of the emulator's
     store (a terminating one still counts: it exists)."""
 
-    def __init__(self, cluster: Cluster, deployment_name: str, namespace: str = USER_NAMESPACE) -> None:
+    def __init__(self, cluster: Cluster, deployment_name: str, namespace: str) -> None:
         rtype = cluster.resource("apps", "v1", "replicasets")
         assert rtype is not None
         self._key = rtype.storage_key
@@ -212,7 +209,11 @@ class HookRun:
 def run_stale_claims_hook(stack: DeliveryStack, *, gone: frozenset[str] = frozenset()) -> HookRun:
     """One scheduled run of `hooks/stale_claims.py`, its snapshots made by its own jqFilters over the
     emulator's objects as listed over the API, each binding's kind and label selector applied as
-    shell-operator does. `gone`: uids left out, as if deleted and not yet collected."""
+    shell-operator does. `gone`: uids left out, as if deleted and not yet collected.
+
+    The snapshots hold the whole cluster, as in a cluster; the run's operations are those on the
+    test's namespace (the other tests' namespaces share the cluster, and the hook judges each
+    claim by the users in its own namespace only)."""
     module = _stale_claims_hook()
     config = json.loads(module.config)
     snapshots: dict[str, list[dict[str, Any]]] = {}
@@ -238,13 +239,13 @@ def run_stale_claims_hook(stack: DeliveryStack, *, gone: frozenset[str] = frozen
         "snapshots": {name: snapshots[name] for name in schedule["includeSnapshotsFrom"]},
     }
     output = hook.testrun(module.main, binding_context=[context], initial_values=module_values())
-    return HookRun(list(output.kube_operations.data))
+    return HookRun([op for op in output.kube_operations.data if op.get("namespace") == stack.namespace])
 
 
 def create_foreign_claim(stack: DeliveryStack) -> None:
     """A claim someone else labelled as shared (and even as the module's), marked unreferenced long ago."""
     stack.core.create_namespaced_persistent_volume_claim(
-        USER_NAMESPACE,
+        stack.namespace,
         {
             "metadata": {
                 "name": FOREIGN_CLAIM,
@@ -263,7 +264,7 @@ def mark_unreferenced_long_ago(stack: DeliveryStack, claim: str) -> None:
     """What an earlier pass of the hook wrote, a grace period ago."""
     stack.core.patch_namespaced_persistent_volume_claim(
         claim,
-        USER_NAMESPACE,
+        stack.namespace,
         {"metadata": {"annotations": {names.SHARED_PVC_UNREFERENCED_SINCE_ANNOTATION: LONG_AGO}}},
     )
 
@@ -273,7 +274,7 @@ def module_claims(stack: DeliveryStack) -> list[dict[str, Any]]:
 
 
 def secret_names(stack: DeliveryStack) -> set[str]:
-    status, _, body = stack.emulator.request("GET", f"/api/v1/namespaces/{USER_NAMESPACE}/secrets")
+    status, _, body = stack.emulator.request("GET", f"/api/v1/namespaces/{stack.namespace}/secrets")
     assert status == 200, body
     return {item["metadata"]["name"] for item in body.get("items") or []}
 
@@ -284,20 +285,18 @@ def secret_names(stack: DeliveryStack) -> set[str]:
 def test_a_deployment_created_before_its_model_is_ready_ends_with_one_replica_set(
     stack: DeliveryStack,
 ) -> None:
-    stack.api()
-    stack.controller()
-    with ReplicaSetCount(stack.emulator.cluster, "web") as watch:
+    with ReplicaSetCount(stack.emulator.cluster, "web", stack.namespace) as watch:
         # The publish Job waits for the runner, so the Model is not Ready when the Deployment comes.
         stack.models.runner.pause_new_pods()
-        stack.models.create_model("tiny", SOURCE)
-        stack.apply_workload(deployment("web", models="tiny"))
+        stack.models.create_model("tiny", SOURCE, namespace=stack.namespace)
+        stack.apply_workload(deployment("web", models="tiny", namespace=stack.namespace))
         stack.wait_reason("Deployment", "web", names.DeliveryReason.MODEL_NOT_READY, timeout=30)
         [gated_only] = owned_replica_sets(stack, "web")
         assert gates(gated_only["spec"]["template"]) == [names.DELIVERY_SCHEDULING_GATE]
         assert template_claims(gated_only["spec"]["template"]) == []
 
         stack.models.runner.resume()
-        status = stack.models.wait_phase("tiny", "Ready", timeout=60)
+        status = stack.models.wait_phase("tiny", "Ready", namespace=stack.namespace, timeout=60)
         stack.wait_reason("Deployment", "web", names.DeliveryReason.DELIVERED, timeout=60)
         pod = wait_delivered_pod(stack, lambda: stack.pods(selector="app=web"))
         stack.models.eventually(
@@ -325,11 +324,9 @@ def test_a_deployment_created_before_its_model_is_ready_ends_with_one_replica_se
 def test_a_deployment_created_for_a_ready_model_has_one_replica_set_at_every_event(
     stack: DeliveryStack,
 ) -> None:
-    stack.api()
-    stack.controller()
     status = stack.ready_model("tiny", "acme/tiny-llama")
-    with ReplicaSetCount(stack.emulator.cluster, "web") as watch:
-        stack.apply_workload(deployment("web", models="tiny"))
+    with ReplicaSetCount(stack.emulator.cluster, "web", stack.namespace) as watch:
+        stack.apply_workload(deployment("web", models="tiny", namespace=stack.namespace))
         stack.wait_reason("Deployment", "web", names.DeliveryReason.DELIVERED, timeout=60)
         pod = wait_delivered_pod(stack, lambda: stack.pods(selector="app=web"))
         stack.models.eventually(
@@ -347,23 +344,21 @@ def test_a_deployment_created_for_a_ready_model_has_one_replica_set_at_every_eve
 
 @pytest.mark.parametrize("kind", ["StatefulSet", "DaemonSet", "CronJob"])
 def test_each_workload_kind_is_delivered(stack: DeliveryStack, kind: str) -> None:
-    stack.api()
-    stack.controller()
     status = stack.ready_model("tiny", "acme/tiny-llama")
 
-    stack.apply_workload(workload_manifest(kind, "web"))
+    stack.apply_workload(workload_manifest(kind, "web", stack.namespace))
 
     message = stack.wait_reason(kind, "web", names.DeliveryReason.DELIVERED, timeout=60)
     assert "tiny" in message
     if kind == "CronJob":
-        job = stack.simulation.workloads.trigger("web", USER_NAMESPACE)
+        job = stack.simulation.workloads.trigger("web", stack.namespace)
         pod = wait_delivered_pod(
-            stack, lambda: stack.simulation.workloads.pods_of("Job", job, USER_NAMESPACE)
+            stack, lambda: stack.simulation.workloads.pods_of("Job", job, stack.namespace)
         )
         template = stack.workload(kind, "web")["spec"]["jobTemplate"]["spec"]["template"]
     else:
         pod = wait_delivered_pod(
-            stack, lambda: stack.simulation.workloads.pods_of(kind, "web", USER_NAMESPACE)
+            stack, lambda: stack.simulation.workloads.pods_of(kind, "web", stack.namespace)
         )
         template = stack.workload(kind, "web")["spec"]["template"]
     [claim] = module_claims(stack)
@@ -380,10 +375,8 @@ def test_each_workload_kind_is_delivered(stack: DeliveryStack, kind: str) -> Non
 
 
 def test_removing_the_annotations_takes_back_everything_the_module_added(stack: DeliveryStack) -> None:
-    stack.api()
-    stack.controller()
     stack.ready_model("tiny", "acme/tiny-llama")
-    users = workload_manifest("Deployment", "web")
+    users = workload_manifest("Deployment", "web", stack.namespace)
     stack.apply_workload(users)
     stack.wait_reason("Deployment", "web", names.DeliveryReason.DELIVERED, timeout=60)
     wait_delivered_pod(stack, lambda: stack.pods(selector="app=web"))
@@ -394,7 +387,7 @@ def test_removing_the_annotations_takes_back_everything_the_module_added(stack: 
     # As `kubectl apply` sends a removed annotation: a merge patch that drops only it, so the
     # template still carries the module's part and the webhook must take it out in the same write.
     patched = stack.apps.patch_namespaced_deployment(
-        "web", USER_NAMESPACE, {"metadata": {"annotations": {names.MODEL_ANNOTATION: None}}}
+        "web", stack.namespace, {"metadata": {"annotations": {names.MODEL_ANNOTATION: None}}}
     )
     template = stack.apps.api_client.sanitize_for_serialization(patched.spec.template)
     assert template == users["spec"]["template"]
@@ -431,16 +424,14 @@ def test_removing_the_annotations_takes_back_everything_the_module_added(stack: 
 def test_deleting_the_workload_takes_its_claim_job_and_secrets_and_leaves_a_foreign_claim(
     stack: DeliveryStack,
 ) -> None:
-    stack.api()
-    stack.controller()
     stack.ready_model("tiny", "acme/tiny-llama")
     create_foreign_claim(stack)
-    stack.apply_workload(workload_manifest("Deployment", "web"))
+    stack.apply_workload(workload_manifest("Deployment", "web", stack.namespace))
     stack.wait_reason("Deployment", "web", names.DeliveryReason.DELIVERED, timeout=60)
     wait_delivered_pod(stack, lambda: stack.pods(selector="app=web"))
     # A second one deleted while it materializes: its Job and token Secret exist for certain.
     stack.models.runner.pause_new_pods()
-    stack.apply_workload(workload_manifest("Deployment", "mid"))
+    stack.apply_workload(workload_manifest("Deployment", "mid", stack.namespace))
     stack.models.eventually(
         lambda: (
             len(module_claims(stack)) == 2
@@ -472,7 +463,7 @@ def test_deleting_the_workload_takes_its_claim_job_and_secrets_and_leaves_a_fore
     assert made <= leftovers(), (made, leftovers())
 
     for name in ("web", "mid"):
-        stack.apps.delete_namespaced_deployment(name, USER_NAMESPACE)
+        stack.apps.delete_namespaced_deployment(name, stack.namespace)
 
     stack.models.eventually(
         lambda: leftovers() == set(), timeout=30, what=lambda: f"nothing left: {leftovers()}"
@@ -486,13 +477,11 @@ def test_deleting_the_workload_takes_its_claim_job_and_secrets_and_leaves_a_fore
 def test_the_stale_claims_hook_deletes_a_claim_only_its_own_job_mounts_and_never_a_foreign_one(
     stack: DeliveryStack,
 ) -> None:
-    stack.api()
-    stack.controller()
     stack.ready_model("tiny", "acme/tiny-llama")
     create_foreign_claim(stack)
     # The materialize Job stays without its Pod: it exists and mounts the claim when the hook looks.
     stack.models.runner.pause_new_pods()
-    stack.apply_workload(workload_manifest("Deployment", "web"))
+    stack.apply_workload(workload_manifest("Deployment", "web", stack.namespace))
     stack.models.eventually(
         lambda: len(stack.jobs()) == 1 and len(module_claims(stack)) == 1,
         timeout=30,
@@ -518,6 +507,6 @@ def test_the_stale_claims_hook_deletes_a_claim_only_its_own_job_mounts_and_never
     pods = {pod["metadata"]["uid"] for pod in stack.pods(selector="app=web")}
     assert pods, "the gated pods exist"
     gone = run_stale_claims_hook(stack, gone=frozenset({web["metadata"]["uid"], *pods}))
-    assert gone.deleted() == [(USER_NAMESPACE, name)]
-    assert (USER_NAMESPACE, FOREIGN_CLAIM) not in gone.touched()
+    assert gone.deleted() == [(stack.namespace, name)]
+    assert (stack.namespace, FOREIGN_CLAIM) not in gone.touched()
     assert FOREIGN_CLAIM in {c["metadata"]["name"] for c in stack.claims()}

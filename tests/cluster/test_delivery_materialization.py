@@ -5,7 +5,10 @@ and a model losing Ready while its workload runs on the claim.
 
 What must hold at every moment is checked at every watch event, in the emulator's store (a
 subscription: called under the store lock for each write, before the next write can happen), so a
-state that lasted one event cannot slip between two polls."""
+state that lasted one event cannot slip between two polls.
+
+Tests that restart the api or need another controller setting take a stack of their own
+(`own_stack`); the others share one (D118), each in a namespace of its own (`stack.namespace`)."""
 
 from __future__ import annotations
 
@@ -21,8 +24,13 @@ import pytest
 from ai_models import names
 from ai_models.domain.delivery.claim_layout import staging_dir
 from ai_models.domain.delivery.materialization import MaterializationOutcome
-from cluster.delivery_stack import DeliveryStack, delivery_stack, deployment
-from cluster.model_stack import USER_NAMESPACE
+from cluster.delivery_stack import (
+    DeliveryStack,
+    delivery_stack,
+    deployment,
+    fresh_namespace,
+    shared_delivery_stack,
+)
 from fakes.hub import FakeHub
 from fakes.hub_corpus import FakeModel, repository
 from fakes.model_files import safetensors_bytes
@@ -60,10 +68,27 @@ def fake_hub_corpus() -> list[FakeModel]:
     return [TINY, LARGE]
 
 
+# The shared controller's slots: the ten-workload proof needs 2; one at a time suits the others.
+SHARED_CONTROLLER_ENV = {"AI_MODELS_DELIVERY_MAX_CONCURRENT_MATERIALIZATIONS": "2"}
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DeliveryStack]:
+    workdir = tmp_path_factory.mktemp("delivery-materialization")
+    with shared_delivery_stack(workdir, [TINY, LARGE], controller_env=SHARED_CONTROLLER_ENV) as stack:
+        yield stack
+
+
 @pytest.fixture
-def stack(
+def stack(shared: DeliveryStack) -> Iterator[DeliveryStack]:
+    yield from fresh_namespace(shared)
+
+
+@pytest.fixture
+def own_stack(
     kube_emulator: RunningEmulator, fake_hub: FakeHub, s3_bucket: S3Bucket, tmp_path: Path
 ) -> Iterator[DeliveryStack]:
+    """A pristine stack, its api and controller not started: for a test that starts them its way."""
     yield from delivery_stack(kube_emulator, fake_hub, s3_bucket, tmp_path)
 
 
@@ -129,8 +154,9 @@ def watching(
 
 
 class UngatedPodsCheck:
-    """At every Pod event: a workload Pod without the scheduling gate must see, under its model's
-    mount, every file with its sha256 (a Pod is never let start on a partial copy)."""
+    """At every Pod event: a workload Pod (of the stack's namespace) without the scheduling gate must
+    see, under its model's mount, every file with its sha256 (a Pod is never let start on a partial
+    copy)."""
 
     def __init__(self, stack: DeliveryStack, *, app: str, model: str, files: Mapping[str, bytes]) -> None:
         self.stack = stack
@@ -142,7 +168,12 @@ class UngatedPodsCheck:
 
     def __call__(self, event: WatchEvent) -> None:
         pod = event.obj
-        if event.type == "DELETED" or (meta(pod).get("labels") or {}).get("app") != self.app or gated(pod):
+        if (
+            event.type == "DELETED"
+            or meta(pod).get("namespace") != self.stack.namespace
+            or (meta(pod).get("labels") or {}).get("app") != self.app
+            or gated(pod)
+        ):
             return
         self.checked += 1
         seen = self.stack.delivered_files(pod, self.model)
@@ -183,7 +214,7 @@ def owned_claims(stack: DeliveryStack, app: str) -> list[dict[str, Any]]:
 
 
 def artifact_key(stack: DeliveryStack, model: str, path: str) -> str:
-    prefix = f"artifacts/namespaced/{USER_NAMESPACE}/{model}/"
+    prefix = f"artifacts/namespaced/{stack.namespace}/{model}/"
     return next(key for key in stack.models.keys(prefix) if key.endswith(f"files/{path}"))
 
 
@@ -214,9 +245,9 @@ def pod_template_claims(stack: DeliveryStack, app: str) -> list[str]:
 
 
 def test_ten_workloads_at_once_never_run_more_materializations_than_the_slots(stack: DeliveryStack) -> None:
-    stack.api()
-    stack.controller(AI_MODELS_DELIVERY_MAX_CONCURRENT_MATERIALIZATIONS="2")
+    # The shared controller has 2 slots (SHARED_CONTROLLER_ENV).
     stack.ready_model("tiny", "acme/tiny-llama")
+    # The slots are the cluster's: every namespace's Jobs count; the test's own are `jobs`.
     unfinished: dict[str, bool] = {}  # materialize Job uid -> not finished
     jobs: set[str] = set()
     counts: list[int] = []
@@ -226,7 +257,8 @@ def test_ten_workloads_at_once_never_run_more_materializations_than_the_slots(st
         if not is_materialization(event.obj):
             return
         uid = str(meta(event.obj).get("uid"))
-        jobs.add(uid)
+        if meta(event.obj).get("namespace") == stack.namespace:
+            jobs.add(uid)
         if event.type == "DELETED":
             unfinished.pop(uid, None)
         else:
@@ -234,6 +266,8 @@ def test_ten_workloads_at_once_never_run_more_materializations_than_the_slots(st
         counts.append(sum(unfinished.values()))
 
     def on_deployment(event: WatchEvent) -> None:
+        if meta(event.obj).get("namespace") != stack.namespace:
+            return
         annotations = meta(event.obj).get("annotations") or {}
         message = str(annotations.get(names.DELIVERY_MESSAGE_ANNOTATION) or "")
         if annotations.get(names.DELIVERY_REASON_ANNOTATION) == DeliveryReason.SHARED_PVC_MATERIALIZING and (
@@ -244,7 +278,7 @@ def test_ten_workloads_at_once_never_run_more_materializations_than_the_slots(st
     apps = [f"web-{index}" for index in range(10)]
     with watching(stack, "batch", "jobs", on_job), watching(stack, "apps", "deployments", on_deployment):
         for app in apps:
-            stack.apply_workload(deployment(app, models="tiny"))
+            stack.apply_workload(deployment(app, models="tiny", namespace=stack.namespace))
         for app in apps:
             stack.wait_reason("Deployment", app, DeliveryReason.DELIVERED, timeout=90)
 
@@ -265,60 +299,60 @@ def test_ten_workloads_at_once_never_run_more_materializations_than_the_slots(st
 
 
 def test_a_copy_cut_by_a_killed_job_and_by_the_api_going_away_never_starts_the_pod_on_partial_files(
-    stack: DeliveryStack,
+    own_stack: DeliveryStack,
 ) -> None:
-    moto_port = int(stack.models.bucket.server.endpoint_url.rsplit(":", 1)[1])
+    moto_port = int(own_stack.models.bucket.server.endpoint_url.rsplit(":", 1)[1])
     slow_store = TcpProxy("127.0.0.1", moto_port, rate=1.5 * MIB).start()
     try:
-        api = stack.models.api(AI_MODELS_S3_ENDPOINT=slow_store.url("http"))
-        stack.controller()
-        status = stack.ready_model("large", "acme/large-llama")
+        api = own_stack.models.api(AI_MODELS_S3_ENDPOINT=slow_store.url("http"))
+        own_stack.controller()
+        status = own_stack.ready_model("large", "acme/large-llama")
         digest = status["artifact"]["digest"]
         size = len(LARGE_FILES["model.safetensors"])
-        check = UngatedPodsCheck(stack, app="web", model="large", files=LARGE_FILES)
-        with watching(stack, "", "pods", check):
-            stack.apply_workload(deployment("web", models="large"))
-            claim = meta(the_claim(stack, "web"))["name"]
-            directory = stack.simulation.volumes.volume_directory(claim, USER_NAMESPACE)
+        check = UngatedPodsCheck(own_stack, app="web", model="large", files=LARGE_FILES)
+        with watching(own_stack, "", "pods", check):
+            own_stack.apply_workload(deployment("web", models="large"))
+            claim = meta(the_claim(own_stack, "web"))["name"]
+            directory = own_stack.simulation.volumes.volume_directory(claim, own_stack.namespace)
             partial = directory / staging_dir(digest) / "model.safetensors"
 
             def copied() -> int:
                 return partial.stat().st_size if partial.exists() else 0
 
             def wait_copied(at_least: int, what: str) -> None:
-                stack.models.eventually(
+                own_stack.models.eventually(
                     lambda: copied() >= at_least,
                     timeout=40,
-                    what=lambda: f"{what}: {copied()} of {size} bytes in staging; {stack.describe()}",
+                    what=lambda: f"{what}: {copied()} of {size} bytes in staging; {own_stack.describe()}",
                 )
 
-            runner = stack.models.runner
+            runner = own_stack.models.runner
             wait_copied(MIB, "the first Job midway")
-            killed = runner.kill(claim, USER_NAMESPACE)
+            killed = runner.kill(claim, own_stack.namespace)
             at_kill = copied()
             assert at_kill < size, "the copy finished before the Job was killed"
-            assert stack.report("Deployment", "web")[0] != DeliveryReason.DELIVERED
+            assert own_stack.report("Deployment", "web")[0] != DeliveryReason.DELIVERED
             # The check is not vacuous: the workload's pod, were it ungated now, would be caught.
-            [waiting] = stack.pods(selector="app=web")
-            probe = UngatedPodsCheck(stack, app="web", model="large", files=LARGE_FILES)
+            [waiting] = own_stack.pods(selector="app=web")
+            probe = UngatedPodsCheck(own_stack, app="web", model="large", files=LARGE_FILES)
             probe(WatchEvent("MODIFIED", 0, {**waiting, "spec": {**waiting["spec"], "schedulingGates": []}}))
             assert probe.violations, "a partial copy passed the check"
 
             wait_copied(at_kill + MIB, "a new Pod of the Job continuing the copy")
-            assert [pod for pod in runner.pods(claim, USER_NAMESPACE) if meta(pod)["name"] != killed]
+            assert [pod for pod in runner.pods(claim, own_stack.namespace) if meta(pod)["name"] != killed]
             api.kill()
             at_outage = copied()
             assert at_outage < size, "the copy finished before the api went away"
             time.sleep(1)  # the copy is cut: the materializer retries against a closed port
-            assert stack.report("Deployment", "web")[0] != DeliveryReason.DELIVERED
-            stack.models.api(AI_MODELS_S3_ENDPOINT=slow_store.url("http"))
+            assert own_stack.report("Deployment", "web")[0] != DeliveryReason.DELIVERED
+            own_stack.models.api(AI_MODELS_S3_ENDPOINT=slow_store.url("http"))
             slow_store.rate = None
 
-            stack.wait_reason("Deployment", "web", DeliveryReason.DELIVERED, timeout=60)
-            pod = wait_ungated(stack, "web")
+            own_stack.wait_reason("Deployment", "web", DeliveryReason.DELIVERED, timeout=60)
+            pod = wait_ungated(own_stack, "web")
         assert check.checked >= 1, "no ungated pod was seen"
         assert not check.violations, check.violations
-        assert stack.delivered_files(pod, "large") == digests(LARGE_FILES)
+        assert own_stack.delivered_files(pod, "large") == digests(LARGE_FILES)
     finally:
         slow_store.stop()
 
@@ -326,8 +360,6 @@ def test_a_copy_cut_by_a_killed_job_and_by_the_api_going_away_never_starts_the_p
 def test_a_materialization_failing_for_good_reports_the_materializers_message_and_recovers_once_fixed(
     stack: DeliveryStack,
 ) -> None:
-    stack.api()
-    stack.controller()
     stack.ready_model("tiny", "acme/tiny-llama")
     key = artifact_key(stack, "tiny", "model.safetensors")
     original = get_object(stack, key)
@@ -340,8 +372,11 @@ def test_a_materialization_failing_for_good_reports_the_materializers_message_an
     failed_at: dict[str, float] = {}  # Job uid -> when it was seen failed
     created_at: dict[str, float] = {}
 
+    def mine(event: WatchEvent) -> bool:
+        return is_materialization(event.obj) and meta(event.obj).get("namespace") == stack.namespace
+
     def on_pod(event: WatchEvent) -> None:
-        if not is_materialization(event.obj) or event.type == "DELETED":
+        if not mine(event) or event.type == "DELETED":
             return
         for status in (event.obj.get("status") or {}).get("containerStatuses") or []:
             message = ((status.get("state") or {}).get("terminated") or {}).get("message")
@@ -349,7 +384,7 @@ def test_a_materialization_failing_for_good_reports_the_materializers_message_an
                 outcomes.append(message)
 
     def on_job(event: WatchEvent) -> None:
-        if not is_materialization(event.obj) or event.type == "DELETED":
+        if not mine(event) or event.type == "DELETED":
             return
         uid = str(meta(event.obj)["uid"])
         created_at.setdefault(uid, time.monotonic())
@@ -362,7 +397,7 @@ def test_a_materialization_failing_for_good_reports_the_materializers_message_an
         watching(stack, "", "pods", on_pod),
         watching(stack, "batch", "jobs", on_job),
     ):
-        stack.apply_workload(deployment("web", models="tiny"))
+        stack.apply_workload(deployment("web", models="tiny", namespace=stack.namespace))
         message = stack.wait_reason("Deployment", "web", DeliveryReason.SHARED_PVC_MATERIALIZATION_FAILED)
         assert "does not match the sha256 its manifest records" in message, message
         assert "REMOTE-BYTES" not in message, message
@@ -391,10 +426,8 @@ def test_a_materialization_failing_for_good_reports_the_materializers_message_an
 
 
 def test_a_lost_volume_is_reported_and_a_deleted_claim_is_made_and_filled_again(stack: DeliveryStack) -> None:
-    stack.api()
-    stack.controller()
     stack.ready_model("tiny", "acme/tiny-llama")
-    stack.apply_workload(deployment("web", models="tiny"))
+    stack.apply_workload(deployment("web", models="tiny", namespace=stack.namespace))
     stack.wait_reason("Deployment", "web", DeliveryReason.DELIVERED, timeout=60)
     claim = the_claim(stack, "web")
     name, uid, volume = meta(claim)["name"], meta(claim)["uid"], claim["spec"]["volumeName"]
@@ -402,9 +435,9 @@ def test_a_lost_volume_is_reported_and_a_deleted_claim_is_made_and_filled_again(
     delete(stack, f"/api/v1/persistentvolumes/{volume}")
     message = stack.wait_reason("Deployment", "web", DeliveryReason.SHARED_PVC_VOLUME_LOST)
     assert f"lost its PersistentVolume {volume}" in message, message
-    assert f"delete the claim (kubectl -n {USER_NAMESPACE} delete pvc {name})" in message, message
+    assert f"delete the claim (kubectl -n {stack.namespace} delete pvc {name})" in message, message
 
-    delete(stack, f"/api/v1/namespaces/{USER_NAMESPACE}/persistentvolumeclaims/{name}")
+    delete(stack, f"/api/v1/namespaces/{stack.namespace}/persistentvolumeclaims/{name}")
     stack.wait_reason("Deployment", "web", DeliveryReason.DELIVERED, timeout=60)
     again = the_claim(stack, "web")
     assert meta(again)["name"] == name
@@ -416,101 +449,97 @@ def test_a_lost_volume_is_reported_and_a_deleted_claim_is_made_and_filled_again(
 
 
 def test_a_model_losing_ready_keeps_the_bound_claim_its_files_and_the_running_pods(
-    stack: DeliveryStack,
+    own_stack: DeliveryStack,
 ) -> None:
-    stack.api()
-    stack.controller(AI_MODELS_INVENTORY_INTERVAL_SECONDS="2")
-    stack.ready_model("tiny", "acme/tiny-llama")
-    stack.apply_workload(deployment("web", models="tiny"))
-    stack.wait_reason("Deployment", "web", DeliveryReason.DELIVERED, timeout=60)
-    pod = wait_ungated(stack, "web")
-    stack.models.eventually(
-        lambda: any(p["status"].get("phase") == "Running" for p in stack.pods(selector="app=web")),
+    own_stack.api()
+    own_stack.controller(AI_MODELS_INVENTORY_INTERVAL_SECONDS="2")
+    own_stack.ready_model("tiny", "acme/tiny-llama")
+    own_stack.apply_workload(deployment("web", models="tiny"))
+    own_stack.wait_reason("Deployment", "web", DeliveryReason.DELIVERED, timeout=60)
+    pod = wait_ungated(own_stack, "web")
+    own_stack.models.eventually(
+        lambda: any(p["status"].get("phase") == "Running" for p in own_stack.pods(selector="app=web")),
         timeout=30,
-        what=lambda: f"the pod running: {stack.describe()}",
+        what=lambda: f"the pod running: {own_stack.describe()}",
     )
-    claim = the_claim(stack, "web")
-    replica_sets = sorted(meta(rs)["name"] for rs in stack.replica_sets())
-    assert pod_template_claims(stack, "web") == [meta(claim)["name"]]
+    claim = the_claim(own_stack, "web")
+    replica_sets = sorted(meta(rs)["name"] for rs in own_stack.replica_sets())
+    assert pod_template_claims(own_stack, "web") == [meta(claim)["name"]]
 
     # The inventory finds the artifact damaged and the Model is published again; its Job gets no
     # Pod meanwhile, so the Model stays not Ready.
-    stack.models.runner.pause_new_pods()
-    key = artifact_key(stack, "tiny", "model.safetensors")
-    put_object(stack, key, b"\1" * len(get_object(stack, key)))
-    message = stack.wait_reason("Deployment", "web", DeliveryReason.MODEL_NOT_READY, timeout=60)
+    own_stack.models.runner.pause_new_pods()
+    key = artifact_key(own_stack, "tiny", "model.safetensors")
+    put_object(own_stack, key, b"\1" * len(get_object(own_stack, key)))
+    message = own_stack.wait_reason("Deployment", "web", DeliveryReason.MODEL_NOT_READY, timeout=60)
     assert "not Ready" in message, message
-    assert stack.models.status("tiny").get("phase") != "Ready"
-    digest = stack.models.status("tiny")["artifact"]["digest"]
+    assert own_stack.models.status("tiny").get("phase") != "Ready"
+    digest = own_stack.models.status("tiny")["artifact"]["digest"]
 
-    [kept] = owned_claims(stack, "web")
+    [kept] = owned_claims(own_stack, "web")
     assert meta(kept)["uid"] == meta(claim)["uid"]
     assert kept["status"]["phase"] == "Bound"
     assert kept["spec"]["volumeName"] == claim["spec"]["volumeName"]
-    assert pod_template_claims(stack, "web") == [meta(claim)["name"]]
-    assert sorted(meta(rs)["name"] for rs in stack.replica_sets()) == replica_sets
-    [running] = stack.pods(selector="app=web")
+    assert pod_template_claims(own_stack, "web") == [meta(claim)["name"]]
+    assert sorted(meta(rs)["name"] for rs in own_stack.replica_sets()) == replica_sets
+    [running] = own_stack.pods(selector="app=web")
     assert meta(running)["uid"] == meta(pod)["uid"]
     assert running["status"]["phase"] == "Running"
     assert not meta(running).get("deletionTimestamp")
-    assert stack.delivered_files(running, "tiny") == digests(SMALL_FILES)
+    assert own_stack.delivered_files(running, "tiny") == digests(SMALL_FILES)
 
     # Published again (the same files, the same artifact): delivered from the same claim.
-    stack.models.runner.resume()
-    stack.wait_reason("Deployment", "web", DeliveryReason.DELIVERED, timeout=60)
-    assert stack.models.status("tiny")["artifact"]["digest"] == digest
-    [same] = owned_claims(stack, "web")
+    own_stack.models.runner.resume()
+    own_stack.wait_reason("Deployment", "web", DeliveryReason.DELIVERED, timeout=60)
+    assert own_stack.models.status("tiny")["artifact"]["digest"] == digest
+    [same] = owned_claims(own_stack, "web")
     assert meta(same)["uid"] == meta(claim)["uid"]
-    assert sorted(meta(rs)["name"] for rs in stack.replica_sets()) == replica_sets
-    [still] = stack.pods(selector="app=web")
+    assert sorted(meta(rs)["name"] for rs in own_stack.replica_sets()) == replica_sets
+    [still] = own_stack.pods(selector="app=web")
     assert meta(still)["uid"] == meta(pod)["uid"]
 
 
 def test_a_job_left_by_an_earlier_claim_of_the_same_name_never_counts_for_the_new_claim(
     stack: DeliveryStack,
 ) -> None:
-    moto_port = int(stack.models.bucket.server.endpoint_url.rsplit(":", 1)[1])
-    slow_store = TcpProxy("127.0.0.1", moto_port, rate=1.5 * MIB).start()
-    try:
-        stack.models.api(AI_MODELS_S3_ENDPOINT=slow_store.url("http"))
-        stack.controller()
-        digest = stack.ready_model("large", "acme/large-llama")["artifact"]["digest"]
-        check = UngatedPodsCheck(stack, app="web", model="large", files=LARGE_FILES)
-        with watching(stack, "", "pods", check):
-            stack.apply_workload(deployment("web", models="large"))
-            claim = the_claim(stack, "web")
-            name, uid = meta(claim)["name"], meta(claim)["uid"]
-            partial = (
-                stack.simulation.volumes.volume_directory(name, USER_NAMESPACE)
-                / staging_dir(digest)
-                / "model.safetensors"
-            )
-            stack.models.eventually(
-                lambda: partial.exists() and partial.stat().st_size >= MIB,
-                timeout=40,
-                what=lambda: f"the copy midway: {stack.describe()}",
-            )
-            # The claim goes while its Job copies: the Job is left behind, as it is in a cluster
-            # until the garbage collector reaches it (here: orphaned, the test plays the collector).
-            status, _, body = stack.emulator.request(
-                "DELETE",
-                f"/api/v1/namespaces/{USER_NAMESPACE}/persistentvolumeclaims/{name}",
-                body={"propagationPolicy": "Orphan"},
-            )
-            assert status in (200, 202), (status, body)
-            stack.models.eventually(
-                lambda: any(meta(c)["uid"] != uid for c in owned_claims(stack, "web")),
-                timeout=30,
-                what=lambda: f"a new claim made: {stack.describe()}",
-            )
-            slow_store.rate = None
-            stack.models.runner.wait_for_job(name, USER_NAMESPACE, "Complete", timeout=40)
-            time.sleep(2)  # the controller sees the left-behind Job finished
-            # Gone already when the controller removed it itself, as a Job of this claim.
-            stack.emulator.request("DELETE", f"/apis/batch/v1/namespaces/{USER_NAMESPACE}/jobs/{name}")
-            stack.wait_reason("Deployment", "web", DeliveryReason.DELIVERED, timeout=60)
-            pod = wait_ungated(stack, "web")
-        assert not check.violations, check.violations
-        assert stack.delivered_files(pod, "large") == digests(LARGE_FILES)
-    finally:
-        slow_store.stop()
+    slow_store = stack.api_store
+    assert slow_store is not None
+    digest = stack.ready_model("large", "acme/large-llama")["artifact"]["digest"]
+    slow_store.rate = 1.5 * MIB  # the api serves the copy slowly (set back after the test)
+    check = UngatedPodsCheck(stack, app="web", model="large", files=LARGE_FILES)
+    with watching(stack, "", "pods", check):
+        stack.apply_workload(deployment("web", models="large", namespace=stack.namespace))
+        claim = the_claim(stack, "web")
+        name, uid = meta(claim)["name"], meta(claim)["uid"]
+        partial = (
+            stack.simulation.volumes.volume_directory(name, stack.namespace)
+            / staging_dir(digest)
+            / "model.safetensors"
+        )
+        stack.models.eventually(
+            lambda: partial.exists() and partial.stat().st_size >= MIB,
+            timeout=40,
+            what=lambda: f"the copy midway: {stack.describe()}",
+        )
+        # The claim goes while its Job copies: the Job is left behind, as it is in a cluster
+        # until the garbage collector reaches it (here: orphaned, the test plays the collector).
+        status, _, body = stack.emulator.request(
+            "DELETE",
+            f"/api/v1/namespaces/{stack.namespace}/persistentvolumeclaims/{name}",
+            body={"propagationPolicy": "Orphan"},
+        )
+        assert status in (200, 202), (status, body)
+        stack.models.eventually(
+            lambda: any(meta(c)["uid"] != uid for c in owned_claims(stack, "web")),
+            timeout=30,
+            what=lambda: f"a new claim made: {stack.describe()}",
+        )
+        slow_store.rate = None
+        stack.models.runner.wait_for_job(name, stack.namespace, "Complete", timeout=40)
+        time.sleep(2)  # the controller sees the left-behind Job finished
+        # Gone already when the controller removed it itself, as a Job of this claim.
+        stack.emulator.request("DELETE", f"/apis/batch/v1/namespaces/{stack.namespace}/jobs/{name}")
+        stack.wait_reason("Deployment", "web", DeliveryReason.DELIVERED, timeout=60)
+        pod = wait_ungated(stack, "web")
+    assert not check.violations, check.violations
+    assert stack.delivered_files(pod, "large") == digests(LARGE_FILES)

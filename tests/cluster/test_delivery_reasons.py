@@ -5,6 +5,10 @@ the webhook called over HTTPS, the test bed's provisioner playing each StorageCl
 Where a reason must hold "at all times" (no claim for a WaitForFirstConsumer class, a forged
 Event never shown), the test subscribes to the emulator's store and checks every watch event, not
 a few polls.
+
+The tests that set up StorageClasses of their own (cluster-wide, and the controller keeps their
+list a few seconds) build a stack each (`build`); the others share one (D118), each in a namespace
+of its own (`stack.namespace`).
 """
 
 from __future__ import annotations
@@ -29,8 +33,9 @@ from cluster.delivery_stack import (
     DeliveryStack,
     delivery_stack,
     deployment,
+    fresh_namespace,
+    shared_delivery_stack,
 )
-from cluster.model_stack import USER_NAMESPACE
 from fakes.hub import FakeHub
 from fakes.hub_corpus import FakeModel
 from fakes.s3 import S3Bucket
@@ -58,6 +63,18 @@ def fake_hub_corpus() -> list[FakeModel]:
 
 
 Build = Callable[..., DeliveryStack]
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DeliveryStack]:
+    with shared_delivery_stack(tmp_path_factory.mktemp("delivery-reasons"), [TINY]) as stack:
+        yield stack
+
+
+@pytest.fixture
+def stack(shared: DeliveryStack) -> Iterator[DeliveryStack]:
+    """The shared stack (the default class rwx), in a namespace of the test's own."""
+    yield from fresh_namespace(shared)
 
 
 @pytest.fixture
@@ -191,7 +208,7 @@ def assert_delivered_to_an_ungated_pod(stack: DeliveryStack, name: str) -> None:
 
 def workload_events(stack: DeliveryStack, name: str) -> list[tuple[str, str, str]]:
     """(type, reason, message) of the Events about the Deployment, oldest first."""
-    listed = stack.core.list_namespaced_event(USER_NAMESPACE)
+    listed = stack.core.list_namespaced_event(stack.namespace)
     return [
         (event.type, event.reason, event.message or "")
         for event in sorted(listed.items, key=lambda e: e.metadata.creation_timestamp)
@@ -226,16 +243,12 @@ def namespace_user(emulator: RunningEmulator, namespace: str) -> Identity:
 
 
 def test_a_workload_for_a_model_that_does_not_exist_yet_is_delivered_once_the_model_is_ready(
-    build: Build,
+    stack: DeliveryStack,
 ) -> None:
-    stack = build()
-    stack.api()
-    stack.controller()
-
-    stack.apply_workload(deployment("web", models="tiny"))
+    stack.apply_workload(deployment("web", models="tiny", namespace=stack.namespace))
 
     message = wait_report(stack, "web", Reason.MODEL_NOT_READY, containing="does not exist")
-    assert f"Model {USER_NAMESPACE}/tiny" in message, message
+    assert f"Model {stack.namespace}/tiny" in message, message
     assert names.MODEL_ANNOTATION in message, message
     stack.models.eventually(lambda: bool(stack.pods(selector="app=web")), timeout=20, what=stack.describe)
     for pod in stack.pods(selector="app=web"):
@@ -245,15 +258,17 @@ def test_a_workload_for_a_model_that_does_not_exist_yet_is_delivered_once_the_mo
 
     # The Model appears but is still publishing (its Job has no Pod yet): named so, still gated.
     stack.models.runner.pause_new_pods()
-    stack.models.create_model("tiny", {"url": "https://huggingface.co/acme/tiny-llama"})
+    stack.models.create_model(
+        "tiny", {"url": "https://huggingface.co/acme/tiny-llama"}, namespace=stack.namespace
+    )
     message = wait_report(stack, "web", Reason.MODEL_NOT_READY, containing="not Ready")
-    assert f"Model {USER_NAMESPACE}/tiny is " in message, message
+    assert f"Model {stack.namespace}/tiny is " in message, message
     for pod in stack.pods(selector="app=web"):
         assert {"name": GATE} in (pod["spec"].get("schedulingGates") or []), pod["spec"]
     assert stack.claims() == []
 
     stack.models.runner.resume()
-    stack.models.wait_phase("tiny", "Ready", timeout=40)
+    stack.models.wait_phase("tiny", "Ready", namespace=stack.namespace, timeout=40)
     wait_report(stack, "web", Reason.DELIVERED, containing="tiny")
     assert_delivered_to_an_ungated_pod(stack, "web")
 
@@ -268,28 +283,29 @@ def with_user_volume_at_models_dir(manifest: dict[str, Any]) -> dict[str, Any]:
     return manifest
 
 
-def test_an_invalid_request_is_named_until_the_manifest_is_fixed_then_delivered(build: Build) -> None:
-    stack = build()
-    stack.api()
-    stack.controller()
+def test_an_invalid_request_is_named_until_the_manifest_is_fixed_then_delivered(
+    stack: DeliveryStack,
+) -> None:
     stack.ready_model("tiny", "acme/tiny-llama")
 
-    stack.apply_workload(deployment("web", models="tiny,tiny"))
+    stack.apply_workload(deployment("web", models="tiny,tiny", namespace=stack.namespace))
     message = wait_report(stack, "web", Reason.INVALID_SPEC, containing="twice")
     assert f"the annotation {names.MODEL_ANNOTATION} names 'tiny' twice in it" in message, message
 
-    stack.apply_workload(deployment("web", models="Tiny_Llama"))
+    stack.apply_workload(deployment("web", models="Tiny_Llama", namespace=stack.namespace))
     message = wait_report(stack, "web", Reason.INVALID_SPEC, containing="Tiny_Llama")
     assert f"the annotation {names.MODEL_ANNOTATION} names 'Tiny_Llama', which is not a Model name" in message
 
-    stack.apply_workload(with_user_volume_at_models_dir(deployment("web", models="tiny")))
+    stack.apply_workload(
+        with_user_volume_at_models_dir(deployment("web", models="tiny", namespace=stack.namespace))
+    )
     message = wait_report(stack, "web", Reason.INVALID_SPEC, containing="scratch")
     assert f"container server mounts the volume scratch at {names.MODELS_DIR}" in message, message
     assert stack.claims() == []
     for pod in stack.pods(selector="app=web"):
         assert {"name": GATE} in (pod["spec"].get("schedulingGates") or []), pod["spec"]
 
-    stack.apply_workload(deployment("web", models="tiny"))
+    stack.apply_workload(deployment("web", models="tiny", namespace=stack.namespace))
     wait_report(stack, "web", Reason.DELIVERED, containing="tiny")
     assert_delivered_to_an_ungated_pod(stack, "web")
 
@@ -420,16 +436,16 @@ def test_a_provisioning_failure_is_shown_verbatim_a_forged_event_never_and_deliv
 
     # A namespace user writes a ProvisioningFailed Event for the claim's name, newer than any other,
     # but about another object (another uid): the report must never show it.
-    user = namespace_user(stack.emulator, USER_NAMESPACE)
+    user = namespace_user(stack.emulator, stack.namespace)
     later = (datetime.datetime.now(datetime.UTC) + datetime.timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
     forged = {
         "apiVersion": "v1",
         "kind": "Event",
-        "metadata": {"name": f"{name}.forged", "namespace": USER_NAMESPACE},
+        "metadata": {"name": f"{name}.forged", "namespace": stack.namespace},
         "involvedObject": {
             "apiVersion": "v1",
             "kind": "PersistentVolumeClaim",
-            "namespace": USER_NAMESPACE,
+            "namespace": stack.namespace,
             "name": name,
             "uid": str(uuid.uuid4()),
         },
@@ -442,7 +458,7 @@ def test_a_provisioning_failure_is_shown_verbatim_a_forged_event_never_and_deliv
         "count": 1,
     }
     status, _, body = stack.emulator.request(
-        "POST", f"/api/v1/namespaces/{USER_NAMESPACE}/events", body=forged, identity=user
+        "POST", f"/api/v1/namespaces/{stack.namespace}/events", body=forged, identity=user
     )
     assert status == 201, (status, body)
 

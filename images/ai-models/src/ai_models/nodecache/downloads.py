@@ -86,7 +86,7 @@ class ClientSettings:
 
 class _StoppableTally(Tally):
     def __init__(self, stop: threading.Event) -> None:
-        super().__init__()
+        super().__init__(event="downloading")
         self._stop = stop
 
     def count(self, fetched: int) -> None:

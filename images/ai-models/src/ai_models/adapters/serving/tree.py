@@ -78,6 +78,7 @@ class Tally:
     fetched: int = 0
     reused: int = 0
     clock: Callable[[], float] = time.monotonic
+    event: str = "materializing"  # the progress line's message
     _last_report: float = dataclasses.field(default=0.0)
 
     def count(self, fetched: int) -> None:
@@ -87,7 +88,7 @@ class Tally:
             self._last_report = now
             done = self.fetched + self.reused
             logger.info(
-                "materializing",
+                self.event,
                 extra={
                     "bytes_done": done,
                     "bytes_total": self.total,

@@ -42,6 +42,7 @@ from ai_models.nodecache.authorize import Grant, Refusal, Refused, authorize, ku
 from ai_models.nodecache.cache import CacheRequest, CacheState, Failed, Ready, Unfit, Waiting
 from ai_models.nodecache.models import ModelsUnreadable
 from ai_models.nodecache.mounts import MountError, bind_read_only, mount_at, same_tree, unmount
+from ai_models.nodecache.settings import NodeCacheSettings
 
 log = logging.getLogger(__name__)
 
@@ -289,7 +290,7 @@ class NodeService(csi_pb2_grpc.NodeServicer):
                 context,
                 grpc.StatusCode.INVALID_ARGUMENT,
                 f"target_path {target!r} is not under kubelet's pods directory {self._pods_dir}; "
-                "set AI_MODELS_NODE_CACHE_KUBELET_DIR to the node's kubelet directory",
+                f"set {NodeCacheSettings.variable('node_cache_kubelet_dir')} to the node's kubelet directory",
             )
         return target
 

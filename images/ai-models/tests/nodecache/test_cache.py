@@ -241,15 +241,47 @@ def test_references_are_on_disk_and_survive_a_restart(cache_stack: CacheStack) -
 
 def test_a_refused_download_says_why_and_is_retried(cache_stack: CacheStack) -> None:
     request = cache_stack.publish("llama", FILES)
+    token = cache_stack.token_file.read_text()
     cache_stack.token_file.write_text("not-a-token")
-    cache = cache_stack.cache()
+    now = [1_000_000.0]
+    cache = cache_stack.cache(clock=lambda: now[0])
     failed = cache.wait(request, timeout=60)
     assert isinstance(failed, Failed), failed
     assert "401" in failed.message
     assert "ServiceAccount token was not accepted" in failed.message
     assert "next attempt in" in failed.message
     # Within the backoff the answer stays; the token is read again for the next attempt.
+    assert "the next attempt in 5 s" in failed.message
+    cache_stack.token_file.write_text(token)
+    now[0] += 4
     assert cache.want(request) == failed
+    now[0] += 1
+    assert isinstance(cache.want(request), Waiting)
+    assert_tree(cache.wait(request, timeout=60))
+
+
+def test_at_most_the_configured_downloads_run_at_once(cache_stack: CacheStack) -> None:
+    first = cache_stack.publish("llama", FILES)
+    second = cache_stack.publish("qwen", {"w.bin": noise(MIB, seed=3)})
+    cache_stack.store.pause("weights/model.safetensors", at=MIB)
+    cache = cache_stack.cache(max_concurrent_downloads=1)
+    assert isinstance(cache.want(first), Waiting)
+    assert cache_stack.store.paused.wait(timeout=30)
+    assert isinstance(cache.want(second), Waiting)
+
+    def slot_message() -> str:
+        state = cache.want(second)
+        assert isinstance(state, Waiting), state
+        return state.message if "slot" in state.message else ""
+
+    assert eventually(slot_message, timeout=30, message="the second download to queue") == (
+        f"waiting for a download slot for Model team-a/qwen (artifact {second.digest}) "
+        "(1 downloads run, at most 1)"
+    )
+    assert not any(stream.key.endswith("/files/w.bin") for stream in cache_stack.store.opened)
+    cache_stack.store.release()
+    assert_tree(cache.wait(first, timeout=60))
+    assert_tree(cache.wait(second, timeout=60), {"w.bin": noise(MIB, seed=3)})
 
 
 def test_a_reference_whose_target_is_gone_is_dropped_after_the_grace(cache_stack: CacheStack) -> None:

@@ -18,11 +18,14 @@ from typing import Any
 import pytest
 import yaml
 
+from ai_models import names
 from fakes.hub import FakeHub
 from fakes.hub_corpus import repository
 from fakes.model_files import GGML_F32, gguf_bytes, safetensors_bytes
 from kubeemu.pytest_fixtures import KUBECTL
 from support.eventually import eventually
+from testbed.csi_kubelet import is_mount_point, mount_points, unmount_under
+from testbed.devstack import DEV_CACHE_NODES, report_jsonpath
 from testbed.module import module_image
 
 REPO = Path(__file__).resolve().parents[2]
@@ -30,6 +33,21 @@ REPO = Path(__file__).resolve().parents[2]
 
 @pytest.fixture
 def devstack(tmp_path: Path, fake_hub: FakeHub) -> Iterator[tuple[subprocess.Popen[str], Path]]:
+    yield from run_devstack(tmp_path, fake_hub)
+
+
+@pytest.fixture
+def node_cache_devstack(tmp_path: Path, fake_hub: FakeHub) -> Iterator[tuple[subprocess.Popen[str], Path]]:
+    """`make dev` in NodeCache mode (two nodes, a plugin each, the CSI kubelet)."""
+    try:
+        yield from run_devstack(tmp_path, fake_hub, AI_MODELS_DEV_DELIVERY_MODE="NodeCache")
+    finally:
+        unmount_under(tmp_path)  # a stack that was killed leaves its pods' mounts
+
+
+def run_devstack(
+    tmp_path: Path, fake_hub: FakeHub, **extra_env: str
+) -> Iterator[tuple[subprocess.Popen[str], Path]]:
     out = tmp_path / "dev"
     env = {
         **os.environ,
@@ -41,6 +59,8 @@ def devstack(tmp_path: Path, fake_hub: FakeHub) -> Iterator[tuple[subprocess.Pop
         "AI_MODELS_DEV_CONTROLLER_METRICS_PORT": "0",
         "AI_MODELS_DEV_DIR": str(out),
         "PYTHONPATH": str(REPO / "tests"),
+        "AI_MODELS_DEV_DELIVERY_MODE": "SharedPVC",
+        **extra_env,
     }
     env.pop("KUBECONFIG", None)
     process = subprocess.Popen(
@@ -414,3 +434,82 @@ def test_the_documented_deployment_gets_the_documented_model_in_the_dev_stack(
     assert {path.name: hashlib.sha256(path.read_bytes()).hexdigest() for path in trees[0].iterdir()} == {
         name: hashlib.sha256(data).hexdigest() for name, data in files.items()
     }
+
+
+def test_dev_stack_in_node_cache_mode_mounts_the_documented_model_read_only_into_the_pod(
+    node_cache_devstack: tuple[subprocess.Popen[str], Path], fake_hub: FakeHub
+) -> None:
+    """`AI_MODELS_DEV_DELIVERY_MODE=NodeCache make dev`: two nodes whose plugins label them ready,
+    the banner's walk-through ends with the model's files, every sha256 right, at the pod's volume
+    target on its node, a read-only bind mount of the node's cache; the node reports the digest; on
+    SIGTERM the stack exits 0 and leaves nothing mounted."""
+    process, out = node_cache_devstack
+    files = {
+        "config.json": b'{"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3"}',
+        "model.safetensors": safetensors_bytes({"w": ("F16", (32, 32))}),
+    }
+    fake_hub.add(repository("Qwen/Qwen3-0.6B", files))
+    ready = f"{{.items[*].metadata.labels.{names.NODE_CACHE_READY_LABEL.replace('.', chr(92) + '.')}}}"
+
+    def nodes_ready() -> bool:
+        return run_kubectl(out, "get", "nodes", "-o", f"jsonpath={ready}").stdout.split() == ["true", "true"]
+
+    eventually(nodes_ready, timeout=60, message="both nodes labelled ready by their plugins")
+    listed = json.loads(run_kubectl(out, "get", "nodes", "-o", "json").stdout)
+    assert sorted(node["metadata"]["name"] for node in listed["items"]) == list(DEV_CACHE_NODES)
+    for path in ("deployment-with-model.yaml", "model-hf.yaml"):
+        applied = run_kubectl(out, "apply", "-f", str(REPO / "docs" / "examples" / path))
+        assert applied.returncode == 0, applied.stderr
+
+    reason = "{.metadata.annotations.ai\\.deckhouse\\.io/model-delivery-reason}"
+    waited = run_kubectl(
+        out,
+        "wait",
+        "-n",
+        "default",
+        f"--for=jsonpath={reason}=Delivered",
+        "deployment/list-model-files",
+        "--timeout=90s",
+    )
+    assert waited.returncode == 0, waited.stderr + (out / "logs" / "controller.log").read_text()[-3000:]
+    rolled = run_kubectl(
+        out, "rollout", "status", "-n", "default", "deployment/list-model-files", "--timeout=60s"
+    )
+    assert rolled.returncode == 0, rolled.stderr + "".join(
+        path.read_text()[-2000:] for path in (out / "logs").glob("node-cache-*.log")
+    )
+    pods = json.loads(
+        run_kubectl(out, "get", "pods", "-n", "default", "-l", "app=list-model-files", "-o", "json").stdout
+    )
+    [pod] = [p for p in pods["items"] if p["status"].get("phase") == "Running"]
+    node, uid = pod["spec"]["nodeName"], pod["metadata"]["uid"]
+    [volume] = [
+        v["name"]
+        for v in pod["spec"]["volumes"]
+        if (v.get("csi") or {}).get("driver") == names.NODE_CACHE_DRIVER
+    ]
+    target = (
+        out / "nodes" / node / "kubelet" / "pods" / uid / "volumes" / "kubernetes.io~csi" / volume / "mount"
+    )
+    assert is_mount_point(target)
+    assert {path.name: hashlib.sha256(path.read_bytes()).hexdigest() for path in target.iterdir()} == {
+        name: hashlib.sha256(data).hexdigest() for name, data in files.items()
+    }
+    with pytest.raises(OSError, match="Read-only file system"):
+        (target / "written-by-the-pod").write_bytes(b"x")
+    digest = json.loads(run_kubectl(out, "get", "model", "qwen3-0-6b", "-n", "default", "-o", "json").stdout)[
+        "status"
+    ]["artifact"]["digest"]
+
+    def reported() -> bool:
+        shown = run_kubectl(out, "get", "node", node, "-o", f"jsonpath={report_jsonpath()}").stdout
+        return digest in json.loads(shown or "{}").get("readyDigests", [])
+
+    eventually(reported, timeout=30, message=f"{digest} in the cache report of {node} (the banner's command)")
+
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=60) == 0
+    banner_text = process.communicate(timeout=10)[0]
+    assert "Delivery mode NodeCache" in banner_text
+    assert report_jsonpath() in banner_text
+    assert not [p for p in mount_points() if p.is_relative_to(out.resolve())]

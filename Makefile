@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install lint test render dev bench clean
+.PHONY: install lint test render dev bench csi-sanity clean
 
 install: $(STAMP)
 
@@ -33,6 +33,11 @@ bench: install
 	@status=0; for module in $$(cd tests && ls bench/bench_*.py | sed 's|/|.|; s|\.py$$||'); do \
 		echo "== $$module"; PYTHONPATH=tests $(BIN)/python -m $$module || status=1; \
 	done; exit $$status
+
+# The CSI conformance suite against the node plugin (as root: it mounts); the binary is not in the
+# repository: make csi-sanity CSI_SANITY=/path/to/csi-sanity
+csi-sanity: install
+	PYTHONPATH=tests $(BIN)/python -m csi.sanity $(or $(CSI_SANITY),$(error set CSI_SANITY to the csi-sanity binary))
 
 dev: install
 	PYTHONPATH=tests $(BIN)/python -m testbed.devstack

@@ -11,7 +11,6 @@ which also sees mounts a previous plugin process made.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import dataclasses
 import errno
 import os
@@ -139,8 +138,9 @@ _LIBC: ctypes.CDLL | None = None
 def _libc() -> ctypes.CDLL:
     global _LIBC  # noqa: PLW0603  (loaded once, on first use)
     if _LIBC is None:
-        # find_library needs ldconfig, which a distroless image lacks: fall back to glibc's soname.
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        # glibc's soname, loaded directly: ctypes.util.find_library would run ldconfig or gcc,
+        # which a distroless image does not have.
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
         libc.mount.argtypes = (
             ctypes.c_char_p,
             ctypes.c_char_p,

@@ -16,6 +16,7 @@ from typing import cast
 import grpc
 import pytest
 
+from ai_models import __version__
 from ai_models.csi import csi_pb2
 from ai_models.domain.delivery.claim_layout import object_dir
 from ai_models.domain.delivery.node_cache import reference_record
@@ -139,7 +140,7 @@ def details_of(error: grpc.RpcError) -> str:
 def test_identity_names_the_driver_and_has_no_controller(bed: Bed) -> None:
     info = bed.plugin.identity.GetPluginInfo(csi_pb2.GetPluginInfoRequest(), timeout=5)
     assert info.name == "node-cache.ai-models.deckhouse.io"
-    assert info.vendor_version
+    assert info.vendor_version == __version__
     capabilities = bed.plugin.identity.GetPluginCapabilities(
         csi_pb2.GetPluginCapabilitiesRequest(), timeout=5
     )

@@ -2,21 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.metadata
 from collections.abc import Callable
 
 import grpc
 from google.protobuf import wrappers_pb2
 
+from ai_models import __version__
 from ai_models.csi import csi_pb2, csi_pb2_grpc
 from ai_models.names import NODE_CACHE_DRIVER
-
-
-def package_version() -> str:
-    try:
-        return importlib.metadata.version("ai-models")
-    except importlib.metadata.PackageNotFoundError:  # run from a source tree without an install
-        return "0.0.0"
 
 
 class IdentityService(csi_pb2_grpc.IdentityServicer):
@@ -24,7 +17,7 @@ class IdentityService(csi_pb2_grpc.IdentityServicer):
 
     def __init__(self, *, ready: Callable[[], bool], version: str | None = None) -> None:
         self._ready = ready
-        self._version = version or package_version()
+        self._version = version or __version__
 
     def GetPluginInfo(  # noqa: N802  (the CSI method name)
         self, request: csi_pb2.GetPluginInfoRequest, context: grpc.ServicerContext

@@ -15,14 +15,13 @@ from ai_models.names import NODE_CACHE_DRIVER
 class IdentityService(csi_pb2_grpc.IdentityServicer):
     """`ready` says whether the cache root is usable: kubelet and the registrar's probe wait on it."""
 
-    def __init__(self, *, ready: Callable[[], bool], version: str | None = None) -> None:
+    def __init__(self, *, ready: Callable[[], bool]) -> None:
         self._ready = ready
-        self._version = version or __version__
 
     def GetPluginInfo(  # noqa: N802  (the CSI method name)
         self, request: csi_pb2.GetPluginInfoRequest, context: grpc.ServicerContext
     ) -> csi_pb2.GetPluginInfoResponse:
-        return csi_pb2.GetPluginInfoResponse(name=NODE_CACHE_DRIVER, vendor_version=self._version)
+        return csi_pb2.GetPluginInfoResponse(name=NODE_CACHE_DRIVER, vendor_version=__version__)
 
     def GetPluginCapabilities(  # noqa: N802  (the CSI method name)
         self, request: csi_pb2.GetPluginCapabilitiesRequest, context: grpc.ServicerContext

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from ai_models.domain.delivery.claim_layout import STAGING_DIR
 from cluster.delivery_stack import deployment, digests
 from cluster.model_stack import USER_NAMESPACE
 from cluster.node_cache_stack import (
@@ -21,6 +22,7 @@ from cluster.node_cache_stack import (
     NodeCacheStack,
     bare_pod,
     csi_volume,
+    fetch,
     model_files,
     node_cache_environment,
     node_cache_stack,
@@ -62,7 +64,9 @@ def digest_of(stack: NodeCacheStack, model: str) -> str:
 def staged_bytes(stack: NodeCacheStack, node: str) -> int:
     """Bytes of files under the cache root that are in no complete tree yet (staging)."""
     root = stack.plugins[node].cache_root
-    return sum(path.stat().st_size for path in root.rglob("*") if path.is_file() and "staging" in path.parts)
+    return sum(
+        path.stat().st_size for path in root.rglob("*") if path.is_file() and STAGING_DIR in path.parts
+    )
 
 
 def mounted_targets(stack: NodeCacheStack, node: str) -> set[str]:
@@ -74,6 +78,10 @@ def test_the_plugin_killed_mid_download_resumes_and_never_mounts_partial_content
     stack: NodeCacheStack,
 ) -> None:
     stack.delivery.ready_model("large", "acme/large-llama", namespace=USER_NAMESPACE)
+    manifest = fetch(
+        f"http://127.0.0.1:{stack.delivery.models.api_port}/api/serving/v1/models/{USER_NAMESPACE}/large/manifest",
+        token=stack.delivery.models.uploader().token,
+    )
     stack.api_proxy.rate = 256 * 1024  # bytes a second: the 2 MiB take about 8 s
     try:
         stack.delivery.apply_workload(on_node(deployment("large", models="large"), NODE_A))
@@ -86,6 +94,8 @@ def test_the_plugin_killed_mid_download_resumes_and_never_mounts_partial_content
         assert not mounted_targets(stack, NODE_A) & {str(m.target) for m in stack.csi_mounts(pod)}
 
         stack.kill_plugin(NODE_A)
+        staged = staged_bytes(stack, NODE_A)
+        bytes_before, manifests_before = stack.served_bytes(), stack.served("manifest")
         assert (stack.pod(pod["metadata"]["name"]).get("status") or {}).get("phase") == "Pending"
         for mount in stack.csi_mounts(pod):
             assert not is_mount_point(mount.target), "a partial tree was mounted"
@@ -96,6 +106,10 @@ def test_the_plugin_killed_mid_download_resumes_and_never_mounts_partial_content
     finally:
         stack.api_proxy.rate = None
     assert stack.delivered_files(running, "large") == digests(LARGE)
+    # Resumed: after the restart the serving API sent the files' bytes not staged yet, not all again.
+    manifests = stack.served("manifest") - manifests_before
+    resent = stack.served_bytes() - bytes_before - manifests * len(manifest)
+    assert 0 < resent <= sum(len(data) for data in LARGE.values()) - staged, (resent, staged)
     waits = [m for m in stack.failed_mounts(running) if "code = Unavailable" in m]
     assert waits, stack.failed_mounts(running)
 

@@ -353,6 +353,39 @@ def test_a_second_call_on_a_target_in_progress_is_aborted(bed: Bed) -> None:
     assert (Path(request.target_path) / "config.json").read_bytes() == FILES["config.json"]
 
 
+def test_a_kubelet_directory_behind_a_symbolic_link_is_served(bed: Bed) -> None:
+    # Some distributions link /var/lib/kubelet elsewhere; mountinfo names the resolved path.
+    real = bed.kubelet_dir / "real"
+    real.mkdir(parents=True)
+    linked = bed.kubelet_dir.parent / "linked-kubelet"
+    linked.symlink_to(real)
+    bed.kubelet_dir = linked
+    bed.plugin.close()
+    bed.plugin = serve(bed)
+    request = bed.publish()
+    resolved = real / Path(request.target_path).relative_to(linked)
+    assert len(mounts_at(resolved)) == 1
+    bed.plugin.node.NodePublishVolume(request, timeout=30)  # idempotent through the link too
+    assert len(mounts_at(resolved)) == 1
+    bed.plugin.node.NodeUnpublishVolume(unpublish_of(request), timeout=10)
+    assert mounts_at(resolved) == []
+    assert not resolved.exists()
+
+
+def test_a_target_leading_out_of_the_pods_directory_through_a_link_is_refused(
+    bed: Bed, tmp_path: Path
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    request = kubelet_publish(bed.kubelet_dir, pod=TEAM_A, volume="model", attributes=bed.attributes())
+    Path(request.target_path).parent.rmdir()
+    Path(request.target_path).parent.symlink_to(outside)
+    error = refusal(lambda: bed.plugin.node.NodePublishVolume(request, timeout=30))
+    assert code_of(error) is grpc.StatusCode.INVALID_ARGUMENT
+    assert "leads out of kubelet's pods directory" in details_of(error)
+    assert list(outside.iterdir()) == []
+
+
 # ----- NodeUnpublishVolume --------------------------------------------------------------------------
 
 

@@ -178,9 +178,10 @@ class NodeService(csi_pb2_grpc.NodeServicer):
         assert_never(state)
 
     def _publish(self, grant: Grant, tree: Path, target: Path, context: grpc.ServicerContext) -> None:
-        current = mount_at(target)
+        mounted_at = self._resolved(target, context)
+        current = mount_at(mounted_at)
         if current is not None:
-            if current.options >= _READ_ONLY_OPTIONS and same_tree(target, tree):
+            if current.options >= _READ_ONLY_OPTIONS and same_tree(mounted_at, tree):
                 # Published already (a kubelet retry, or a restarted plugin): keep the reference fresh.
                 self._cache.hold(target=str(target), digest=grant.digest, pod_uid=grant.pod.uid)
                 return
@@ -188,19 +189,15 @@ class NodeService(csi_pb2_grpc.NodeServicer):
                 "a target with another mount is unmounted before it is published",
                 extra={"target": str(target), "options": sorted(current.options)},
             )
-            self._unmount(target, context)
+            self._unmount(mounted_at, context)
         try:
-            target.mkdir(mode=0o750, parents=True, exist_ok=True)
+            mounted_at.mkdir(mode=0o750, parents=True, exist_ok=True)
         except OSError as error:
             _abort(context, grpc.StatusCode.INTERNAL, f"cannot create the target {target}: {error.strerror}")
-        if os.path.realpath(target) != str(target):
-            _abort(
-                context, grpc.StatusCode.INVALID_ARGUMENT, f"{target} leads elsewhere through a symbolic link"
-            )
         # The reference is on disk before the mount: eviction never takes a tree that is being mounted.
         self._cache.hold(target=str(target), digest=grant.digest, pod_uid=grant.pod.uid)
         try:
-            bind_read_only(tree, target)
+            bind_read_only(tree, mounted_at)
         except MountError as error:
             self._cache.release(target=str(target))
             _abort(context, grpc.StatusCode.INTERNAL, f"{grant.pod.describe()}: {error.strerror}")
@@ -213,6 +210,18 @@ class NodeService(csi_pb2_grpc.NodeServicer):
                 "target": str(target),
             },
         )
+
+    def _resolved(self, target: Path, context: grpc.ServicerContext) -> Path:
+        """The target as /proc/self/mountinfo names its mount: symbolic links resolved (the kubelet
+        directory itself may be one), and still inside kubelet's pods directory."""
+        resolved = os.path.realpath(target)
+        if not resolved.startswith(os.path.realpath(self._pods_dir) + os.sep):
+            _abort(
+                context,
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"target_path {str(target)!r} leads out of kubelet's pods directory through a symbolic link",
+            )
+        return Path(resolved)
 
     @staticmethod
     def _unmount(target: Path, context: grpc.ServicerContext) -> None:
@@ -231,7 +240,7 @@ class NodeService(csi_pb2_grpc.NodeServicer):
         with self._locks.held(target, timeout=TARGET_LOCK_SECONDS) as acquired:
             if not acquired:
                 _abort(context, grpc.StatusCode.ABORTED, f"another operation on {target} is in progress")
-            path = Path(target)
+            path = self._resolved(Path(target), context)
             self._unmount(path, context)
             try:
                 path.rmdir()

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import http.client
 import shutil
+import socket
+import stat
 import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -22,7 +25,11 @@ from ai_models.names import (
     VOLUME_DIGEST_ATTRIBUTE,
     VOLUME_MODEL_ATTRIBUTE,
 )
+from ai_models.nodecache.health import HealthServer
+from ai_models.nodecache.identity import IdentityService
 from ai_models.nodecache.mounts import mount_at, unmount
+from ai_models.nodecache.node import NodeService
+from ai_models.nodecache.server import CsiServer
 from ai_models.nodecache.settings import NodeCacheSettings
 from csi.plugin import Pod, kubelet_publish
 from support.node_cache_stack import CacheStack, cache_stack_fixture  # noqa: F401  (fixture)
@@ -99,10 +106,10 @@ def test_the_process_serves_csi_and_healthz_and_leaves_mounts_when_it_stops(
         }
     )
     kubelet_dir = tmp_path / "kubelet"
-    socket = socket_dir / "csi.sock"
+    plugin_socket = socket_dir / "csi.sock"
     arguments = (
         "node-cache",
-        f"--csi-endpoint=unix://{socket}",
+        f"--csi-endpoint=unix://{plugin_socket}",
         f"--node-name={NODE}",
         f"--cache-root={tmp_path / 'cache'}",
     )
@@ -120,7 +127,7 @@ def test_the_process_serves_csi_and_healthz_and_leaves_mounts_when_it_stops(
             )
             tree = tmp_path / "cache" / object_dir(llama.digest)
             process.wait_until(tree.is_dir, timeout=60, what="the prefetched tree")
-            with grpc.insecure_channel(f"unix://{socket}") as channel:
+            with grpc.insecure_channel(f"unix://{plugin_socket}") as channel:
                 node = csi_pb2_grpc.NodeStub(channel)
                 published = process.wait_until(
                     lambda: _published(node, request), timeout=60, what="the volume to be published"
@@ -128,7 +135,7 @@ def test_the_process_serves_csi_and_healthz_and_leaves_mounts_when_it_stops(
                 assert published
             assert (target / "w.bin").read_bytes() == b"weights" * 1000
             assert process.terminate() == 0
-        assert not socket.exists()  # removed at stop: the next plugin binds a fresh one
+        assert not plugin_socket.exists()  # removed at stop: the next plugin binds a fresh one
         mount = mount_at(target)
         assert mount is not None  # the pod keeps its files while no plugin runs
         assert mount.read_only
@@ -192,3 +199,53 @@ def test_settings_read_the_variables_the_chart_sets(monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv("AI_MODELS_NODE_CACHE_PUBLISH_WAIT_SECONDS", "120")
     with pytest.raises(ValidationError, match="node_cache_publish_wait_seconds"):
         NodeCacheSettings()  # type: ignore[call-arg]
+
+
+def test_healthz_is_503_while_unhealthy_and_404_elsewhere() -> None:
+    healthy = [False]
+    server = HealthServer(healthy=lambda: healthy[0], address="127.0.0.1", port=0).start()
+    try:
+        assert healthz(server.port) == 503
+        healthy[0] = True
+        assert healthz(server.port) == 200
+        connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=5)
+        connection.request("GET", "/metrics")
+        assert connection.getresponse().status == 404
+        connection.close()
+    finally:
+        server.stop()
+
+
+def test_a_socket_left_by_a_killed_plugin_is_replaced_and_anything_else_is_refused(
+    socket_dir: Path, tmp_path: Path
+) -> None:
+    path = socket_dir / "csi.sock"
+    left = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    left.bind(str(path))
+    left.close()  # the file stays, as after a SIGKILL
+    node = NodeService(
+        node_name="n", kubelet_dir=tmp_path, cache=_NO_CACHE, models=_NO_MODELS, publish_wait_seconds=1
+    )
+    server = CsiServer(endpoint=f"unix://{path}", identity=IdentityService(ready=lambda: True), node=node)
+    server.start()
+    try:
+        with grpc.insecure_channel(f"unix://{path}") as channel:
+            info = csi_pb2_grpc.IdentityStub(channel).GetPluginInfo(csi_pb2.GetPluginInfoRequest(), timeout=5)
+            assert info.name == NODE_CACHE_DRIVER
+        assert stat.S_IMODE(path.stat().st_mode) == 0o660
+    finally:
+        server.stop(grace=0.5)
+    path.write_text("not a socket")
+    with pytest.raises(ValueError, match="exists and is not a socket"):
+        CsiServer(endpoint=f"unix://{path}", identity=IdentityService(ready=lambda: True), node=node).start()
+
+
+class _Unused:
+    """A peer these tests never reach: only Identity calls are made."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise AssertionError(f"{name} was not expected to be called")
+
+
+_NO_CACHE: Any = _Unused()
+_NO_MODELS: Any = _Unused()

@@ -16,7 +16,10 @@ need those reactions, so this package plays them, one stand-in controller per mo
                  that report other images' Pods Running without running anything
 - volumes        the PV controller and a provisioner per StorageClass as a test configures it
                  (directories as volumes); `mounts` says which directory a claim mount would show
-- reactor, simulation   the watch-and-reconcile loop these three share, and the three started together
+- csi_kubelet    kubelet's CSI volume manager for inline volumes: NodePublish/NodeUnpublish over each
+                 node's plugin socket, with kubelet's request, retries, FailedMount Events and hold on
+                 the Pod until teardown (the plugin, a real process, does the mounts)
+- reactor, simulation   the watch-and-reconcile loop these share, and them started together
 - access_levels  Deckhouse's user-authz levels as RBAC bindings on the module's rendered roles
 - pytest_fixtures, devstack   the `job_runner` and `cluster_simulation` fixtures, and `make dev`
                  (`python -m testbed.devstack`)

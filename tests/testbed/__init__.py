@@ -19,7 +19,7 @@ need those reactions, so this package plays them, one stand-in controller per mo
 - csi_kubelet    kubelet's CSI volume manager for inline volumes: NodePublish/NodeUnpublish over each
                  node's plugin socket, with kubelet's request, retries, FailedMount Events and hold on
                  the Pod until teardown (the plugin, a real process, does the mounts)
-- reactor, simulation   the watch-and-reconcile loop these share, and them started together
+- reactor, simulation   the watch-and-reconcile loop they share, and all of them started together
 - access_levels  Deckhouse's user-authz levels as RBAC bindings on the module's rendered roles
 - pytest_fixtures, devstack   the `job_runner` and `cluster_simulation` fixtures, and `make dev`
                  (`python -m testbed.devstack`)

@@ -33,6 +33,7 @@ from ai_models.domain.artifacts.manifest import ArtifactFile
 from ai_models.domain.delivery.materialization import RequestedArtifact
 from ai_models.domain.delivery.node_cache import progress
 from ai_models.domain.models.reference import ModelKey
+from ai_models.nodecache.settings import NodeCacheSettings
 
 logger = logging.getLogger(__name__)
 
@@ -219,7 +220,8 @@ class Download:
         except (ValueError, OSError) as error:
             raise MaterializationFailure(
                 f"cannot use the serving API {settings.api_url} with the CA file "
-                f"{settings.ca_file or '(none)'}: {error}; fix AI_MODELS_NODE_CACHE_API_URL or "
-                "AI_MODELS_NODE_CACHE_API_CA_FILE",
+                f"{settings.ca_file or '(none)'}: {error}; fix "
+                f"{NodeCacheSettings.variable('node_cache_api_url')} or "
+                f"{NodeCacheSettings.variable('node_cache_api_ca_file')}",
                 retryable=True,
             ) from error

@@ -43,7 +43,7 @@ from kubeemu.pytest_fixtures import REPO_CRDS, RunningEmulator, start_emulator
 from support.node_cache_plugin import plugin_process
 from support.processes import ModuleProcess
 from support.tcpproxy import TcpProxy
-from testbed.csi_kubelet import CsiMount, CsiNode, is_mount_point, unmount_under
+from testbed.csi_kubelet import CsiMount, CsiNode, is_mount_point, require_bind_mounts, unmount_under
 from testbed.module import module_cluster_simulation
 from testbed.simulation import ClusterSimulation
 
@@ -316,6 +316,7 @@ def node_cache_stack(
     controller_env: Mapping[str, str] | None = None,
 ) -> Iterator[NodeCacheStack]:
     """The stack with the api, the controller in NodeCache mode and a ready plugin on every node."""
+    require_bind_mounts(workdir)
     # The plugin sockets live under a short directory: a unix socket path has at most 107 bytes.
     sockets = Path(tempfile.mkdtemp(prefix="nc-", dir="/tmp"))
     csi_nodes = [

@@ -613,6 +613,36 @@ def is_mount_point(path: Path) -> bool:
     return path.absolute() in mount_points()
 
 
+class MountsNotPermitted(RuntimeError):
+    """This machine cannot make the bind mounts a node plugin makes (not root, no CAP_SYS_ADMIN)."""
+
+
+def require_bind_mounts(directory: Path) -> None:
+    """Make and undo a read-only bind mount under `directory`; `MountsNotPermitted` saying why and
+    what to do when that fails. The NodeCache tests need real mounts: they fail, never skip."""
+    source, target = directory / ".mount-check-source", directory / ".mount-check-target"
+    source.mkdir(parents=True, exist_ok=True)
+    target.mkdir(exist_ok=True)
+    try:
+        for command in (
+            ["mount", "--bind", str(source), str(target)],
+            ["mount", "-o", "remount,bind,ro,nosuid,nodev", str(target)],
+        ):
+            done = subprocess.run(command, capture_output=True, text=True, check=False)
+            if done.returncode != 0:
+                raise MountsNotPermitted(
+                    f"{' '.join(command)} failed: {done.stderr.strip()}. The node plugin bind-mounts "
+                    "each model read-only into the pod's volume directory: run the NodeCache tests and "
+                    "`make dev` in NodeCache mode as root (as in CI), or in a user and mount namespace "
+                    "(unshare -rm)"
+                )
+    finally:
+        if is_mount_point(target):
+            subprocess.run(["umount", str(target)], capture_output=True, check=False)
+        target.rmdir()
+        source.rmdir()
+
+
 def unmount_under(root: Path) -> None:
     """Lazily unmount every mount point under `root`, deepest first: what a node's plugin left
     mounted when a test or the dev stack ends (kubelet would tear it down; nothing here will)."""

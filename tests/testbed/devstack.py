@@ -64,7 +64,13 @@ from support.processes import ModuleProcess
 from support.render import RenderedChart, render_chart
 from support.values import MINIMAL_SETTINGS, module_values
 from testbed.access_levels import grant_access_level
-from testbed.csi_kubelet import MAX_SOCKET_PATH, CsiNode, unmount_under
+from testbed.csi_kubelet import (
+    MAX_SOCKET_PATH,
+    CsiNode,
+    MountsNotPermitted,
+    require_bind_mounts,
+    unmount_under,
+)
 from testbed.jobrunner import ServedCluster
 from testbed.module import module_cluster_simulation
 
@@ -479,11 +485,11 @@ async def _main(args: argparse.Namespace) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    if args.delivery_mode == NODE_CACHE and os.geteuid() != 0:
-        raise SystemExit(
-            "NodeCache mode mounts the models read-only into the pods' volume directories (bind mounts): "
-            "run it as root, or in a user and mount namespace: unshare -rm make dev"
-        )
+    if args.delivery_mode == NODE_CACHE:
+        try:
+            require_bind_mounts(args.out_dir / "nodes")
+        except MountsNotPermitted as refused:
+            raise SystemExit(f"NodeCache mode cannot start: {refused}") from None
     stack = build_stack(out_dir=args.out_dir, delivery_mode=args.delivery_mode)
     ports = DevPorts(
         controller_health=args.controller_health_port,

@@ -13,9 +13,11 @@ import dataclasses
 import errno
 import functools
 import itertools
+import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -36,6 +38,8 @@ from testbed.csi_kubelet import (
     CsiKubelet,
     CsiNode,
     is_mount_point,
+    mount_points,
+    require_bind_mounts,
     target_path,
     volume_handle,
 )
@@ -373,3 +377,30 @@ def test_volumes_of_a_driver_the_node_does_not_have_keep_the_pod_creating(bed: B
     assert bed.plugin.publishes == []
     for name in ("other-driver", "other-node"):
         assert VOLUMES_FINALIZER not in ((bed.pod(name) or {}).get("metadata", {}).get("finalizers") or [])
+
+
+def test_the_mount_check_passes_here_and_fails_saying_so_without_the_right_to_mount(tmp_path: Path) -> None:
+    require_bind_mounts(tmp_path / "here")  # root, as in CI: the NodeCache tests can run
+    assert not mount_points() & {p.absolute() for p in tmp_path.rglob("*")}
+
+    # The same check in a process without CAP_SYS_ADMIN (a container without it, an unprivileged
+    # user): it fails, naming the failed mount and what to do.
+    code = (
+        "import pathlib, sys\n"
+        "from testbed.csi_kubelet import MountsNotPermitted, require_bind_mounts\n"
+        "try:\n"
+        f"    require_bind_mounts(pathlib.Path({str(tmp_path / 'there')!r}))\n"
+        "except MountsNotPermitted as refused:\n"
+        "    print(refused)\n"
+        "    sys.exit(3)\n"
+    )
+    done = subprocess.run(
+        ["setpriv", "--bounding-set", "-sys_admin", "--inh-caps", "-sys_admin", sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+    )
+    assert done.returncode == 3, done.stderr
+    assert "mount --bind" in done.stdout
+    assert "run the NodeCache tests and `make dev` in NodeCache mode as root" in done.stdout

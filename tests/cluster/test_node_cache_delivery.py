@@ -36,7 +36,11 @@ NODE_A, NODE_B = NODES
 SHARED = model_files("shared")
 MENDED = model_files("mended")
 GUARDED = model_files("guarded")
+OWN = model_files("own")
+COMMON = model_files("common")
 CORPUS = [
+    repository("acme/own-llama", OWN),
+    repository("acme/common-llama", COMMON),
     repository("acme/shared-llama", SHARED),
     repository("acme/mended-llama", MENDED),
     repository("acme/guarded-llama", GUARDED),
@@ -179,3 +183,31 @@ def test_the_nodes_report_their_cache_and_carry_the_readiness_label(stack: NodeC
         assert report["limitBytes"] == 64 * 2**20
         assert report["readyDigests"] == sorted(report["readyDigests"])
         assert 0 <= report["usedBytes"] <= report["limitBytes"]
+
+
+def test_a_workload_of_a_model_and_a_cluster_model_gets_both_at_their_paths(stack: NodeCacheStack) -> None:
+    stack.delivery.ready_model("own", "acme/own-llama", namespace=USER_NAMESPACE)
+    stack.delivery.ready_model("common", "acme/common-llama", namespace=None)
+
+    stack.delivery.apply_workload(on_node(deployment("both", models="own", cluster_models="common"), NODE_B))
+
+    stack.delivery.wait_reason("Deployment", "both", names.DeliveryReason.DELIVERED, timeout=90)
+    [pod] = stack.wait_running(1, selector="app=both")
+    assert stack.delivered_files(pod, "own") == digests(OWN)
+    assert stack.delivered_files(pod, "common") == digests(COMMON)
+    volumes = [
+        v for v in pod["spec"]["volumes"] if (v.get("csi") or {}).get("driver") == names.NODE_CACHE_DRIVER
+    ]
+    attributes = sorted(
+        (key, value)
+        for volume in volumes
+        for key, value in volume["csi"]["volumeAttributes"].items()
+        if key != names.VOLUME_DIGEST_ATTRIBUTE
+    )
+    assert attributes == [
+        (names.VOLUME_CLUSTER_MODEL_ATTRIBUTE, "common"),
+        (names.VOLUME_MODEL_ATTRIBUTE, "own"),
+    ]
+    env = {item["name"]: item.get("value") for item in pod["spec"]["containers"][0].get("env") or []}
+    assert env[names.MODELS_DIR_VARIABLE] == names.MODELS_DIR
+    assert pod["spec"]["nodeSelector"][names.NODE_CACHE_READY_LABEL] == "true"

@@ -135,23 +135,28 @@ def test_a_pod_in_a_namespace_without_the_model_is_refused_even_with_hand_writte
     )
     for pod in (intruder, forged, wrong_digest):
         stack.emulator.apply(pod)
-
-    for name, namespace in (
-        ("intruder", "intruders"),
-        ("forger", "intruders"),
-        ("wrong-digest", USER_NAMESPACE),
-    ):
-        pod = stack.pod(name, namespace)
-        stack.eventually(
-            functools.partial(denied, stack, pod),
-            timeout=30,
-            what=f"a PermissionDenied FailedMount of {namespace}/{name}",
-        )
-        current = stack.pod(name, namespace)
-        assert current["status"]["phase"] == "Pending"
-        [mount] = stack.csi_mounts(current)
-        assert not mount.target.exists()
-    assert digest not in stack.node_report(NODE_B).get("readyDigests", [])
+    try:
+        for name, namespace in (
+            ("intruder", "intruders"),
+            ("forger", "intruders"),
+            ("wrong-digest", USER_NAMESPACE),
+        ):
+            pod = stack.pod(name, namespace)
+            stack.eventually(
+                functools.partial(denied, stack, pod),
+                timeout=30,
+                what=f"a PermissionDenied FailedMount of {namespace}/{name}",
+            )
+            current = stack.pod(name, namespace)
+            assert current["status"]["phase"] == "Pending"
+            [mount] = stack.csi_mounts(current)
+            assert not mount.target.exists()
+        assert digest not in stack.node_report(NODE_B).get("readyDigests", [])
+    finally:
+        # Refused pods are retried for as long as they exist (kubelet does so too): not for the
+        # rest of the file.
+        stack.core.delete_namespace("intruders")
+        stack.core.delete_namespaced_pod("wrong-digest", USER_NAMESPACE)
 
 
 def test_a_corrupted_cached_file_is_detected_and_fetched_again(stack: NodeCacheStack) -> None:

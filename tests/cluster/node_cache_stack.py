@@ -15,7 +15,7 @@ real processes, the webhook over HTTPS) plus what a NodeCache cluster runs on it
 
 `node_cache_environment` starts the emulator, the fake Hub and a bucket for a whole test module (a
 publication and a stack per test would cost most of the run): tests share one stack, each with its
-own namespace or workload names.
+own Models (so its own digests: no other test's cache hides its download) and workload names.
 """
 
 from __future__ import annotations

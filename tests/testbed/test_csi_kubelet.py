@@ -74,6 +74,7 @@ class RecordingPlugin(csi_pb2_grpc.NodeServicer):
     def __init__(self, content: Path) -> None:
         self.content = content
         self.publish_failures: list[Answer] = []
+        self.refused_volumes: dict[str, Answer] = {}  # volume name -> the answer to every publish
         self.publishes: list[tuple[float, csi_pb2.NodePublishVolumeRequest]] = []
         self.unpublishes: list[csi_pb2.NodeUnpublishVolumeRequest] = []
         self.mounted: set[Path] = set()
@@ -85,6 +86,7 @@ class RecordingPlugin(csi_pb2_grpc.NodeServicer):
         with self._lock:
             self.publishes.append((time.monotonic(), request))
             failure = self.publish_failures.pop(0) if self.publish_failures else None
+            failure = self.refused_volumes.get(Path(request.target_path).parent.name, failure)
         if failure is not None:
             context.abort(failure.code, failure.message)
         target = Path(request.target_path)
@@ -404,3 +406,41 @@ def test_the_mount_check_passes_here_and_fails_saying_so_without_the_right_to_mo
     assert done.returncode == 3, done.stderr
     assert "mount --bind" in done.stdout
     assert "run the NodeCache tests and `make dev` in NodeCache mode as root" in done.stdout
+
+
+def test_a_pod_runs_only_with_every_volume_and_its_uncertain_volume_is_unpublished_too(bed: Bed) -> None:
+    full = "Model default/big needs 16.0 GiB but the node cache has 1.0 GiB available"
+    bed.plugin.refused_volumes["big"] = Answer(grpc.StatusCode.RESOURCE_EXHAUSTED, full)
+    body = csi_pod("web")
+    body["spec"]["volumes"].append({"name": "big", "csi": {"driver": DRIVER, "readOnly": True}})
+    body["spec"]["initContainers"] = [
+        {
+            "name": "warm",
+            "image": "registry.example/inference:1",
+            "volumeMounts": [{"name": "big", "mountPath": "/big"}],
+        }
+    ]
+    created = bed.create(body)
+    uid = created["metadata"]["uid"]
+    expected = (
+        f'MountVolume.SetUp failed for volume "big" : rpc error: code = ResourceExhausted desc = {full}'
+    )
+
+    eventually(lambda: bed.waiting_message("web") == expected, timeout=10, message="the full cache shown")
+    eventually(
+        lambda: bed.kubelet.published(uid) == {"model"}, timeout=10, message="the other volume published"
+    )
+    pod = bed.pod("web")
+    assert pod is not None
+    assert pod["status"]["phase"] == "Pending"
+    assert [(m.container, m.volume) for m in bed.kubelet.mounts(pod)] == [
+        ("warm", "big"),
+        ("server", "model"),
+    ]
+
+    bed.delete("web")
+
+    eventually(lambda: bed.pod("web") is None, timeout=20, message="the Pod gone after its teardown")
+    # ResourceExhausted is not final for kubelet: the volume may be mounted, so it is torn down too.
+    assert sorted(Path(r.target_path).parent.name for r in bed.plugin.unpublishes) == ["big", "model"]
+    assert not (bed.node.kubelet_dir / "pods" / uid).exists()

@@ -6,9 +6,9 @@ Where a reason must hold "at all times" (no claim for a WaitForFirstConsumer cla
 Event never shown), the test subscribes to the emulator's store and checks every watch event, not
 a few polls.
 
-The tests that set up StorageClasses of their own (cluster-wide, and the controller keeps their
-list a few seconds) build a stack each (`build`); the others share one (D118), each in a namespace
-of its own (`stack.namespace`).
+The tests share one stack (D118), each in a namespace of its own (`stack.namespace`), and make the
+StorageClasses they need the cluster's only ones (`storage_classes`); the two that need another
+controller setting build a stack each (`build`).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import dataclasses
 import datetime
 import hashlib
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -26,6 +27,7 @@ from typing import Any
 import pytest
 
 from ai_models import names
+from ai_models.controller.delivery.storage import CACHE_SECONDS
 from cluster.delivery_stack import (
     RWX_CLASS,
     TINY,
@@ -73,8 +75,29 @@ def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DeliveryStack]:
 
 @pytest.fixture
 def stack(shared: DeliveryStack) -> Iterator[DeliveryStack]:
-    """The shared stack (the default class rwx), in a namespace of the test's own."""
+    """The shared stack in a namespace of the test's own; set its StorageClasses with `storage_classes`."""
     yield from fresh_namespace(shared)
+
+
+def storage_classes(stack: DeliveryStack, classes: Sequence[StorageClassBehaviour]) -> Callable[[], None]:
+    """Make `classes` the cluster's only StorageClasses (the shared cluster has the previous test's);
+    call what it returns before the first workload that needs a claim: the controller keeps the
+    class list it read for CACHE_SECONDS, so past that after this change it cannot choose from the
+    previous test's classes (the wait is what is left of it after the test's own set-up)."""
+    status, _, body = stack.emulator.request("GET", "/apis/storage.k8s.io/v1/storageclasses")
+    assert status == 200, (status, body)
+    for item in body.get("items") or []:
+        path = f"/apis/storage.k8s.io/v1/storageclasses/{item['metadata']['name']}"
+        deleted, _, answer = stack.emulator.request("DELETE", path)
+        assert deleted == 200, (path, deleted, answer)
+    for behaviour in classes:
+        stack.simulation.volumes.configure(behaviour)
+    changed = time.monotonic()
+
+    def settled() -> None:
+        time.sleep(max(0.0, changed + CACHE_SECONDS - time.monotonic()))
+
+    return settled
 
 
 @pytest.fixture
@@ -106,13 +129,14 @@ class Seen:
 
 
 class StoreWatch:
-    """Every watch event of one resource type, from subscription on (the current objects as
-    ADDED first), recorded under the store lock as the emulator emits it."""
+    """Every watch event of one resource type in the stack's namespace, from subscription on (the
+    current objects as ADDED first), recorded under the store lock as the emulator emits it."""
 
-    def __init__(self, emulator: RunningEmulator, group: str, version: str, plural: str) -> None:
-        rtype = emulator.cluster.resource(group, version, plural)
+    def __init__(self, stack: DeliveryStack, group: str, version: str, plural: str) -> None:
+        rtype = stack.emulator.cluster.resource(group, version, plural)
         assert rtype is not None, plural
-        self._store = emulator.cluster.store
+        self._namespace = stack.namespace
+        self._store = stack.emulator.cluster.store
         self._key = rtype.storage_key
         self._lock = threading.Lock()
         self._seen: list[Seen] = []
@@ -122,6 +146,8 @@ class StoreWatch:
 
     def offer(self, event: WatchEvent) -> None:
         meta = event.obj.get("metadata") or {}
+        if meta.get("namespace") != self._namespace:
+            return
         seen = Seen(
             event.type,
             str(meta.get("name") or ""),
@@ -141,12 +167,15 @@ class StoreWatch:
         self._store.unsubscribe(self._key, self)
 
 
+Watch = Callable[[DeliveryStack, str, str, str], StoreWatch]
+
+
 @pytest.fixture
-def watches(kube_emulator: RunningEmulator) -> Iterator[Callable[[str, str, str], StoreWatch]]:
+def watches() -> Iterator[Watch]:
     opened: list[StoreWatch] = []
 
-    def watch(group: str, version: str, plural: str) -> StoreWatch:
-        opened.append(StoreWatch(kube_emulator, group, version, plural))
+    def watch(stack: DeliveryStack, group: str, version: str, plural: str) -> StoreWatch:
+        opened.append(StoreWatch(stack, group, version, plural))
         return opened[-1]
 
     yield watch
@@ -245,6 +274,7 @@ def namespace_user(emulator: RunningEmulator, namespace: str) -> Identity:
 def test_a_workload_for_a_model_that_does_not_exist_yet_is_delivered_once_the_model_is_ready(
     stack: DeliveryStack,
 ) -> None:
+    settled = storage_classes(stack, (RWX_CLASS,))
     stack.apply_workload(deployment("web", models="tiny", namespace=stack.namespace))
 
     message = wait_report(stack, "web", Reason.MODEL_NOT_READY, containing="does not exist")
@@ -267,6 +297,7 @@ def test_a_workload_for_a_model_that_does_not_exist_yet_is_delivered_once_the_mo
         assert {"name": GATE} in (pod["spec"].get("schedulingGates") or []), pod["spec"]
     assert stack.claims() == []
 
+    settled()  # the Model Ready is the first moment a claim is wanted
     stack.models.runner.resume()
     stack.models.wait_phase("tiny", "Ready", namespace=stack.namespace, timeout=40)
     wait_report(stack, "web", Reason.DELIVERED, containing="tiny")
@@ -286,7 +317,9 @@ def with_user_volume_at_models_dir(manifest: dict[str, Any]) -> dict[str, Any]:
 def test_an_invalid_request_is_named_until_the_manifest_is_fixed_then_delivered(
     stack: DeliveryStack,
 ) -> None:
+    settled = storage_classes(stack, (RWX_CLASS,))
     stack.ready_model("tiny", "acme/tiny-llama")
+    settled()
 
     stack.apply_workload(deployment("web", models="tiny,tiny", namespace=stack.namespace))
     message = wait_report(stack, "web", Reason.INVALID_SPEC, containing="twice")
@@ -318,16 +351,15 @@ def test_an_invalid_request_is_named_until_the_manifest_is_fixed_then_delivered(
     [pytest.param((), id="no-class"), pytest.param((StorageClassBehaviour(name="manual"),), id="no-default")],
 )
 def test_no_default_storage_class_is_named_without_a_claim_until_a_default_class_appears(
-    build: Build, watches: Callable[[str, str, str], StoreWatch], classes: Sequence[StorageClassBehaviour]
+    stack: DeliveryStack, watches: Watch, classes: Sequence[StorageClassBehaviour]
 ) -> None:
     # No class at all, or one that is not the default; the settings name none.
-    stack = build(classes=classes)
-    claims = watches("", "v1", "persistentvolumeclaims")
-    stack.api()
-    stack.controller()
+    settled = storage_classes(stack, classes)
+    claims = watches(stack, "", "v1", "persistentvolumeclaims")
     stack.ready_model("tiny", "acme/tiny-llama")
+    settled()
 
-    stack.apply_workload(deployment("web", models="tiny"))
+    stack.apply_workload(deployment("web", models="tiny", namespace=stack.namespace))
     message = wait_report(stack, "web", Reason.SHARED_PVC_STORAGE_CLASS_MISSING)
     assert "no default StorageClass" in message, message
     assert "delivery.sharedPVCStorageClassName" in message, message
@@ -348,17 +380,24 @@ def test_no_default_storage_class_is_named_without_a_claim_until_a_default_class
 
 @pytest.mark.parametrize("fix", ["immediate-default", "module-setting"])
 def test_a_wait_for_first_consumer_default_class_is_named_at_once_and_never_gets_a_claim(
-    build: Build, watches: Callable[[str, str, str], StoreWatch], fix: str
+    request: pytest.FixtureRequest, watches: Watch, fix: str
 ) -> None:
     local = StorageClassBehaviour(name="local", binding_mode="WaitForFirstConsumer", default=True)
-    stack = build(classes=(local, StorageClassBehaviour(name="rwx")))
-    claims = watches("", "v1", "persistentvolumeclaims")
-    workloads = watches("apps", "v1", "deployments")
-    stack.api()
-    stack.controller()
+    stack: DeliveryStack
+    if fix == "module-setting":
+        # It restarts the controller with another setting: a stack of its own.
+        stack = request.getfixturevalue("build")()
+        stack.api()
+        stack.controller()
+    else:
+        stack = request.getfixturevalue("stack")
+    settled = storage_classes(stack, (local, StorageClassBehaviour(name="rwx")))
+    claims = watches(stack, "", "v1", "persistentvolumeclaims")
+    workloads = watches(stack, "apps", "v1", "deployments")
     stack.ready_model("tiny", "acme/tiny-llama")
+    settled()
 
-    stack.apply_workload(deployment("web", models="tiny"))
+    stack.apply_workload(deployment("web", models="tiny", namespace=stack.namespace))
     message = wait_report(stack, "web", Reason.SHARED_PVC_STORAGE_CLASS_WAIT_FOR_FIRST_CONSUMER)
     assert "StorageClass local" in message, message
     assert "WaitForFirstConsumer" in message, message
@@ -388,15 +427,16 @@ def test_a_wait_for_first_consumer_default_class_is_named_at_once_and_never_gets
 
 
 def test_a_claim_that_never_binds_is_pending_then_timed_out_then_delivered_once_it_binds(
-    build: Build, watches: Callable[[str, str, str], StoreWatch]
+    build: Build, watches: Watch
 ) -> None:
+    # The controller's provisioning timeout is a setting: a stack of its own.
     stack = build(classes=(StorageClassBehaviour(name="slow", never_binds=True, default=True),))
-    workloads = watches("apps", "v1", "deployments")
+    workloads = watches(stack, "apps", "v1", "deployments")
     stack.api()
     stack.controller(AI_MODELS_DELIVERY_PROVISIONING_TIMEOUT="4s")
     stack.ready_model("tiny", "acme/tiny-llama")
 
-    stack.apply_workload(deployment("web", models="tiny"))
+    stack.apply_workload(deployment("web", models="tiny", namespace=stack.namespace))
     message = wait_report(stack, "web", Reason.SHARED_PVC_PROVISIONING_TIMED_OUT)
     [claim] = stack.claims()
     claim_name, claim_uid = claim["metadata"]["name"], claim["metadata"]["uid"]
@@ -419,16 +459,15 @@ def test_a_claim_that_never_binds_is_pending_then_timed_out_then_delivered_once_
 
 
 def test_a_provisioning_failure_is_shown_verbatim_a_forged_event_never_and_delivery_follows_the_fix(
-    build: Build, watches: Callable[[str, str, str], StoreWatch]
+    stack: DeliveryStack, watches: Watch
 ) -> None:
     broken = StorageClassBehaviour(name="broken", failure=PROVISIONER_FAILURE, default=True)
-    stack = build(classes=(broken,))
-    workloads = watches("apps", "v1", "deployments")
-    stack.api()
-    stack.controller()
+    settled = storage_classes(stack, (broken,))
+    workloads = watches(stack, "apps", "v1", "deployments")
     stack.ready_model("tiny", "acme/tiny-llama")
+    settled()
 
-    stack.apply_workload(deployment("web", models="tiny"))
+    stack.apply_workload(deployment("web", models="tiny", namespace=stack.namespace))
     message = wait_report(stack, "web", Reason.SHARED_PVC_PROVISIONING_FAILED, containing=PROVISIONER_FAILURE)
     [claim] = stack.claims()
     name = claim["metadata"]["name"]

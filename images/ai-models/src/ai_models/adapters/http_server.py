@@ -14,7 +14,7 @@ import logging
 import socket
 import ssl
 import threading
-from typing import Any
+from typing import Any, Self
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +72,28 @@ class BoundedHTTPServer(http.server.HTTPServer):
         log.debug(
             "connection failed", exc_info=True, extra={"listener": self._name, "client": client_address}
         )
+
+
+class ServedInBackground:
+    """A `BoundedHTTPServer` answering on a daemon thread: `start()` logs where, `stop()` closes it."""
+
+    def __init__(self, server: BoundedHTTPServer, *, what: str) -> None:
+        self._server = server
+        self._what = what
+        self._thread = threading.Thread(target=server.serve_forever, name=what, daemon=True)
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    def start(self) -> Self:
+        self._thread.start()
+        log.info(f"serving {self._what}", extra={"address": bound_address(self._server.server_address)})
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
 
 
 def bound_address(bound: Any) -> str:

@@ -19,7 +19,7 @@ from typing import Any, Final
 
 from prometheus_client import REGISTRY, CollectorRegistry, start_http_server
 
-from ai_models.adapters.http_server import BoundedHTTPServer, bound_address
+from ai_models.adapters.http_server import BoundedHTTPServer, ServedInBackground, bound_address
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +68,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         return
 
 
-class ProbeServer:
+class ProbeServer(ServedInBackground):
     def __init__(
         self,
         *,
@@ -80,21 +80,8 @@ class ProbeServer:
     ) -> None:
         # `timeout` is the handler's socket timeout: a request that does not arrive in time ends it.
         handler = type("ProbeHandler", (_Handler,), {"state": state, "timeout": timeout_seconds})
-        self._server = BoundedHTTPServer((address, port), handler, max_handlers=max_handlers, name="probe")
-        self._thread = threading.Thread(target=self._server.serve_forever, name="probes", daemon=True)
-
-    @property
-    def port(self) -> int:
-        return int(self._server.server_address[1])
-
-    def start(self) -> ProbeServer:
-        self._thread.start()
-        log.info("serving probes", extra={"address": bound_address(self._server.server_address)})
-        return self
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        server = BoundedHTTPServer((address, port), handler, max_handlers=max_handlers, name="probe")
+        super().__init__(server, what="probes")
 
 
 def serve_metrics(*, address: str, port: int, registry: CollectorRegistry = REGISTRY) -> int:

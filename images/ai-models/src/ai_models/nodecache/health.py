@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import http.server
 import logging
-import threading
 from collections.abc import Callable
 from typing import Any, Final
 
-from ai_models.adapters.http_server import BoundedHTTPServer, bound_address
+from ai_models.adapters.http_server import BoundedHTTPServer, ServedInBackground
 
 log = logging.getLogger(__name__)
 
@@ -43,23 +42,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         return  # a probe every few seconds would drown the log
 
 
-class HealthServer:
+class HealthServer(ServedInBackground):
     def __init__(self, *, healthy: Callable[[], bool], address: str, port: int) -> None:
         handler = type(
             "HealthHandler", (_Handler,), {"healthy": staticmethod(healthy), "timeout": TIMEOUT_SECONDS}
         )
-        self._server = BoundedHTTPServer((address, port), handler, max_handlers=MAX_HANDLERS, name="health")
-        self._thread = threading.Thread(target=self._server.serve_forever, name="health", daemon=True)
-
-    @property
-    def port(self) -> int:
-        return int(self._server.server_address[1])
-
-    def start(self) -> HealthServer:
-        self._thread.start()
-        log.info("serving /healthz", extra={"address": bound_address(self._server.server_address)})
-        return self
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        server = BoundedHTTPServer((address, port), handler, max_handlers=MAX_HANDLERS, name="health")
+        super().__init__(server, what="/healthz")

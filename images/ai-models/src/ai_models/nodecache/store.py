@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
 
-from ai_models.adapters.serving.tree import is_complete
+from ai_models.adapters.serving.tree import fsync_directory, is_complete
 from ai_models.domain.delivery.claim_layout import (
     COMPLETE_SUFFIX,
     OBJECTS_DIR,
@@ -238,7 +238,7 @@ class Store:
             return None
         moved = self.root / QUARANTINE_DIR / f"{tree.name}.{int(now * 1e9)}"
         os.rename(tree, moved)
-        _fsync_directory(tree.parent)
+        fsync_directory(tree.parent)
         return Quarantined(path=moved, digest=digest, since=now, size_bytes=size or _tree_bytes(moved))
 
     def quarantined(self) -> list[Quarantined]:
@@ -276,7 +276,7 @@ class Store:
         record = self.record(digest)
         for name in (completion_record(digest), stamps_record(digest)):
             (self.root / name).unlink(missing_ok=True)
-        _fsync_directory(self.root / OBJECTS_DIR)
+        fsync_directory(self.root / OBJECTS_DIR)
         return record.size_bytes if record is not None else 0
 
     # Staging.
@@ -316,7 +316,7 @@ class Store:
         path = self.root / reference_record(target)
         if path.exists():
             path.unlink()
-            _fsync_directory(path.parent)
+            fsync_directory(path.parent)
 
     def references(self) -> list[Reference]:
         found = []
@@ -354,7 +354,7 @@ def _write_atomically(path: Path, data: bytes) -> None:
         out.flush()
         os.fsync(out.fileno())
     os.replace(temporary, path)
-    _fsync_directory(path.parent)
+    fsync_directory(path.parent)
 
 
 def _remove(path: Path) -> None:
@@ -362,11 +362,3 @@ def _remove(path: Path) -> None:
         shutil.rmtree(path, ignore_errors=True)
     else:
         path.unlink(missing_ok=True)
-
-
-def _fsync_directory(path: Path) -> None:
-    descriptor = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)

@@ -352,8 +352,8 @@ class ArtifactCopy:
             os.rename(tree, stale)
             _remove(stale)
         os.rename(staging, tree)
-        _fsync_directory(tree.parent)
-        _fsync_directory(staging.parent)
+        fsync_directory(tree.parent)
+        fsync_directory(staging.parent)
         record = CompletionRecord(
             digest=digest,
             files=tuple(RecordedFile(path=item.path, size=item.size, sha256=item.sha256) for item in files),
@@ -367,7 +367,7 @@ class ArtifactCopy:
             out.flush()
             os.fsync(out.fileno())
         os.replace(temporary, final)
-        _fsync_directory(final.parent)
+        fsync_directory(final.parent)
 
 
 def _now() -> str:
@@ -405,10 +405,11 @@ def _remove_unlisted(staging: Path, listed: set[str]) -> None:
 
 def _fsync_tree(root: Path) -> None:
     for directory, _subdirectories, _names in os.walk(root, topdown=False):
-        _fsync_directory(Path(directory))
+        fsync_directory(Path(directory))
 
 
-def _fsync_directory(path: Path) -> None:
+def fsync_directory(path: Path) -> None:
+    """Make a rename or a new entry in `path` durable (the directory's own fsync)."""
     descriptor = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(descriptor)

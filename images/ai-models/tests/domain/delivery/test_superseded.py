@@ -224,6 +224,32 @@ def test_patches_write_and_remove_the_mark() -> None:
     }
 
 
+def test_marks_apply_only_to_the_claim_as_observed() -> None:
+    """A pass that read a cache without an earlier pass's mark must not write a later mark over it."""
+    verdict = release(
+        [claim("old", resourceVersion="41")],
+        workload_uid=WEB.uid,
+        wanted="new",
+        template=delivering("new"),
+        pods=[],
+        now=NOW,
+        grace=GRACE,
+    )
+    assert [step.patch()["metadata"].get("resourceVersion") for step in verdict.steps] == ["41"]
+    unmark = release(
+        [claim("old", mark="2026-12-01T11:00:00Z", resourceVersion="42")],
+        workload_uid=WEB.uid,
+        wanted="old",
+        template=delivering("old"),
+        pods=[],
+        now=NOW,
+        grace=GRACE,
+    )
+    assert unmark.steps[0].patch() == {
+        "metadata": {"annotations": {SHARED_PVC_UNREFERENCED_SINCE_ANNOTATION: None}, "resourceVersion": "42"}
+    }
+
+
 def test_candidates_are_the_owned_claims_neither_wanted_nor_in_the_template() -> None:
     found = candidates(
         [claim("new"), claim("old"), claim("tpl"), claim("theirs", of=OTHER)],

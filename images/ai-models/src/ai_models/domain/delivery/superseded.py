@@ -45,11 +45,18 @@ class ClaimStep:
     uid: str  # the claim's own uid: a delete is conditional on it
     change: ClaimChange
     since: datetime.datetime | None = None  # MARK: the time written; DELETE: the mark read
+    # The claim as observed: a MARK or UNMARK applies only to it, so a pass that read a cache not yet
+    # showing an earlier pass's mark gets a conflict instead of writing a later mark over it (which
+    # would restart the grace period).
+    resource_version: str = ""
 
     def patch(self) -> dict[str, Any]:
-        """The claim's metadata merge patch of a MARK or UNMARK."""
+        """The claim's metadata merge patch of a MARK or UNMARK, conditional on `resource_version`."""
         value = timestamp(self.since) if self.change is ClaimChange.MARK and self.since else None
-        return {"metadata": {"annotations": {SHARED_PVC_UNREFERENCED_SINCE_ANNOTATION: value}}}
+        metadata: dict[str, Any] = {"annotations": {SHARED_PVC_UNREFERENCED_SINCE_ANNOTATION: value}}
+        if self.resource_version:
+            metadata["resourceVersion"] = self.resource_version
+        return {"metadata": metadata}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,17 +117,19 @@ def release(
         claim = SharedClaim.of(obj)
         if claim.deleting:
             continue
-        value = ((obj.get("metadata") or {}).get("annotations") or {}).get(
-            SHARED_PVC_UNREFERENCED_SINCE_ANNOTATION
-        )
+        metadata = obj.get("metadata") or {}
+        value = (metadata.get("annotations") or {}).get(SHARED_PVC_UNREFERENCED_SINCE_ANNOTATION)
+        version = str(metadata.get("resourceVersion") or "")
         if claim.name in referenced:
             if value is not None:
-                steps.append(ClaimStep(claim.name, claim.uid, ClaimChange.UNMARK))
+                steps.append(ClaimStep(claim.name, claim.uid, ClaimChange.UNMARK, resource_version=version))
             continue
         since = parse_timestamp(value)
         if since is None or since > now:
             since = now.replace(microsecond=0)  # as written: the next pass reads this very time
-            steps.append(ClaimStep(claim.name, claim.uid, ClaimChange.MARK, since=since))
+            steps.append(
+                ClaimStep(claim.name, claim.uid, ClaimChange.MARK, since=since, resource_version=version)
+            )
         elif now - since >= grace:
             steps.append(ClaimStep(claim.name, claim.uid, ClaimChange.DELETE, since=since))
             continue

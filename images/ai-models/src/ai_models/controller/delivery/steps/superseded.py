@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
+from http import HTTPStatus
 from typing import Any, Final
 
 from kubernetes.client.exceptions import ApiException
@@ -26,6 +27,7 @@ from ai_models.names import DeliveryEvent
 log = logging.getLogger(__name__)
 # A failed write (the API server, RBAC) is tried again this soon; it blocks nothing else.
 RETRY_SECONDS: Final = 60.0
+CONFLICT_RETRY_SECONDS: Final = 1.0
 
 
 def release_claims(
@@ -100,6 +102,11 @@ def release_claims(
                     extra=extra,
                 )
     except (ApiException, ObjectRefused) as error:
+        if error.status == HTTPStatus.CONFLICT:
+            # The claim changed since this pass read it (its cache lagged behind a mark): look again
+            # once the cache has caught up rather than write over what another pass wrote.
+            log.debug("a shared claim of %s changed meanwhile", workload.describe(), extra=subject.log)
+            return CONFLICT_RETRY_SECONDS
         log.warning(
             "cannot list the Pods of %s or mark or delete its shared claims (HTTP %s); trying again in %ss",
             workload.describe(),

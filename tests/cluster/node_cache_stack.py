@@ -379,6 +379,16 @@ def node_cache_stack(
         shutil.rmtree(sockets, ignore_errors=True)
 
 
+def on_node(manifest: dict[str, Any], node: str) -> dict[str, Any]:
+    """The workload's pods pinned to `node` by the user's own nodeSelector."""
+    manifest["spec"]["template"]["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node}
+    return manifest
+
+
+def digest_of(stack: NodeCacheStack, model: str, namespace: str = USER_NAMESPACE) -> str:
+    return str(stack.delivery.models.status(model, namespace=namespace)["artifact"]["digest"])
+
+
 def label_node(emulator: RunningEmulator, node: str, labels: Mapping[str, str]) -> None:
     status, _, body = emulator.request(
         "PATCH",

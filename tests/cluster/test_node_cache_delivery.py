@@ -24,10 +24,12 @@ from cluster.node_cache_stack import (
     NodeCacheStack,
     bare_pod,
     csi_volume,
+    digest_of,
     fetch,
     model_files,
     node_cache_environment,
     node_cache_stack,
+    on_node,
 )
 from fakes.hub_corpus import repository
 from fakes.s3 import MotoS3
@@ -54,19 +56,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory, moto_s3: MotoS3) -> Iterator
         yield from node_cache_stack(emulator, hub, bucket, workdir)
 
 
-def on_node(manifest: dict[str, Any], node: str) -> dict[str, Any]:
-    """The workload's pods pinned to `node` by the user's own nodeSelector."""
-    manifest["spec"]["template"]["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node}
-    return manifest
-
-
 def denied(stack: NodeCacheStack, pod: dict[str, Any]) -> bool:
     return any("code = PermissionDenied" in message for message in stack.failed_mounts(pod))
-
-
-def digest_of(stack: NodeCacheStack, model: str, namespace: str = USER_NAMESPACE) -> str:
-    status = stack.delivery.models.status(model, namespace=namespace)
-    return str(status["artifact"]["digest"])
 
 
 def test_eight_pods_of_two_workloads_on_one_node_cause_one_download_and_read_the_files_read_only(

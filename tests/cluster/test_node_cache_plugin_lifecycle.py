@@ -22,10 +22,12 @@ from cluster.node_cache_stack import (
     NodeCacheStack,
     bare_pod,
     csi_volume,
+    digest_of,
     fetch,
     model_files,
     node_cache_environment,
     node_cache_stack,
+    on_node,
 )
 from fakes.hub_corpus import repository
 from fakes.s3 import MotoS3
@@ -50,15 +52,6 @@ def stack(tmp_path_factory: pytest.TempPathFactory, moto_s3: MotoS3) -> Iterator
     workdir = tmp_path_factory.mktemp("node-cache-lifecycle")
     with node_cache_environment(workdir, moto_s3, CORPUS) as (emulator, hub, bucket):
         yield from node_cache_stack(emulator, hub, bucket, workdir)
-
-
-def on_node(manifest: dict[str, Any], node: str) -> dict[str, Any]:
-    manifest["spec"]["template"]["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node}
-    return manifest
-
-
-def digest_of(stack: NodeCacheStack, model: str) -> str:
-    return str(stack.delivery.models.status(model, namespace=USER_NAMESPACE)["artifact"]["digest"])
 
 
 def staged_bytes(stack: NodeCacheStack, node: str) -> int:

@@ -56,6 +56,7 @@ import grpc
 
 from ai_models import names
 from ai_models.csi import csi_pb2, csi_pb2_grpc
+from ai_models.nodecache.server import MAX_SOCKET_PATH_BYTES
 from kubeemu.clock import rfc3339
 from kubeemu.store import WatchEvent
 from testbed.jobrunner import Emulator
@@ -80,8 +81,8 @@ UNCERTAIN_CODES = frozenset(
         grpc.StatusCode.ABORTED,
     }
 )
-# The unix socket name limit (sun_path) is 108 bytes: a plugin socket must live under a short path.
-MAX_SOCKET_PATH = 107
+# A plugin socket must live under a short path: the plugin refuses a longer one.
+MAX_SOCKET_PATH = MAX_SOCKET_PATH_BYTES
 _CHANNEL_OPTIONS = [
     # A restarted plugin is reached at once; grpc's default reconnect backoff grows to 2 minutes.
     ("grpc.initial_reconnect_backoff_ms", 100),
@@ -99,7 +100,7 @@ class CsiNode:
     socket: Path
 
     def __post_init__(self) -> None:
-        if len(str(self.socket)) > MAX_SOCKET_PATH:
+        if len(str(self.socket).encode()) > MAX_SOCKET_PATH:
             raise ValueError(f"the plugin socket {self.socket} is longer than a unix socket path may be")
 
     @property

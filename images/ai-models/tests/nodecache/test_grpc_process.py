@@ -161,8 +161,9 @@ def _published(node: csi_pb2_grpc.NodeStub, request: csi_pb2.NodePublishVolumeRe
     [
         (("--csi-endpoint=unix:///tmp/csi.sock",), "AI_MODELS_NODE_CACHE_SIZE", "AI_MODELS_NODE_CACHE_SIZE"),
         (("--csi-endpoint=tcp://127.0.0.1:1",), "", "must be unix:///<absolute path of the socket>"),
+        ((f"--csi-endpoint=unix:///tmp/{'s' * 100}.sock",), "", "at most 105 bytes, this one has 110"),
     ],
-    ids=["no-size", "not-unix"],
+    ids=["no-size", "not-unix", "too-long"],
 )
 def test_bad_settings_exit_2_naming_what_to_fix(
     tmp_path: Path, arguments: tuple[str, ...], unset: str, says: str

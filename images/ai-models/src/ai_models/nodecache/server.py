@@ -30,13 +30,22 @@ MAX_MESSAGE_BYTES: Final = 4 * 1024 * 1024
 HANDLERS: Final = 16
 MAX_CONCURRENT_RPCS: Final = 64
 STOP_GRACE_SECONDS: Final = 5.0
+# The longest unix socket path gRPC binds (measured with grpcio 1.85: sun_path holds 108 bytes, gRPC
+# refuses 106 and more); a longer one would only fail later, inside the server, with gRPC's words.
+MAX_SOCKET_PATH_BYTES: Final = 105
 
 
 def socket_path(endpoint: str) -> Path:
     """`unix:///csi/csi.sock` -> /csi/csi.sock (the only form kubelet's registrar passes)."""
     if not endpoint.startswith(UNIX_SCHEME) or not endpoint[len(UNIX_SCHEME) :].startswith("/"):
         raise ValueError(f"--csi-endpoint {endpoint!r} must be unix:///<absolute path of the socket>")
-    return Path(endpoint[len(UNIX_SCHEME) :])
+    path = endpoint[len(UNIX_SCHEME) :]
+    if len(path.encode()) > MAX_SOCKET_PATH_BYTES:
+        raise ValueError(
+            f"--csi-endpoint {endpoint!r}: a unix socket path may have at most {MAX_SOCKET_PATH_BYTES} "
+            f"bytes, this one has {len(path.encode())}; choose a shorter path"
+        )
+    return Path(path)
 
 
 class CsiServer:

@@ -75,11 +75,13 @@ class BoundedHTTPServer(http.server.HTTPServer):
 
 
 class ServedInBackground:
-    """A `BoundedHTTPServer` answering on a daemon thread: `start()` logs where, `stop()` closes it."""
+    """A `BoundedHTTPServer` answering on a daemon thread: `start()` logs where (on the owner's
+    logger, so the line carries the component's name), `stop()` closes it."""
 
-    def __init__(self, server: BoundedHTTPServer, *, what: str) -> None:
+    def __init__(self, server: BoundedHTTPServer, *, what: str, logger: logging.Logger) -> None:
         self._server = server
         self._what = what
+        self._log = logger
         self._thread = threading.Thread(target=server.serve_forever, name=what, daemon=True)
 
     @property
@@ -88,7 +90,7 @@ class ServedInBackground:
 
     def start(self) -> Self:
         self._thread.start()
-        log.info(f"serving {self._what}", extra={"address": bound_address(self._server.server_address)})
+        self._log.info(f"serving {self._what}", extra={"address": bound_address(self._server.server_address)})
         return self
 
     def stop(self) -> None:

@@ -81,7 +81,7 @@ class ProbeServer(ServedInBackground):
         # `timeout` is the handler's socket timeout: a request that does not arrive in time ends it.
         handler = type("ProbeHandler", (_Handler,), {"state": state, "timeout": timeout_seconds})
         server = BoundedHTTPServer((address, port), handler, max_handlers=max_handlers, name="probe")
-        super().__init__(server, what="probes")
+        super().__init__(server, what="probes", logger=log)
 
 
 def serve_metrics(*, address: str, port: int, registry: CollectorRegistry = REGISTRY) -> int:

@@ -48,4 +48,4 @@ class HealthServer(ServedInBackground):
             "HealthHandler", (_Handler,), {"healthy": staticmethod(healthy), "timeout": TIMEOUT_SECONDS}
         )
         server = BoundedHTTPServer((address, port), handler, max_handlers=MAX_HANDLERS, name="health")
-        super().__init__(server, what="/healthz")
+        super().__init__(server, what="/healthz", logger=log)

@@ -22,6 +22,8 @@ import enum
 import re
 from collections.abc import Mapping
 
+from ai_models.domain.artifacts.layout import is_artifact_digest
+from ai_models.domain.delivery.contract import is_object_name
 from ai_models.domain.delivery.decision import ModelSeen
 from ai_models.domain.models.reference import ModelKey
 from ai_models.names import (
@@ -39,10 +41,8 @@ from ai_models.names import (
 
 # Object names are DNS-1123 subdomains (253 characters), namespaces DNS-1123 labels (63); a pod uid
 # is a UUID. Anything else did not come from the API server.
-_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 _LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _UID = re.compile(r"[0-9a-fA-F-]{1,64}")
-_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 _SHOWN = 80  # characters of a hostile value a message may quote
 
 
@@ -104,7 +104,7 @@ def kubelet_pod(volume_context: Mapping[str, str]) -> PodIdentity:
     namespace = volume_context[KUBELET_POD_NAMESPACE]
     name = volume_context[KUBELET_POD_NAME]
     uid = volume_context[KUBELET_POD_UID]
-    if not _is_label(namespace) or not _is_subdomain(name) or _UID.fullmatch(uid) is None:
+    if not _is_label(namespace) or not is_object_name(name) or _UID.fullmatch(uid) is None:
         raise Refused(
             Refusal.INVALID_ARGUMENT,
             f"the kubelet keys name no valid pod (namespace {_shown(namespace)!r}, name {_shown(name)!r}, "
@@ -136,13 +136,13 @@ def wanted_model(attributes: Mapping[str, str], *, namespace: str, pod: str) -> 
             "ai-models writes these volumes itself: remove hand-written ones from the pod template",
         )
     name = model or cluster_model
-    if not _is_subdomain(name):
+    if not is_object_name(name):
         raise Refused(
             Refusal.INVALID_ARGUMENT,
             f"{pod}: {_shown(name)!r} is not a valid object name (a DNS-1123 subdomain)",
         )
     digest = attributes.get(VOLUME_DIGEST_ATTRIBUTE, "")
-    if _DIGEST.fullmatch(digest) is None:
+    if not is_artifact_digest(digest):
         raise Refused(
             Refusal.INVALID_ARGUMENT,
             f"{pod}: the volume attribute {VOLUME_DIGEST_ATTRIBUTE} must be sha256:<64 lowercase hex>, "
@@ -183,10 +183,6 @@ def authorize(*, pod: PodIdentity, wanted: ModelWanted, seen: ModelSeen) -> Gran
             "changes: let the workload roll out its new pods",
         )
     return Grant(pod=pod, key=wanted.key, digest=wanted.digest)
-
-
-def _is_subdomain(value: str) -> bool:
-    return len(value) <= 253 and _SUBDOMAIN.fullmatch(value) is not None
 
 
 def _is_label(value: str) -> bool:

@@ -52,6 +52,11 @@ def owner_prefix(owner: Owner) -> str:
     return ARTIFACTS_ROOT + _owner_segments(owner.kind, owner.namespace, owner.name)
 
 
+def is_artifact_digest(value: str) -> bool:
+    """Whether `value` is an artifact digest, `sha256:<64 lowercase hex>`."""
+    return _DIGEST.fullmatch(value) is not None
+
+
 def digest_hex(digest: str) -> str:
     match = _DIGEST.fullmatch(digest)
     if not match:

@@ -36,9 +36,15 @@ from ai_models.names import (
 )
 
 # What Kubernetes accepts as an object name (a DNS-1123 subdomain), and so as a Model's.
-_SUBDOMAIN: Final = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+# Used with fullmatch: `$` would accept a trailing "\n".
+_SUBDOMAIN: Final = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 _SUBDOMAIN_MAX: Final = 253
 EXAMPLE: Final = "qwen3-8b,llama-3-1-8b"
+
+
+def is_object_name(value: str) -> bool:
+    """Whether `value` can name a Model or ClusterModel (a DNS-1123 subdomain)."""
+    return len(value) <= _SUBDOMAIN_MAX and _SUBDOMAIN.fullmatch(value) is not None
 
 
 class WorkloadKind(enum.StrEnum):
@@ -174,7 +180,7 @@ def parse(obj: Mapping[str, Any]) -> DeliveryRequest | InvalidSpec | None:
         for name in names:
             if not name:
                 continue
-            if len(name) > _SUBDOMAIN_MAX or not _SUBDOMAIN.match(name):
+            if not is_object_name(name):
                 problems.append(
                     f"the annotation {annotation} names {name!r}, which is not a {kind} name (a "
                     "DNS-1123 subdomain: lowercase letters, digits, '-' and '.'); use the name of the "

@@ -53,6 +53,29 @@ def test_disabling_the_module_needs_confirmation(module: dict[str, Any]) -> None
     assert module["disable"]["message"].strip()
 
 
+def _deckhouse_floor(module: dict[str, Any]) -> tuple[int, int]:
+    found = re.fullmatch(r">=\s*v?(\d+)\.(\d+)(?:\.\d+)?", module["requirements"]["deckhouse"])
+    assert found, "requirements.deckhouse is expected to be a plain '>= X.Y[.Z]' floor"
+    return int(found[1]), int(found[2])
+
+
+def test_disable_messages_are_localized_with_a_fallback_for_older_deckhouse(module: dict[str, Any]) -> None:
+    # DMT's module.yaml rule (deckhouse/dmt pkg/linters/module/rules/module_yaml.go): Deckhouse
+    # >= 1.77 reads disable.messages {en, ru}, older releases only disable.message; both languages
+    # are required, and the fallback must stay while the floor admits a release below 1.77 (and
+    # must go once it does not).
+    disable = module["disable"]
+    messages = disable["messages"]
+    assert set(messages) == {"en", "ru"}
+    assert messages["en"].strip()
+    assert not CYRILLIC.search(messages["en"])
+    assert CYRILLIC.search(messages["ru"])
+    if _deckhouse_floor(module) < (1, 77):
+        assert disable["message"] == messages["en"], "the < 1.77 fallback says what the English message says"
+    else:
+        assert "message" not in disable, "Deckhouse >= 1.77 reads only disable.messages: drop the fallback"
+
+
 def test_subsystems_are_listed(module: dict[str, Any]) -> None:
     assert module["subsystems"]
     assert all(isinstance(item, str) and item for item in module["subsystems"])

@@ -7,6 +7,12 @@
 its setting is removed or its source disappears. A source that lacks a key leaves the copy as it is
 (a warning names the missing keys). Secret data is never logged: only names.
 The d8-system binding keeps only the copied keys (jqFilter), and skips Helm's release Secrets.
+
+On the first install the hook runs (Synchronization, beforeHelm) before Helm has created
+d8-ai-models: writing there would fail the hook with 404, the module run would be retried and Helm
+would never create the namespace. So the hook binds the Namespace too and writes or deletes nothing
+until it exists and is not terminating; the Namespace's Added event, once Helm has created it,
+runs the hook again and the copies are written then (D121).
 """
 
 from __future__ import annotations
@@ -28,10 +34,12 @@ from ai_models.names import (
     MODULE_NAMESPACE,
 )
 from lib.secrets import SOURCE_NAMESPACE, secrets_by_name, source_secrets_binding
-from lib.values import QUEUE, setting
+from lib.values import QUEUE, filter_results, setting
 
 SOURCES = "source_secrets"
 COPIES = "copies"
+NAMESPACE = "module_namespace"
+SNAPSHOTS = [SOURCES, COPIES, NAMESPACE]
 CREDENTIALS = ARTIFACTS_CREDENTIALS_SECRET
 CA = ARTIFACTS_CA_SECRET
 CREDENTIAL_KEYS = ("accessKey", "secretKey")
@@ -45,7 +53,7 @@ config = json.dumps(
             source_secrets_binding(
                 SOURCES,
                 keys=(*CREDENTIAL_KEYS, *CA_KEYS),
-                include_snapshots_from=[SOURCES, COPIES],
+                include_snapshots_from=SNAPSHOTS,
                 queue=f"{QUEUE}/artifacts-credentials",
             ),
             {
@@ -55,9 +63,23 @@ config = json.dumps(
                 "namespace": {"nameSelector": {"matchNames": [MODULE_NAMESPACE]}},
                 "nameSelector": {"matchNames": [CREDENTIALS, CA]},
                 "keepFullObjectsInMemory": False,
-                "includeSnapshotsFrom": [SOURCES, COPIES],
+                "includeSnapshotsFrom": SNAPSHOTS,
                 "queue": f"{QUEUE}/artifacts-credentials",
                 "jqFilter": "{name: .metadata.name, data: (.data // {})}",
+            },
+            # The namespace the copies go to: Helm creates it after the first beforeHelm run.
+            {
+                "name": NAMESPACE,
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "nameSelector": {"matchNames": [MODULE_NAMESPACE]},
+                "keepFullObjectsInMemory": False,
+                "includeSnapshotsFrom": SNAPSHOTS,
+                "queue": f"{QUEUE}/artifacts-credentials",
+                "jqFilter": (
+                    "{name: .metadata.name, terminating: "
+                    '((.status.phase // "") == "Terminating" or .metadata.deletionTimestamp != null)}'
+                ),
             },
         ],
     },
@@ -110,7 +132,20 @@ def sync(
         ctx.kubernetes.create_or_update(copy_secret(target, data))
 
 
+def namespace_writable(snapshots: Mapping[str, Any]) -> bool:
+    """Whether d8-ai-models exists and accepts new objects (a terminating namespace refuses them)."""
+    found = [item for item in filter_results(snapshots, NAMESPACE) if item.get("name") == MODULE_NAMESPACE]
+    return bool(found) and not any(item.get("terminating") for item in found)
+
+
 def main(ctx: hook.Context) -> None:
+    if not namespace_writable(ctx.snapshots):
+        print(
+            f"artifacts credentials: namespace {MODULE_NAMESPACE} does not exist yet (or is terminating); "
+            "the copies are written once Helm has created it",
+            file=sys.stderr,
+        )
+        return
     values: dict[str, Any] = ctx.values
     sources = secrets_by_name(ctx.snapshots, SOURCES)
     copies = secrets_by_name(ctx.snapshots, COPIES)

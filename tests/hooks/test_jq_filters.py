@@ -190,6 +190,27 @@ COPY_CA = secret(
     **HOOK_WRITTEN,
 )
 COPY_CA_WITHOUT_DATA = secret("ai-models-artifacts-ca", "d8-ai-models", None, **HOOK_WRITTEN)
+# The module namespace as Helm creates it (templates/namespace.yaml), one being deleted, another one.
+MODULE_NAMESPACE_OBJ = served(
+    "v1",
+    "Namespace",
+    "d8-ai-models",
+    labels={**HELM["labels"], "kubernetes.io/metadata.name": "d8-ai-models"},
+    annotations=HELM["annotations"],
+    manager="helm",
+    spec={"finalizers": ["kubernetes"]},
+    status={"phase": "Active"},
+)
+MODULE_NAMESPACE_TERMINATING = served(
+    "v1",
+    "Namespace",
+    "d8-ai-models",
+    labels={"kubernetes.io/metadata.name": "d8-ai-models"},
+    meta={"deletionTimestamp": YOUNG},
+    spec={"finalizers": ["kubernetes"]},
+    status={"phase": "Terminating"},
+)
+OTHER_NAMESPACE = served("v1", "Namespace", "d8-system", status={"phase": "Active"})
 API_TLS_UNRELATED = secret(
     "ai-models-api-tls", "d8-ai-models", {"tls.crt": "c", "tls.key": "k"}, type_="kubernetes.io/tls", **HELM
 )
@@ -658,6 +679,10 @@ FILTER_SAMPLES: dict[tuple[str, str], list[tuple[Obj, Any]]] = {
         ),
         (COPY_CA_WITHOUT_DATA, {"name": "ai-models-artifacts-ca", "data": {}}),
     ],
+    ("artifacts_credentials", "module_namespace"): [
+        (MODULE_NAMESPACE_OBJ, {"name": "d8-ai-models", "terminating": False}),
+        (MODULE_NAMESPACE_TERMINATING, {"name": "d8-ai-models", "terminating": True}),
+    ],
     ("delivery_values", "storage_classes"): STORAGE_CLASS_SAMPLES,
     ("storage_prerequisites", "storage_classes"): STORAGE_CLASS_SAMPLES,
     # Of the labels only those `claims.made_by_module` reads: the owner kind and name go.
@@ -902,6 +927,7 @@ def test_objects_outside_a_bindings_selectors_are_not_delivered() -> None:
     assert not selects(sources, HELM_RELEASE)  # Helm's release Secrets carry owner=helm
     assert not selects(sources, SAME_NAME_ELSEWHERE)
     assert not selects(kubernetes_bindings("artifacts_credentials")["copies"], API_TLS_UNRELATED)
+    assert not selects(kubernetes_bindings("artifacts_credentials")["module_namespace"], OTHER_NAMESPACE)
     for name in ("storage_prerequisites", "stale_claims"):
         assert not selects(kubernetes_bindings(name)["shared_claims"], CLAIM_NOT_SHARED)
 
@@ -1059,7 +1085,7 @@ SCENARIOS = [
     Scenario(
         "artifacts_credentials",
         "the named Secrets are copied with only the keys the module uses",
-        SECRETS_IN_D8_SYSTEM,
+        (*SECRETS_IN_D8_SYSTEM, MODULE_NAMESPACE_OBJ),
         artifacts_values,
         _kube_is(
             copy_operation("ai-models-artifacts-credentials", CREDENTIALS_DATA),
@@ -1069,16 +1095,30 @@ SCENARIOS = [
     Scenario(
         "artifacts_credentials",
         "copies equal to their sources are left alone",
-        (*SECRETS_IN_D8_SYSTEM, COPY_CREDENTIALS, COPY_CA),
+        (*SECRETS_IN_D8_SYSTEM, MODULE_NAMESPACE_OBJ, COPY_CREDENTIALS, COPY_CA),
         artifacts_values,
         _kube_is(),
     ),
     Scenario(
         "artifacts_credentials",
         "a source without data leaves its copy, a copy without a setting is deleted",
-        (*SECRETS_IN_D8_SYSTEM, COPY_CREDENTIALS, COPY_CA_WITHOUT_DATA),
+        (*SECRETS_IN_D8_SYSTEM, MODULE_NAMESPACE_OBJ, COPY_CREDENTIALS, COPY_CA_WITHOUT_DATA),
         lambda: artifacts_values(credentials="s3-pending", ca=None),
         _kube_is(deletion("Secret", "d8-ai-models", "ai-models-artifacts-ca")),
+    ),
+    Scenario(
+        "artifacts_credentials",
+        "first install: nothing is written before Helm has created the module namespace",
+        (*SECRETS_IN_D8_SYSTEM, OTHER_NAMESPACE),
+        artifacts_values,
+        _kube_is(),
+    ),
+    Scenario(
+        "artifacts_credentials",
+        "nothing is written into a terminating module namespace",
+        (*SECRETS_IN_D8_SYSTEM, MODULE_NAMESPACE_TERMINATING, COPY_CA),
+        artifacts_values,
+        _kube_is(),
     ),
     Scenario(
         "copy_custom_certificate",

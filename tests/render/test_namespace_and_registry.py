@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import base64
 import json
+from typing import Any
 
-from support.render import render_chart
-from support.scenarios import DEFAULT_REGISTRY, scenario
+import pytest
+
+from support.render import RenderedChart, render_chart
+from support.scenarios import DEFAULT_REGISTRY, REGISTRY_HOST, scenario
 
 
 def test_namespace_is_restricted_and_watched_by_monitoring() -> None:
@@ -44,7 +47,41 @@ def test_registry_secret_carries_the_injected_docker_config() -> None:
     assert "registry.example.com" in config["auths"]
 
 
-def test_registry_secret_is_absent_without_credentials() -> None:
-    values = scenario("minimal").values()
-    values["aiModels"]["registry"] = {}
-    assert render_chart(values).of_kind("Secret") == []
+def _docker_config(rendered: RenderedChart) -> dict[str, Any]:
+    secret = rendered.get("Secret", "ai-models-module-registry", "d8-ai-models")
+    assert secret["type"] == "kubernetes.io/dockerconfigjson"
+    assert set(secret["data"]) == {".dockerconfigjson"}
+    config: dict[str, Any] = json.loads(base64.b64decode(secret["data"][".dockerconfigjson"], validate=True))
+    return config
+
+
+def test_registry_secret_is_anonymous_for_the_module_registry_without_credentials() -> None:
+    # What Deckhouse itself generates for an anonymous ModuleSource (deckhouse/deckhouse#10210).
+    assert _docker_config(scenario("registry-anonymous").render()) == {"auths": {REGISTRY_HOST: {}}}
+
+
+def test_registry_secret_keeps_the_port_of_the_registry_host() -> None:
+    values = scenario("registry-anonymous").values()
+    values["aiModels"]["registry"]["base"] = "https://registry.local:5000/modules"
+    assert _docker_config(render_chart(values)) == {"auths": {"registry.local:5000": {}}}
+
+
+def test_registry_secret_carries_the_global_credentials_when_images_come_from_the_global_registry() -> None:
+    case = scenario("registry-global-credentials")
+    expected = case.global_overrides["modulesImages"]["registry"]["dockercfg"]
+    secret = case.render().get("Secret", "ai-models-module-registry", "d8-ai-models")
+    assert secret["data"] == {".dockerconfigjson": expected}
+
+
+@pytest.mark.parametrize("name", ["minimal", "registry-anonymous", "registry-global-credentials"])
+def test_every_pull_secret_reference_names_the_rendered_secret(name: str) -> None:
+    rendered = scenario(name).render()
+    secrets = {item["metadata"]["name"] for item in rendered.of_kind("Secret")}
+    for kind in ("Deployment", "DaemonSet"):
+        for workload in rendered.of_kind(kind):
+            for reference in workload["spec"]["template"]["spec"].get("imagePullSecrets", []):
+                assert reference["name"] in secrets, f"{kind} {workload['metadata']['name']}"
+    controller = rendered.get("Deployment", "ai-models-controller", "d8-ai-models")
+    container = controller["spec"]["template"]["spec"]["containers"][0]
+    env = {item["name"]: item.get("value") for item in container["env"]}
+    assert env["AI_MODELS_DELIVERY_REGISTRY_SECRET"] == "ai-models-module-registry"

@@ -65,6 +65,30 @@ def test_crd_metadata_follows_deckhouse_conventions(kind: str) -> None:
     assert "Age" in columns
 
 
+# D130: `kubectl get mcs` and friends. Short names kubectl already resolves elsewhere would make it
+# pick one resource and warn: Kubernetes 1.34's built-in short names, and those of Deckhouse's own
+# kinds (deckhouse/deckhouse deckhouse-controller/crds: ModuleConfig mc, ModuleSource ms,
+# ModuleRelease mr, ModulePackage mp, ModulePullOverride mpo, ModuleUpdatePolicy mup; NodeGroup ng).
+SHORT_NAMES = {"Model": ["mdl"], "ClusterModel": ["cmdl"], "ModelCatalogSource": ["mcs"]}
+TAKEN_SHORT_NAMES = {
+    "cm", "cs", "csr", "crd", "crds", "cj", "deploy", "ds", "ep", "ev", "hpa", "ing", "limits",
+    "netpol", "no", "ns", "pc", "pdb", "po", "pv", "pvc", "quota", "rc", "rs", "sa", "sc", "sts",
+    "svc", "vac",
+    "mc", "ms", "mr", "mp", "mpo", "mup", "ng",
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", sorted(CRD_FILES))
+def test_short_names_are_ours_and_clash_with_nothing(kind: str) -> None:
+    names = crd(kind)["spec"]["names"]
+    assert names["shortNames"] == SHORT_NAMES[kind]
+    others = {name for other, short in SHORT_NAMES.items() if other != kind for name in short}
+    plurals = {crd(other)["spec"]["names"]["plural"] for other in CRD_FILES}
+    for short in names["shortNames"]:
+        assert short == short.lower()
+        assert short not in TAKEN_SHORT_NAMES | others | plurals, f"{short} is taken"
+
+
 @pytest.mark.parametrize("kind", sorted(CRD_FILES))
 def test_schema_is_structural_and_every_rule_compiles(kind: str) -> None:
     compiled = schema(kind)

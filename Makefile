@@ -9,10 +9,15 @@ STAMP := $(VENV)/.installed
 
 install: $(STAMP)
 
-$(STAMP): tests/requirements.txt images/ai-models/pyproject.toml
+# .venv/platform-site: the Deckhouse image's own packages for tests/hooks/test_bundle.py (D126),
+# outside the venv's sys.path.
+$(STAMP): tests/requirements.txt tests/platform-requirements.txt images/ai-models/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check -r tests/requirements.txt
 	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps -e images/ai-models
+	rm -rf $(VENV)/platform-site
+	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps --only-binary=:all: \
+		--target $(VENV)/platform-site -r tests/platform-requirements.txt
 	touch $(STAMP)
 
 lint: install

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import re
 from collections.abc import Sequence
 
+import cryptography
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
@@ -17,6 +19,27 @@ CERT_VALIDITY = dt.timedelta(days=365)
 RENEW_BEFORE = dt.timedelta(days=30)
 # Tolerates clock skew between the hook and the clients.
 BACKDATE = dt.timedelta(minutes=5)
+# In a cluster the hooks import the Deckhouse image's own cryptography (44.0.1 in its site-packages,
+# which come before lib/python/dist on sys.path: D126), not the one the bundle pins. What this module
+# calls exists since 42.0 (`not_valid_before_utc`/`not_valid_after_utc`); an older image fails on
+# import with the reason instead of an AttributeError halfway through issuing a certificate.
+OLDEST_CRYPTOGRAPHY = (42, 0)
+
+
+def require_cryptography(version: str) -> None:
+    """Raise unless `version` (a `cryptography.__version__`) is OLDEST_CRYPTOGRAPHY or newer."""
+    match = re.match(r"(\d+)\.(\d+)", version)
+    found = (int(match.group(1)), int(match.group(2))) if match else (0, 0)
+    if found < OLDEST_CRYPTOGRAPHY:
+        oldest = ".".join(map(str, OLDEST_CRYPTOGRAPHY))
+        raise RuntimeError(
+            f"hooks/lib/tls.py needs cryptography >= {oldest}, this interpreter imports {version}: "
+            "the Deckhouse image's own packages come before lib/python/dist on sys.path (D126); "
+            f"run the module on a Deckhouse release whose image ships cryptography >= {oldest}"
+        )
+
+
+require_cryptography(cryptography.__version__)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import re
 from typing import Any
 
+import pytest
 from cryptography import x509
 from deckhouse import hook
 
+from lib.tls import require_cryptography
+from support.paths import REPO_ROOT
 from support.render import render_chart
 from support.values import module_values
 
@@ -237,3 +241,28 @@ def test_the_controller_webhook_certificate_names_the_controller_service_and_is_
     )
     # The api's certificate is a different one: each names only its own Service.
     assert internal["controllerCert"]["crt"] != internal["apiCert"]["crt"]
+
+
+def test_a_cryptography_older_than_the_apis_used_fails_with_the_reason() -> None:
+    """41.0.7 lacks Certificate.not_valid_after_utc (checked with that wheel, D126)."""
+    message = (
+        "hooks/lib/tls.py needs cryptography >= 42.0, this interpreter imports 41.0.7: the Deckhouse "
+        "image's own packages come before lib/python/dist on sys.path (D126); run the module on a "
+        "Deckhouse release whose image ships cryptography >= 42.0"
+    )
+    with pytest.raises(RuntimeError, match=re.escape(message)):
+        require_cryptography("41.0.7")
+    require_cryptography("42.0.0")
+    require_cryptography("50.0.2")
+
+
+def test_the_cryptography_of_the_deckhouse_image_is_new_enough() -> None:
+    """tests/platform-requirements.txt is what the image ships (D126); its pin must pass the check."""
+    pins = dict(
+        line.split("==")
+        for line in (REPO_ROOT / "tests" / "platform-requirements.txt")
+        .read_text(encoding="utf-8")
+        .splitlines()
+        if line and not line.startswith("#")
+    )
+    require_cryptography(pins["cryptography"])

@@ -47,13 +47,34 @@ labels:
 
 {{- /* ===== Images and registry =============================================================== */ -}}
 
-{{- /* Image reference of a module image: <base>@<digest>.
-Reads global.modulesImages.digests.<aiModels>.<image>, aiModels.registry.base (external module:
-<base>/<module>) and, when that is not set, global.modulesImages.registry.base. Fails when the
-digest is missing. Usage: include "ai_models.module_image" (list . "aiModels") */ -}}
+{{- /* Image reference of a module image, as lib-helm's helm_lib_module_image builds it (D128):
+- when Deckhouse renders the module as a package (the context carries .Module.Package):
+  <.Module.Package.Registry.repository>/<.Module.Package.Name>@<.Module.Package.Digests.<image>>;
+- otherwise <base>@<global.modulesImages.digests.<aiModels>.<image>>, the base being
+  <aiModels.registry.base>/<module> for an external module and global.modulesImages.registry.base
+  when that is not set.
+Fails naming what is missing. Usage: include "ai_models.module_image" (list . "aiModels") */ -}}
 {{- define "ai_models.module_image" -}}
 {{- $ctx := index . 0 -}}
 {{- $image := index . 1 -}}
+{{- /* Field access as lib-helm does it: .Module is absent from a plain Helm render. */ -}}
+{{- if and $ctx.Module $ctx.Module.Package -}}
+{{- $package := $ctx.Module.Package -}}
+{{- $repository := "" -}}
+{{- with $package.Registry }}{{ $repository = .repository }}{{ end -}}
+{{- if not $repository -}}
+{{- fail (printf "image %q of module %s: the package has no registry (.Module.Package.Registry.repository is not set)" $image $ctx.Chart.Name) -}}
+{{- end -}}
+{{- if not $package.Name -}}
+{{- fail (printf "image %q of module %s: the package has no name (.Module.Package.Name is not set)" $image $ctx.Chart.Name) -}}
+{{- end -}}
+{{- $packageDigest := "" -}}
+{{- with $package.Digests }}{{ $packageDigest = index . $image }}{{ end -}}
+{{- if not $packageDigest -}}
+{{- fail (printf "image %q of module %s has no digest: .Module.Package.Digests.%s is not set" $image $ctx.Chart.Name $image) -}}
+{{- end -}}
+{{- printf "%s/%s@%s" (trimSuffix "/" $repository) $package.Name $packageDigest -}}
+{{- else -}}
 {{- $module := include "ai_models.module_camelcase_name" $ctx -}}
 {{- $global := $ctx.Values.global | default dict -}}
 {{- $digest := dig "modulesImages" "digests" $module $image "" $global -}}
@@ -71,6 +92,7 @@ digest is missing. Usage: include "ai_models.module_image" (list . "aiModels") *
 {{- fail (printf "no registry for image %q: set %s.registry.base or global.modulesImages.registry.base" $image $module) -}}
 {{- end -}}
 {{- printf "%s@%s" $base $digest -}}
+{{- end -}}
 {{- end -}}
 
 {{- /* Image reference of a Deckhouse common image (kubeRbacProxy, csiNodeDriverRegistrar...).
@@ -626,23 +648,27 @@ Usage: if (include "ai_models.gateway_enabled" .) */ -}}
 {{- /* ===== Monitoring ======================================================================== */ -}}
 
 {{- /* ConfigMap kube-rbac-proxy-ca.crt (the CA kube-rbac-proxy sidecars trust for Prometheus) in
-the given namespace. Reads global.internal.modules.kubeRBACProxyCA.cert; renders nothing without it.
+the given namespace, as lib-helm's helm_lib_kube_rbac_proxy_ca_certificate renders it (D128):
+always, with the kubernetes.io/description annotation and the module labels, ca.crt being
+global.internal.modules.kubeRBACProxyCA.cert (Deckhouse always publishes it; DMT's kube-rbac-proxy
+rule wants the ConfigMap in every d8- namespace).
 Usage: include "ai_models.kube_rbac_proxy_ca_certificate" (list . "d8-ai-models") */ -}}
 {{- define "ai_models.kube_rbac_proxy_ca_certificate" -}}
 {{- $ctx := index . 0 -}}
-{{- $cert := dig "internal" "modules" "kubeRBACProxyCA" "cert" "" ($ctx.Values.global | default dict) -}}
-{{- if $cert }}
+{{- $cert := dig "internal" "modules" "kubeRBACProxyCA" "cert" "" ($ctx.Values.global | default dict) }}
 ---
 apiVersion: v1
 kind: ConfigMap
 metadata:
   name: kube-rbac-proxy-ca.crt
   namespace: {{ index . 1 }}
+  annotations:
+    kubernetes.io/description: |
+      Contains a CA bundle that can be used to verify the kube-rbac-proxy clients.
   {{- include "ai_models.module_labels" (list $ctx) | nindent 2 }}
 data:
   ca.crt: |
     {{- $cert | trim | nindent 4 }}
-{{- end -}}
 {{- end -}}
 
 {{- /* "true" when PrometheusRule objects can be applied: the operator-prometheus-crd module is
@@ -659,11 +685,24 @@ enabled or deckhouse.io/v1 GrafanaDashboardDefinition is served. Reads global.en
 {{- if or (has "prometheus-crd" (dig "enabledModules" list (.Values.global | default dict))) (.Capabilities.APIVersions.Has "deckhouse.io/v1/GrafanaDashboardDefinition") -}}true{{- end -}}
 {{- end -}}
 
+{{- /* "true" when rules take the observability module's form, lib-helm's condition in
+helm_lib_prometheus_rules: the observability module is enabled and Deckhouse discovered
+observability.deckhouse.io/v1alpha1 ClusterObservabilityMetricsRulesGroup. Reads
+global.enabledModules and global.discovery.apiVersions.
+Usage: if (include "ai_models.observability_rules_enabled" .) */ -}}
+{{- define "ai_models.observability_rules_enabled" -}}
+{{- $global := .Values.global | default dict -}}
+{{- if and (has "observability" (dig "enabledModules" list $global)) (has "observability.deckhouse.io/v1alpha1/ClusterObservabilityMetricsRulesGroup" (dig "discovery" "apiVersions" list $global)) -}}true{{- end -}}
+{{- end -}}
+
 {{- /* One PrometheusRule per file under monitoring/prometheus-rules/ (any depth; *.yaml as is,
 *.tpl rendered with tpl first). Each file is a list of rule groups. __SCRAPE_INTERVAL__ and
 __SCRAPE_INTERVAL_X_2/3/4__ become global.discovery.prometheusScrapeInterval (default 30) seconds
 times N; a rule annotated d8_ignore_on_update: "true" is muted while Deckhouse updates. Named
-<module>-<path with "/", "_", "." as "-">, labelled prometheus: main, component: rules.
+<module>-<path with "/", "_", "." as "-">, labelled app: prometheus, prometheus: main, component: rules
+(lib-helm's helm_lib_prometheus_rules, D128). With ai_models.observability_rules_enabled each group
+becomes a cluster-scoped ClusterObservabilityMetricsRulesGroup <that name>-<index in the file>, its
+spec the group without its name, instead of the PrometheusRule, as lib-helm renders it then.
 Renders only when ai_models.prometheus_rules_available.
 Usage: include "ai_models.prometheus_rules" (list . "d8-ai-models") */ -}}
 {{- define "ai_models.prometheus_rules" -}}
@@ -693,15 +732,30 @@ Usage: include "ai_models.prometheus_rules" (list . "d8-ai-models") */ -}}
     {{- end -}}
   {{- end -}}
 {{- end -}}
-{{- if $groups }}
 {{- $name := regexReplaceAll "\\.(yaml|tpl)$" (trimPrefix $root $path) "" | replace "/" "-" | replace "_" "-" | replace "." "-" | replace " " "-" | lower }}
+{{- $name = printf "%s-%s" $ctx.Chart.Name $name }}
+{{- $labels := dict "app" "prometheus" "prometheus" "main" "component" "rules" }}
+{{- if include "ai_models.observability_rules_enabled" $ctx }}
+{{- range $index, $group := $groups }}
+{{- if $group.rules }}
+---
+apiVersion: observability.deckhouse.io/v1alpha1
+kind: ClusterObservabilityMetricsRulesGroup
+metadata:
+  name: {{ printf "%s-%d" $name $index }}
+  {{- include "ai_models.module_labels" (list $ctx $labels) | nindent 2 }}
+spec:
+  {{- toYaml (omit $group "name") | nindent 2 }}
+{{- end }}
+{{- end }}
+{{- else if $groups }}
 ---
 apiVersion: monitoring.coreos.com/v1
 kind: PrometheusRule
 metadata:
-  name: {{ printf "%s-%s" $ctx.Chart.Name $name }}
+  name: {{ $name }}
   namespace: {{ $namespace }}
-  {{- include "ai_models.module_labels" (list $ctx (dict "prometheus" "main" "component" "rules")) | nindent 2 }}
+  {{- include "ai_models.module_labels" (list $ctx $labels) | nindent 2 }}
 spec:
   groups:
     {{- toYaml $groups | nindent 4 }}
@@ -712,8 +766,12 @@ spec:
 
 {{- /* One cluster-scoped GrafanaDashboardDefinition per monitoring/grafana-dashboards/<folder>/**.json;
 the first directory names the Grafana folder ("ai-models" -> "Ai Models"). Named
-d8-<module>-<path with "/", "_", "." as "-">. Fails on a dashboard outside a folder or on invalid
-JSON. Renders only when ai_models.grafana_dashboards_available.
+d8-<module>-<path with "/", "_", "." as "-">, labelled as lib-helm's helm_lib_single_dashboard labels it
+(prometheus.deckhouse.io/grafana-dashboard and observability.deckhouse.io/skip-dashboard-conversion,
+D128). With the observability module enabled (global.enabledModules) each dashboard is also a
+cluster-scoped ClusterObservabilityDashboard of the same name, its folder as the
+metadata.deckhouse.io/category annotation, as lib-helm renders it then. Fails on a dashboard outside
+a folder or on invalid JSON. Renders only when ai_models.grafana_dashboards_available.
 Usage: include "ai_models.grafana_dashboard_definitions" . */ -}}
 {{- define "ai_models.grafana_dashboard_definitions" -}}
 {{- $ctx := . -}}
@@ -730,16 +788,30 @@ Usage: include "ai_models.grafana_dashboard_definitions" . */ -}}
 {{- fail (printf "%s is not valid JSON: %s" $path ($definition | fromJson).Error) -}}
 {{- end -}}
 {{- $name := trimSuffix ".json" $relative | replace "/" "-" | replace "_" "-" | replace "." "-" | replace " " "-" | lower }}
+{{- $folder := first $parts | replace "-" " " | title }}
 ---
 apiVersion: deckhouse.io/v1
 kind: GrafanaDashboardDefinition
 metadata:
   name: {{ printf "d8-%s-%s" $ctx.Chart.Name $name }}
-  {{- include "ai_models.module_labels" (list $ctx (dict "prometheus.deckhouse.io/grafana-dashboard" "")) | nindent 2 }}
+  {{- include "ai_models.module_labels" (list $ctx (dict "prometheus.deckhouse.io/grafana-dashboard" "" "observability.deckhouse.io/skip-dashboard-conversion" "")) | nindent 2 }}
 spec:
-  folder: {{ first $parts | replace "-" " " | title | quote }}
+  folder: {{ $folder | quote }}
   definition: |
     {{- $definition | trim | nindent 4 }}
+{{- if has "observability" (dig "enabledModules" list ($ctx.Values.global | default dict)) }}
+---
+apiVersion: observability.deckhouse.io/v1alpha1
+kind: ClusterObservabilityDashboard
+metadata:
+  name: {{ printf "d8-%s-%s" $ctx.Chart.Name $name }}
+  annotations:
+    metadata.deckhouse.io/category: {{ $folder | quote }}
+  {{- include "ai_models.module_labels" (list $ctx (dict "observability.deckhouse.io/dashboard-origin" "module")) | nindent 2 }}
+spec:
+  definition: |
+    {{- $definition | trim | nindent 4 }}
+{{- end }}
 {{- end }}
 {{- end -}}
 {{- end -}}

@@ -49,6 +49,18 @@ WITHOUT_MONITORING = ["ai-models", "cert-manager"]
 WITH_MONITORING = [*WITHOUT_MONITORING, "operator-prometheus-crd", "prometheus-crd"]
 
 
+# What lib-helm's helm_lib_prometheus_rules labels every rule object with (helm_lib_module_labels
+# with app: prometheus, prometheus: main, component: rules).
+RULE_LABELS = {
+    "heritage": "deckhouse",
+    "module": "ai-models",
+    "app": "prometheus",
+    "prometheus": "main",
+    "component": "rules",
+}
+OBSERVABILITY_RULES_KIND = "observability.deckhouse.io/v1alpha1/ClusterObservabilityMetricsRulesGroup"
+
+
 def monitoring_values() -> dict[str, Any]:
     return module_values(global_overrides={"enabledModules": WITH_MONITORING})
 
@@ -74,12 +86,7 @@ def test_every_rule_file_becomes_a_prometheus_rule_in_the_module_namespace(
     assert sorted(rendered) == ["ai-models-availability", "ai-models-storage-prerequisites"]
     for rule in rendered.values():
         assert rule["metadata"]["namespace"] == "d8-ai-models"
-        assert rule["metadata"]["labels"] == {
-            "heritage": "deckhouse",
-            "module": "ai-models",
-            "prometheus": "main",
-            "component": "rules",
-        }
+        assert rule["metadata"]["labels"] == RULE_LABELS
         validate_object(rule)
 
 
@@ -138,6 +145,9 @@ def test_dashboards_become_grafana_dashboard_definitions_in_their_folder(monitor
             "heritage": "deckhouse",
             "module": "ai-models",
             "prometheus.deckhouse.io/grafana-dashboard": "",
+            # lib-helm marks its definitions so the observability module does not convert them:
+            # it renders their ClusterObservabilityDashboard itself.
+            "observability.deckhouse.io/skip-dashboard-conversion": "",
         },
     }
     assert dashboard["spec"]["folder"] == "Ai Models"
@@ -183,3 +193,93 @@ def test_monitoring_crds_absent_scenario_renders_no_monitoring_objects(monitored
     assert len(present.of_kind("PrometheusRule")) == 2
     assert absent.of_kind("PrometheusRule") == []
     assert absent.of_kind("GrafanaDashboardDefinition") == []
+
+
+def observability_values(*, discovered: bool = True) -> dict[str, Any]:
+    return module_values(
+        global_overrides={
+            "enabledModules": [*WITH_MONITORING, "observability"],
+            "discovery": {"apiVersions": [OBSERVABILITY_RULES_KIND] if discovered else []},
+        }
+    )
+
+
+def test_with_the_observability_module_each_rule_group_is_a_cluster_rules_group(
+    monitored_chart: ProbeChart,
+) -> None:
+    """lib-helm: one ClusterObservabilityMetricsRulesGroup per group, <file name>-<index>, the group
+    without its name as spec, and no PrometheusRule."""
+    rendered = monitored_chart.render(observability_values())
+    assert rendered.of_kind("PrometheusRule") == []
+    groups = {
+        item["metadata"]["name"]: item for item in rendered.of_kind("ClusterObservabilityMetricsRulesGroup")
+    }
+    assert sorted(groups) == ["ai-models-availability-0", "ai-models-storage-prerequisites-0"]
+    availability = groups["ai-models-availability-0"]
+    assert availability["apiVersion"] == "observability.deckhouse.io/v1alpha1"
+    assert availability["metadata"] == {"name": "ai-models-availability-0", "labels": RULE_LABELS}
+    assert set(availability["spec"]) == {"rules"}
+    assert [rule.get("alert", rule.get("record")) for rule in availability["spec"]["rules"]] == [
+        "D8AIModelsControllerDown",
+        "ai_models:publications:rate5m",
+    ]
+    # The same processing as for a PrometheusRule: placeholders and the update mute.
+    assert availability["spec"]["rules"][0]["for"] == "60s"
+    assert "d8_is_updating" in availability["spec"]["rules"][0]["expr"]
+    assert groups["ai-models-storage-prerequisites-0"]["spec"]["interval"] == "30s"
+    for group in groups.values():
+        validate_object(group)
+
+
+def test_rules_stay_prometheus_rules_until_deckhouse_discovers_the_observability_kind(
+    monitored_chart: ProbeChart,
+) -> None:
+    """lib-helm needs both: the module enabled and its kind in global.discovery.apiVersions."""
+    rendered = monitored_chart.render(observability_values(discovered=False))
+    assert rendered.of_kind("ClusterObservabilityMetricsRulesGroup") == []
+    assert len(rendered.of_kind("PrometheusRule")) == 2
+
+
+def test_with_the_observability_module_dashboards_are_also_observability_dashboards(
+    monitored_chart: ProbeChart,
+) -> None:
+    rendered = monitored_chart.render(observability_values(discovered=False))
+    assert len(rendered.of_kind("GrafanaDashboardDefinition")) == 1
+    dashboards = rendered.of_kind("ClusterObservabilityDashboard")
+    assert len(dashboards) == 1
+    dashboard = dashboards[0]
+    assert dashboard["apiVersion"] == "observability.deckhouse.io/v1alpha1"
+    assert dashboard["metadata"] == {
+        "name": "d8-ai-models-ai-models-overview-v2",
+        "annotations": {"metadata.deckhouse.io/category": "Ai Models"},
+        "labels": {
+            "heritage": "deckhouse",
+            "module": "ai-models",
+            "observability.deckhouse.io/dashboard-origin": "module",
+        },
+    }
+    assert json.loads(dashboard["spec"]["definition"]) == DASHBOARD
+    validate_object(dashboard)
+
+
+def test_without_the_observability_module_there_are_no_observability_objects(
+    monitored_chart: ProbeChart,
+) -> None:
+    rendered = monitored_chart.render(monitoring_values())
+    kinds = {item["kind"] for item in rendered.objects}
+    assert not kinds & {"ClusterObservabilityMetricsRulesGroup", "ClusterObservabilityDashboard"}
+
+
+def test_the_observability_scenario_renders_the_module_rules_in_the_observability_form() -> None:
+    rendered = scenario("observability").render()
+    assert rendered.of_kind("PrometheusRule") == []
+    groups = rendered.of_kind("ClusterObservabilityMetricsRulesGroup")
+    assert groups
+    assert {group["metadata"]["name"].rsplit("-", 1)[0] for group in groups} == {
+        "ai-models-catalog",
+        "ai-models-components",
+        "ai-models-storage",
+    }
+    assert len(rendered.of_kind("ClusterObservabilityDashboard")) == 1
+    for item in [*groups, *rendered.of_kind("ClusterObservabilityDashboard")]:
+        validate_object(item)

@@ -25,6 +25,8 @@ def test_namespace_is_restricted_and_watched_by_monitoring() -> None:
 
 
 def test_kube_rbac_proxy_ca_is_published_in_the_module_namespace() -> None:
+    """As lib-helm's helm_lib_kube_rbac_proxy_ca_certificate renders it: the CA, its description
+    annotation and the module labels."""
     rendered = scenario("kube-rbac-proxy-ca").render()
     config_map = rendered.get("ConfigMap", "kube-rbac-proxy-ca.crt", "d8-ai-models")
     expected = scenario("kube-rbac-proxy-ca").global_overrides["internal"]["modules"]["kubeRBACProxyCA"][
@@ -32,11 +34,15 @@ def test_kube_rbac_proxy_ca_is_published_in_the_module_namespace() -> None:
     ]
     assert config_map["data"] == {"ca.crt": expected}
     assert config_map["metadata"]["labels"] == {"heritage": "deckhouse", "module": "ai-models"}
+    description = "Contains a CA bundle that can be used to verify the kube-rbac-proxy clients.\n"
+    assert config_map["metadata"]["annotations"] == {"kubernetes.io/description": description}
 
 
-def test_kube_rbac_proxy_ca_is_absent_until_deckhouse_publishes_it() -> None:
-    names = [item["metadata"]["name"] for item in scenario("minimal").render().of_kind("ConfigMap")]
-    assert "kube-rbac-proxy-ca.crt" not in names
+def test_kube_rbac_proxy_ca_config_map_always_renders() -> None:
+    """lib-helm renders it unconditionally (Deckhouse always publishes the CA), and DMT's
+    kube-rbac-proxy rule wants it in every d8- namespace, also where DMT's stub CA is empty."""
+    config_map = scenario("minimal").render().get("ConfigMap", "kube-rbac-proxy-ca.crt", "d8-ai-models")
+    assert config_map["data"] == {"ca.crt": ""}
 
 
 def test_registry_secret_carries_the_injected_docker_config() -> None:

@@ -64,6 +64,15 @@ CRD_SCHEMAS: dict[Kind, str] = {
     ("gateway.networking.k8s.io/v1", "HTTPRoute"): "httproute.gateway.networking.k8s.io.v1.json",
     ("gateway.networking.k8s.io/v1", "ListenerSet"): "listenerset.gateway.networking.k8s.io.v1.json",
     ("cert-manager.io/v1", "Certificate"): "certificate.cert-manager.io.v1.json",
+    # With the observability module on, as lib-helm renders rules and dashboards then (D128).
+    (
+        "observability.deckhouse.io/v1alpha1",
+        "ClusterObservabilityMetricsRulesGroup",
+    ): "clusterobservabilitymetricsrulesgroup.observability.deckhouse.io.v1alpha1.json",
+    (
+        "observability.deckhouse.io/v1alpha1",
+        "ClusterObservabilityDashboard",
+    ): "clusterobservabilitydashboard.observability.deckhouse.io.v1alpha1.json",
 }
 
 CLUSTER_SCOPED_KINDS: frozenset[str] = frozenset(
@@ -75,6 +84,8 @@ CLUSTER_SCOPED_KINDS: frozenset[str] = frozenset(
         "MutatingWebhookConfiguration",
         "CSIDriver",
         "GrafanaDashboardDefinition",
+        "ClusterObservabilityMetricsRulesGroup",
+        "ClusterObservabilityDashboard",
     }
 )
 

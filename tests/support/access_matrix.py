@@ -7,6 +7,7 @@ RBAC really allows, so the guide, the roles and the enforcement cannot drift apa
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from support.paths import DOCS_DIR
 
@@ -66,13 +67,27 @@ def documented_matrix(guide: str) -> Matrix:
     }
 
 
-def documented_capabilities(guide: str) -> dict[str, tuple[str, dict[str, frozenset[str]]]]:
+# The "Deckhouse" column of the capability table: which role model a row belongs to.
+ROLE_MODELS = {"1.78+": "capability", "1.75–1.77": "legacy"}
+
+
+@dataclass(frozen=True)
+class DocumentedCapability:
+    model: str  # "capability" (Deckhouse 1.78+) or "legacy" (use/manage, 1.75 to 1.77)
+    aggregated_into: str  # the cell as written, e.g. "`namespace` as `viewer`"
+    grants: dict[str, frozenset[str]]
+
+
+def documented_capabilities(guide: str) -> dict[str, DocumentedCapability]:
+    """The rbacv2 capability table, by capability name; the "Deckhouse" column says which model."""
     header, *rows = table_starting_with(guide, ("Capability",))
-    resources = [column_resource(cell) for cell in header[2:]]
+    assert header[1] == "Deckhouse", f"{guide}: the capability table's second column must be Deckhouse"
+    resources = [column_resource(cell) for cell in header[3:]]
     return {
-        row[0].strip("`"): (
-            row[1],
-            {res: cell_access(cell) for res, cell in zip(resources, row[2:], strict=True)},
+        row[0].strip("`"): DocumentedCapability(
+            model=ROLE_MODELS[row[1]],
+            aggregated_into=row[2],
+            grants={res: cell_access(cell) for res, cell in zip(resources, row[3:], strict=True)},
         )
         for row in rows
     }

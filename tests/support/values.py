@@ -25,6 +25,9 @@ REGISTRAR_IMAGE_DIGEST = "sha256:" + "d3" * 32
 
 # What Deckhouse puts under `global` in a typical cluster; scenarios override pieces of it.
 DEFAULT_GLOBAL: dict[str, Any] = {
+    # The content of the platform's /deckhouse/version: the newest release, as Deckhouse writes it.
+    # It picks the rbacv2 role model (templates/_rbac.tpl); older platforms are scenarios.
+    "deckhouseVersion": "v1.78.0",
     "modulesImages": {
         "registry": {"base": "registry.deckhouse.io/deckhouse/ce"},
         "digests": {

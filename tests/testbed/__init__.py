@@ -21,6 +21,8 @@ need those reactions, so this package plays them, one stand-in controller per mo
                  the Pod until teardown (the plugin, a real process, does the mounts)
 - reactor, simulation   the watch-and-reconcile loop they share, and all of them started together
 - access_levels  Deckhouse's user-authz levels as RBAC bindings on the module's rendered roles
+- platform_roles the rbacv2 roles user-authz ships (legacy use/manage before 1.78, namespace/
+                 subsystem/system from 1.78) that aggregate the module's capabilities
 - pytest_fixtures, devstack   the `job_runner` and `cluster_simulation` fixtures, and `make dev`
                  (`python -m testbed.devstack`)
 

@@ -119,6 +119,29 @@ def test_helmignore_keeps_templates_and_monitoring_and_drops_the_rest() -> None:
         assert heavy in patterns
 
 
+# Licenses a work under Apache-2.0 may depend on and ship with (permissive ones; the ASF's
+# "Category A", https://www.apache.org/legal/resolved.html). oss.yaml must stay inside this set.
+APACHE_COMPATIBLE = {"Apache-2.0", "MIT", "BSD-2-Clause", "BSD-3-Clause", "ISC", "PSF-2.0", "0BSD"}
+
+
+def test_the_module_code_is_licensed_under_apache_2_0() -> None:
+    # D129: the module's own code is Apache-2.0, the Deckhouse ecosystem's license, stated once in
+    # LICENSE (the verbatim text) and in the package metadata.
+    text = (REPO_ROOT / "LICENSE").read_text(encoding="utf-8")
+    assert text.split()[:5] == ["Apache", "License", "Version", "2.0,", "January"]
+    assert "TERMS AND CONDITIONS FOR USE, REPRODUCTION, AND DISTRIBUTION" in text
+    assert "END OF TERMS AND CONDITIONS" in text
+    package = tomllib.loads((REPO_ROOT / "images/ai-models/pyproject.toml").read_text(encoding="utf-8"))
+    assert package["project"]["license"] == {"text": "Apache-2.0"}
+
+
+def test_every_dependency_license_is_compatible_with_apache_2_0() -> None:
+    licenses = {entry["id"]: entry["license"] for entry in load_yaml(REPO_ROOT / "oss.yaml")}
+    assert licenses
+    incompatible = {name: license for name, license in licenses.items() if license not in APACHE_COMPATIBLE}
+    assert not incompatible, f"check these against Apache-2.0 before shipping them: {incompatible}"
+
+
 def _runtime_dependencies() -> dict[str, str]:
     package = tomllib.loads((REPO_ROOT / "images/ai-models/pyproject.toml").read_text(encoding="utf-8"))
     pins: dict[str, str] = {}

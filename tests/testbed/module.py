@@ -24,7 +24,7 @@ from testbed.volumes import StorageClassBehaviour
 MODULE_COMMAND = "ai-models"
 # The console entry point next to the test venv's Python: what the image's `ai-models` is here.
 ENTRY_POINT = Path(sys.executable).parent / MODULE_COMMAND
-# The module image's ENTRYPOINT (images/ai-models/Dockerfile): what runs when a container has no command.
+# The module image's entrypoint (images/ai-models/werf.inc.yaml): what runs when a container has no command.
 IMAGE_ENTRYPOINT = (MODULE_COMMAND,)
 # Every setting of the module's processes is an environment variable with this prefix.
 SETTINGS_ENV_PREFIX: str = names.ENV_PREFIX

@@ -15,14 +15,13 @@ from pathlib import Path
 IMAGE_DIR = Path(__file__).resolve().parents[1]
 
 
-def test_image_runs_the_entry_point_as_the_deckhouse_user() -> None:
-    dockerfile = (IMAGE_DIR / "Dockerfile").read_text(encoding="utf-8")
+def test_image_runs_the_entry_point() -> None:
+    # The werf build (werf.inc.yaml, D119) is the image's only definition; the user (64535) comes
+    # from the pods' security context, as DMT wants (tests/module/test_werf_build.py).
+    werf = (IMAGE_DIR / "werf.inc.yaml").read_text(encoding="utf-8")
     package = tomllib.loads((IMAGE_DIR / "pyproject.toml").read_text(encoding="utf-8"))
     assert package["project"]["scripts"] == {"ai-models": "ai_models.cli:main"}
-    assert 'ENTRYPOINT ["ai-models"]' in dockerfile
-    # The chart's restricted pod security context runs every module pod as 64535:64535.
-    assert re.search(r"^USER 64535:64535$", dockerfile, re.MULTILINE)
-    assert re.search(r"^FROM \$\{BASE_PYTHON\}$", dockerfile, re.MULTILINE)
+    assert re.search(r'^    entrypoint: \["ai-models"\]$', werf, re.MULTILINE)
 
 
 def test_runtime_dependencies_are_pinned() -> None:

@@ -7,6 +7,7 @@ import tomllib
 from typing import Any
 
 import pytest
+import yaml
 
 from support.paths import REPO_ROOT
 from support.yamlfiles import load_yaml
@@ -133,6 +134,21 @@ def test_the_module_code_is_licensed_under_apache_2_0() -> None:
     assert "END OF TERMS AND CONDITIONS" in text
     package = tomllib.loads((REPO_ROOT / "images/ai-models/pyproject.toml").read_text(encoding="utf-8"))
     assert package["project"]["license"] == {"text": "Apache-2.0"}
+
+
+def test_license_ships_in_the_bundle_not_in_the_helm_release() -> None:
+    # Apache-2.0 4(a): recipients get a copy of the license. The bundle is what is distributed;
+    # the Helm release leaves it out (DMT's helmignore rule lists every non-chart root entry).
+    text = re.sub(
+        r"\{\{-? /\*.*?\*/ -?\}\}",
+        "",
+        (REPO_ROOT / ".werf/stages/bundle.yaml").read_text("utf-8"),
+        flags=re.S,
+    )
+    [bundle] = [image for image in yaml.safe_load_all(text) if image and image.get("image") == "bundle"]
+    assert "LICENSE" in bundle["git"][0]["includePaths"]
+    helmignore = (REPO_ROOT / ".helmignore").read_text(encoding="utf-8").splitlines()
+    assert "LICENSE" in helmignore
 
 
 def test_every_dependency_license_is_compatible_with_apache_2_0() -> None:

@@ -845,8 +845,8 @@ Secret ai-models-artifacts-credentials (keys accessKey, secretKey) that a hook c
 module namespace. AI_MODELS_S3_CA_FILE only with aiModels.artifacts.caSecretName (mount
 ai_models.artifacts_ca_volume with it); AI_MODELS_CAPACITY_LIMIT_BYTES only with
 aiModels.artifacts.capacityLimit, passed as written (a Kubernetes quantity). Reads aiModels.logLevel,
-aiModels.artifacts.*, aiModels.sources.huggingFace.endpoint, aiModels.sources.allowLinkLocalEndpoints.
-Renders list items, no `env:` key.
+aiModels.artifacts.*, aiModels.sources.huggingFace.endpoint, aiModels.sources.allowLinkLocalEndpoints,
+and the cluster's proxy for ai_models.envs_for_proxy. Renders list items, no `env:` key.
 Usage: env:
        {{- include "ai_models.process_env" . | nindent 8 }} */ -}}
 {{- define "ai_models.process_env" -}}
@@ -896,6 +896,11 @@ Usage: env:
     secretKeyRef:
       name: ai-models-artifacts-credentials
       key: secretKey
+{{- /* The cluster's egress proxy, when it has one (templates/_proxy.tpl): these processes call
+the Hub and the object store. */}}
+{{- with include "ai_models.envs_for_proxy" . }}
+{{ . }}
+{{- end }}
 {{- end -}}
 
 {{- /* `volumeMounts` entry of the object store CA at ai_models.artifacts_ca_dir, read-only; renders

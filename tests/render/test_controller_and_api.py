@@ -22,6 +22,7 @@ import pytest
 import yaml
 
 from ai_models.settings import Settings, parse_quantity
+from support.egress import expected_proxy_env
 from support.probe import ProbeChart
 from support.render import RenderedChart
 from support.scenarios import load_scenarios, scenario
@@ -154,6 +155,8 @@ def expected_common_env(values: Mapping[str, Any]) -> dict[str, Any]:
         env["AI_MODELS_S3_CA_FILE"] = f"{CA_DIR}/ca.crt"
     if artifacts.get("capacityLimit"):
         env["AI_MODELS_CAPACITY_LIMIT_BYTES"] = artifacts["capacityLimit"]
+    # The cluster's egress proxy, if it has one (tests/render/test_proxy.py).
+    env.update(expected_proxy_env(values))
     return env
 
 

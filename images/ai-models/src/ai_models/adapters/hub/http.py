@@ -14,6 +14,10 @@ downloads): one place that decides where a request may go and how much of an ans
   answer is dropped, and a body that takes longer than its deadline is abandoned. Error bodies
   are never read: what a remote says is never shown to users (see errors.py).
 - Momentary failures (5xx, broken connections, timeouts) are retried a few times with backoff.
+- The cluster's egress proxy (HTTP_PROXY / HTTPS_PROXY / NO_PROXY, which the chart renders from
+  the cluster's proxy settings) is used as httpx reads it. Through a proxy the address checked
+  after connecting is the proxy's own: the proxy resolves the Hub's name, so what that name
+  resolves to is the proxy's policy; the URL's host is still checked before each request (D125).
 
 Every refusal is an `EndpointProblem` whose text is our own words only.
 """
@@ -27,6 +31,7 @@ import re
 import threading
 import time
 import urllib.parse
+import urllib.request
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Final
 
@@ -123,17 +128,31 @@ def default_policy() -> EndpointPolicy:
     return _DEFAULT_POLICY["policy"]
 
 
-_CLIENTS: dict[EndpointPolicy, httpx2.Client] = {}
+_ProxyKey = tuple[tuple[str, str], ...]
+_CLIENTS: dict[tuple[EndpointPolicy, _ProxyKey], httpx2.Client] = {}
 _CLIENTS_LOCK = threading.Lock()
 
 
+def proxy_environment() -> _ProxyKey:
+    """The egress proxy settings of the environment (HTTP_PROXY, HTTPS_PROXY, NO_PROXY, ... as
+    urllib reads them, the lower-case spelling first), as a key.
+
+    httpx takes them from the environment when a client is built (`trust_env`), so a client holds
+    the settings of its birth; the shared clients are keyed by them too, and a process whose
+    settings change (the test bed, a CLI run after `export`) never keeps a stale proxy."""
+    return tuple(sorted(urllib.request.getproxies_environment().items()))
+
+
 def session(policy: EndpointPolicy) -> httpx2.Client:
-    """The shared client of `policy`: connection reuse across requests, never following redirects."""
+    """The shared client of `policy` under the current proxy settings: connection reuse across
+    requests, never following redirects. It goes through HTTP_PROXY / HTTPS_PROXY except to the
+    hosts and networks in NO_PROXY (httpx reads them: CIDRs, `.suffix` and `*` included)."""
+    key = (policy, proxy_environment())
     with _CLIENTS_LOCK:
-        client = _CLIENTS.get(policy)
+        client = _CLIENTS.get(key)
         if client is None:
             client = httpx2.Client(follow_redirects=False, timeout=None)
-            _CLIENTS[policy] = client
+            _CLIENTS[key] = client
         return client
 
 

@@ -255,7 +255,17 @@ CONTROLLER_NODE_CACHE_ONLY_RULES = [
 CONTROLLER_NAMESPACE_RULES = [
     rule(["coordination.k8s.io"], ["leases"], ["create"]),
     rule(["coordination.k8s.io"], ["leases"], ["get", "update"], [CONTROLLER]),
-    rule([""], ["secrets"], ["get", "list", "watch", "create", "update", "patch", "delete"]),
+    # Secrets by name where the chart knows it (D122): the ledger (its informer watches it by name),
+    # the signing keys and the pull secret; create, and update/delete of the publication tokens
+    # (named after object UIDs), cannot be narrowed.
+    rule([""], ["secrets"], ["get", "list", "watch", "patch"], ["ai-models-storage-accounting"]),
+    rule(
+        [""],
+        ["secrets"],
+        ["get"],
+        ["ai-models-upload-signing", "ai-models-delivery-signing", "ai-models-module-registry"],
+    ),
+    rule([""], ["secrets"], ["create", "update", "delete"]),
     rule(["batch"], ["jobs"], ["get", "list", "watch", "create", "delete"]),
     rule([""], ["pods"], ["list"]),
 ]

@@ -345,3 +345,25 @@ def test_mount_points_are_the_mounts_of_the_module_image(images: dict[str, dict[
     runtime_imports = {(entry["add"], entry["to"]) for entry in images[RUNTIME_IMAGE]["import"]}
     assert ("/mount-points", "/") in runtime_imports
     assert MODULE_VALUES_KEY == "aiModels"
+
+
+@pytest.mark.parametrize(
+    ("page", "heading"),
+    [("ADMIN_GUIDE.md", "## How the module is built"), ("ADMIN_GUIDE.ru.md", "## Как собирается модуль")],
+)
+def test_the_admin_guide_says_how_the_module_is_built_and_what_it_needs(page: str, heading: str) -> None:
+    text = (REPO_ROOT / "docs" / page).read_text()
+    assert heading in text, f"docs/{page} has no section {heading!r}"
+    section = text.split(heading, 1)[1].split("\n## ", 1)[0]
+    requirements = load_yaml(REPO_ROOT / "module.yaml")["requirements"]
+    for component in ("deckhouse", "kubernetes"):
+        assert f"`{requirements[component]}`" in section, (
+            f"docs/{page}: {component} {requirements[component]}"
+        )
+    for name in (
+        "images_digests.json",
+        "global.modulesImages.digests.aiModels",
+        "version.json",
+        "lib/python/dist",
+    ):
+        assert name in section, f"docs/{page} does not say what {name} is"

@@ -210,6 +210,9 @@ def test_builds_install_the_hash_locks_and_nothing_unlocked(
             # The ai_models package itself, from the sources the stage adds: nothing fetched.
             assert "--no-index" in install, shlex.join(install)
             assert "--no-build-isolation" in install, shlex.join(install)
+            # pip --target skips a directory the target already has (bin/ from the locked
+            # installs) unless --upgrade: the ai-models script would be missing.
+            assert "--upgrade" in install, shlex.join(install)
     assert locked == expected
     included = {f"{prefix}/{path}".strip("/") for path in git["includePaths"]}
     assert expected <= included, f"{image_name} does not add the locks it installs"

@@ -19,7 +19,7 @@ def expected_no_proxy(values: Mapping[str, Any]) -> list[str]:
     global_values = values["global"]
     cluster = global_values.get("clusterConfiguration") or {}
     domain = (global_values.get("discovery") or {}).get("clusterDomain") or cluster.get("clusterDomain")
-    entries = [*LOOPBACK, domain, ".svc"]
+    entries: list[str] = [*LOOPBACK, str(domain), ".svc"]
     entries += [cidr for cidr in (cluster.get("podSubnetCIDR"), cluster.get("serviceSubnetCIDR")) if cidr]
     store_host = urllib.parse.urlsplit(values["aiModels"]["artifacts"]["endpoint"]).hostname
     if store_host:

@@ -3,7 +3,8 @@ environment the chart renders from global.clusterConfiguration.proxy, a real for
 127.0.0.1, the fake Hub on a name only that proxy resolves, and moto.
 
 The Hub's name resolves nowhere but in the proxy, so a Hub request that ignored HTTP_PROXY fails;
-the store's host is in NO_PROXY, so the proxy must carry none of its requests."""
+the store's host is in NO_PROXY, so the proxy must carry none of its requests. https goes through
+the proxy's CONNECT tunnels (HTTPS_PROXY), plain http as absolute-URI requests (HTTP_PROXY)."""
 
 from __future__ import annotations
 
@@ -12,12 +13,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from ai_models.adapters.hub import HubClient, HubQuery
+from ai_models.adapters.hub import HubClient, HubQuery, ProviderUnavailable
 from ai_models.adapters.hub.repository import HubRepository
 from ai_models.adapters.objectstore import S3Store
 from fakes.hub import FakeHub, make_corpus, repository
 from fakes.model_files import FileContent
-from fakes.s3 import S3Bucket, isolate_aws_environment
+from fakes.s3 import MotoS3, S3Bucket, isolate_aws_environment, start_moto_server
 from support.forward_proxy import ForwardProxy
 
 # Names no resolver answers, only the proxy's table: one of the reserved .test domain, and a
@@ -111,6 +112,36 @@ def test_a_store_outside_no_proxy_is_reached_through_the_proxy(
     assert store.get_bytes("egress/proxied") == b"payload"
     assert {item.method for item in proxy.carried()} == {"PUT", "GET"}
     assert proxy.targets() == {f"{STORE_HOST}:{urllib.parse.urlsplit(endpoint).port}"}
+
+
+@pytest.fixture(scope="module")
+def tls_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MotoS3]:
+    """moto over HTTPS (its certificate names localhost and 127.0.0.1, signed by its own CA)."""
+    with start_moto_server(tmp_path_factory.mktemp("moto-tls"), tls=True) as server:
+        yield server
+
+
+def test_https_goes_through_a_connect_tunnel(
+    proxy: ForwardProxy, tls_server: MotoS3, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    isolate_aws_environment(monkeypatch)
+    tls_server.create_bucket("egress-tls")  # directly: 127.0.0.1 is in NO_PROXY
+    no_proxy(monkeypatch, "cluster.local,.svc")
+    port = urllib.parse.urlsplit(tls_server.endpoint_url).port
+    store = S3Store("egress-tls", endpoint_url=f"https://localhost:{port}", verify=str(tls_server.ca_file))
+    store.put_bytes("egress/tunnelled", b"payload")
+    assert store.get_bytes("egress/tunnelled") == b"payload"
+    # The Hub client tunnels an https endpoint as well; the request then fails inside the tunnel
+    # (moto's certificate is not one the Hub client trusts), past the proxy.
+    with (
+        HubClient(endpoint=f"https://{HUB_HOST}:{port}", token=None, max_retries=0) as client,
+        pytest.raises(ProviderUnavailable),
+    ):
+        client.list_page(HubQuery(limit=1), None)
+    assert {(item.method, item.target) for item in proxy.carried()} == {
+        ("CONNECT", f"localhost:{port}"),
+        ("CONNECT", f"{HUB_HOST}:{port}"),
+    }
 
 
 def test_the_hub_client_follows_a_proxy_set_after_an_earlier_client(

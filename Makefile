@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install lint test render dev bench csi-sanity clean
+.PHONY: install lint test render locks dev bench csi-sanity clean
 
 install: $(STAMP)
 
@@ -32,6 +32,11 @@ test: lint
 
 render: install
 	PYTHONPATH=tests $(BIN)/python -m support.render_cli --out out
+
+# Rewrite the hash-locked requirement files the werf build installs from the pins (asks PyPI for the
+# hashes): after changing a pin in tests/requirements.txt, lib/python/requirements.txt or pyproject.
+locks: install
+	PYTHONPATH=tests $(BIN)/python -m support.locks
 
 # Benchmarks print figures and ratios measured in one run; each exits non-zero on a missed target.
 bench: install

@@ -220,15 +220,12 @@ def test_builds_install_the_hash_locks_and_nothing_unlocked(
 
 @pytest.mark.parametrize("lock", locks(), ids=lambda lock: lock.path.relative_to(REPO_ROOT).as_posix())
 def test_each_lock_is_the_closure_of_its_roots_at_the_tested_pins(lock: Any) -> None:
-    assert lock.path.is_file(), (
-        f"{lock.path} is missing: run `PYTHONPATH=tests .venv/bin/python -m support.locks`"
-    )
+    assert lock.path.is_file(), f"{lock.path} is missing: run `make locks`"
     entries: dict[str, Locked] = parse_lock(lock.path)
     wanted = closure(lock.roots, pins())
     found = {name: entry.version for name, entry in entries.items()}
     assert found == wanted, (
-        f"{lock.path.name} differs from the pins of tests/requirements.txt: "
-        "run `PYTHONPATH=tests .venv/bin/python -m support.locks`"
+        f"{lock.path.name} differs from the pins of tests/requirements.txt: run `make locks`"
     )
     for name, entry in entries.items():
         assert entry.hashes, f"{lock.path.name}: {name} has no --hash"

@@ -88,11 +88,12 @@ def test_every_container_that_calls_out_gets_the_cluster_proxy() -> None:
 
 
 def test_containers_that_stay_in_the_cluster_get_no_proxy() -> None:
-    # The materializer (and the sidecars) read only in-cluster Services; the materializer runs in
-    # the workload's namespace, where NO_PROXY would name the object store.
-    chart = rendered("proxy")
+    # The materializer, the NodeCache plugin (and the sidecars) read only in-cluster Services; the
+    # materializer runs in the workload's namespace, where NO_PROXY would name the object store.
+    chart = variant("proxy", settings={"delivery": {"mode": "NodeCache"}}).render()
     stays_in = {name: proxy_env(container) for name, container in containers(chart) if name not in CALLS_OUT}
     assert f"{MATERIALIZER_TEMPLATE_CONFIGMAP}/materialize" in stays_in
+    assert "DaemonSet/ai-models-node-cache/node-cache" in stays_in
     assert {name: env for name, env in stays_in.items() if env} == {}
 
 

@@ -12,6 +12,7 @@ import dataclasses
 import re
 import shlex
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -52,20 +53,36 @@ def _helm_compatible(text: str) -> str:
     return _ENV_CALL.sub(lambda match: f'"{WERF_ENV.get(match[1], match[2] or "")}"', text)
 
 
-@pytest.fixture(scope="module")
-def werf_documents(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
-    chart = tmp_path_factory.mktemp("werf-render")
-    (chart / "Chart.yaml").write_text("apiVersion: v2\nname: werf-render\nversion: 0.0.0\n")
-    (chart / "templates").mkdir()
-    (chart / "templates" / "werf.yaml").write_text(_helm_compatible((REPO_ROOT / "werf.yaml").read_text()))
+# How DMT renders an images/<name>/werf.inc.yaml alone for its templates/werf rule (the context of
+# deckhouse/dmt internal/werf/images.go renderWerfIncFile): a file it cannot render it skips.
+DMT_ALONE = """{{- range $path, $_ := .Files.Glob "images/*/werf.inc.yaml" }}
+{{- $name := index (splitList "/" $path) 1 }}
+{{- $ctx := dict "Root" $ "ImageName" $name "ImagePath" (printf "/images/%s" $name) }}
+{{- $_ := set $ctx "ModuleNamePrefix" "" }}
+{{- $_ := set $ctx "ModuleDir" "/" }}
+---
+{{ tpl ($.Files.Get $path) $ctx }}
+{{- end }}
+"""
+
+
+def _render_as_werf(directory: Path, template: str) -> str:
+    """`template` rendered by the Helm engine with the files werf reads beside it (its .Files)."""
+    (directory / "Chart.yaml").write_text("apiVersion: v2\nname: werf-render\nversion: 0.0.0\n")
+    (directory / "templates").mkdir()
+    (directory / "templates" / "werf.yaml").write_text(_helm_compatible(template))
     for pattern in WERF_INPUTS:
         for source in REPO_ROOT.glob(pattern):
             if source.is_file():
-                target = chart / source.relative_to(REPO_ROOT)
+                target = directory / source.relative_to(REPO_ROOT)
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_text(_helm_compatible(source.read_text()))
-    rendered = render_chart({}, chart_dir=chart)
-    text = rendered.files["werf-render/templates/werf.yaml"]
+    return render_chart({}, chart_dir=directory).files["werf-render/templates/werf.yaml"]
+
+
+@pytest.fixture(scope="module")
+def werf_documents(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+    text = _render_as_werf(tmp_path_factory.mktemp("werf"), (REPO_ROOT / "werf.yaml").read_text())
     documents = [document for document in yaml.safe_load_all(text) if document]
     assert documents, "werf.yaml rendered nothing"
     return documents
@@ -367,3 +384,11 @@ def test_the_admin_guide_says_how_the_module_is_built_and_what_it_needs(page: st
         "lib/python/dist",
     ):
         assert name in section, f"docs/{page} does not say what {name} is"
+
+
+def test_dmt_renders_each_image_file_alone(tmp_path: Path) -> None:
+    # DMT's templates/werf rule reads image names from werf.inc.yaml rendered without werf.yaml.
+    documents = [doc for doc in yaml.safe_load_all(_render_as_werf(tmp_path, DMT_ALONE)) if doc]
+    names = {document["image"].split("/")[-1] for document in documents}
+    assert names == {"ai-models", "ai-models-build"}
+    assert not [name for name in names if "_" in name], "werf image names must not contain underscores (DMT)"

@@ -19,6 +19,7 @@ import string
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from support.manifest_schemas import validate_object
 from support.render import render_chart
 from support.scenarios import scenario
 from support.values import MODULE_VALUES_KEY, values_schema
@@ -111,6 +112,8 @@ def test_images_rendered_from_dmt_values_are_pullable_references() -> None:
     assert [image for image in found if not is_pullable(image)] == []
     base = values[MODULE_VALUES_KEY]["registry"]["base"]
     assert any(image.startswith(f"{base}/ai-models@") for image in found)
+    for obj in rendered.objects:
+        validate_object(obj)
 
 
 def test_the_dmt_docker_config_is_a_docker_config() -> None:

@@ -28,6 +28,13 @@ REQUIRED = {
     "no-system-nodes",
     "monitoring-crds-absent",
     "custom-cluster-domain",
+    # Deckhouse versions on both sides of the 1.78 role model, an egress proxy, the observability
+    # module (issue 14).
+    "deckhouse-1-75",
+    "deckhouse-1-78",
+    "deckhouse-dev",
+    "proxy",
+    "observability",
 }
 
 

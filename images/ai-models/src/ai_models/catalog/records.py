@@ -45,7 +45,20 @@ def build_record(
             filenames=model.filenames,
         )
     )
-    metadata = ProviderMetadata(
+    return CatalogRecord(
+        source=source,
+        id=model.id,
+        provider=CatalogProvider.HUGGING_FACE,
+        metadata=listing_metadata(model),
+        resources=facts,
+        indexedAt=indexed_at,
+    )
+
+
+def listing_metadata(model: HubModel) -> ProviderMetadata:
+    """The record's provider metadata: the listing alone, no request (a re-sync that reuses a
+    record's resource facts still takes downloads, likes and tags from the new listing)."""
+    return ProviderMetadata(
         # The Hub's author is the namespace of the id; say so even when `author` was not expanded.
         author=model.author or (model.id.split("/", 1)[0] if "/" in model.id else None),
         sha=model.sha,
@@ -58,12 +71,4 @@ def build_record(
         likes=model.likes,
         createdAt=model.created_at,
         lastModified=model.last_modified,
-    )
-    return CatalogRecord(
-        source=source,
-        id=model.id,
-        provider=CatalogProvider.HUGGING_FACE,
-        metadata=metadata,
-        resources=facts,
-        indexedAt=indexed_at,
     )

@@ -2,6 +2,8 @@
 
     catalog/<source>/manifest.json                               the generation being served
     catalog/<source>/generations/<generation>/chunk-<OFFSET>.jsonl one CatalogRecord per line
+    catalog/<source>/withdrawn-manifest.json                     the manifest of a deleted source,
+                                                                 set aside by the inventory pass
 
 A pass writes a new generation chunk by chunk; only when every chunk is written does it replace
 `manifest.json` (one object PUT, atomic in S3 and in the directory store), so readers switch from
@@ -38,6 +40,13 @@ def source_prefix(source: str) -> str:
 
 def manifest_key(source: str) -> str:
     return f"{source_prefix(source)}manifest.json"
+
+
+def withdrawn_manifest_key(source: str) -> str:
+    """Where the inventory pass keeps the manifest of a source it found deleted: no reader serves
+    the source any more, and the manifest can be put back if the source returns within the grace
+    period (`controller.storage.catalogs`)."""
+    return f"{source_prefix(source)}withdrawn-manifest.json"
 
 
 def generation_prefix(source: str, generation: str) -> str:

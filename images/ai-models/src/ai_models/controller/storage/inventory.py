@@ -8,7 +8,9 @@ files a dead Job left without a manifest, a staged upload nobody will publish) i
 as `domain.storage.orphans` decides: after a grace period across passes, never most of the store
 at once; each removal is logged and counted. Every problem is collected instead of stopping the
 pass; only a pass without any marks the ledger confirmed. Damaged artifacts of Ready objects are
-handed to the reconciler to be published again.
+handed to the reconciler to be published again. The catalog indexes of deleted ModelCatalogSources
+are withdrawn and removed by `controller.storage.catalogs` in the same pass; their problems are
+reported apart, since the ledger does not count catalog bytes.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from ai_models.adapters.kube.models import ModelObjects
 from ai_models.adapters.objectstore import ObjectInfo, ObjectNotFound, ObjectStore, ObjectStoreError
 from ai_models.controller.models.jobs import DIGEST_ANNOTATION, is_running
 from ai_models.controller.storage.accounting import Accounting
+from ai_models.controller.storage.catalogs import CatalogSweep, CatalogSweepResult
 from ai_models.controller.storage.metrics import StorageMetrics
 from ai_models.domain.artifacts.layout import (
     ARTIFACTS_ROOT,
@@ -55,6 +58,7 @@ class InventoryResult:
     orphaned: list[orphans.Candidate] = dataclasses.field(default_factory=list)  # kept, not removed
     blocked: bool = False  # due removals held back by the mass-removal guard
     damaged: list[tuple[ModelKey, str]] = dataclasses.field(default_factory=list)
+    catalogs: CatalogSweepResult | None = None  # None: the pass did not get to look at catalog/
 
     @property
     def clean(self) -> bool:
@@ -81,6 +85,7 @@ class InventoryPass:
     grace: datetime.timedelta = DEFAULT_GRACE
     max_removal_fraction: float = DEFAULT_MAX_REMOVAL_FRACTION
     metrics: StorageMetrics | None = None
+    catalogs: CatalogSweep | None = None
     clock: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.UTC)
 
     def run(self) -> InventoryResult:
@@ -139,6 +144,11 @@ class InventoryPass:
             )
             removed = self._remove_due(decision, result)
             absences = tuple(item for item in decision.absences if (item.prefix, item.uid) not in removed)
+            if self.catalogs is not None:
+                result.catalogs = self.catalogs.run(
+                    absences=before.absences if before is not None else (), now=self.clock()
+                )
+                absences += result.catalogs.absences
             result.orphaned, result.blocked = list(decision.kept), decision.blocked
             # What waits is still stored: the ledger keeps counting it, for the owner it was for.
             entries += [

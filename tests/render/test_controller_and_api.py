@@ -272,7 +272,9 @@ CONTROLLER_NAMESPACE_RULES = [
 API_CLUSTER_RULES = [
     rule(["authentication.k8s.io"], ["tokenreviews"], ["create"]),
     rule(["authorization.k8s.io"], ["subjectaccessreviews"], ["create"]),
-    rule(["ai.deckhouse.io"], ["models", "clustermodels"], ["get"]),
+    rule(["ai.deckhouse.io"], ["models"], ["get"]),
+    # ClusterModels also listed: the serving API's listing of the Ready ones (AIModels sources).
+    rule(["ai.deckhouse.io"], ["clustermodels"], ["get", "list"]),
 ]
 API_NAMESPACE_RULES = [
     rule(

@@ -39,6 +39,8 @@ class Plural(enum.StrEnum):
 
 class CatalogProvider(enum.StrEnum):
     HUGGING_FACE = "HuggingFace"
+    # Another ai-models cluster: its Ready ClusterModels, read through its serving API.
+    AI_MODELS = "AIModels"
 
 
 class CatalogSort(enum.StrEnum):
@@ -253,11 +255,14 @@ class ModelEvent(enum.StrEnum):
 
 
 class SourceType(enum.StrEnum):
-    """`status.source.resolvedType`."""
+    """`status.source.resolvedType`; also the source type of a publication request and of an
+    artifact manifest, where AIModels (another ai-models cluster's ClusterModel, read through its
+    serving API) may appear too: a Model from such a source shows Catalog in its status."""
 
     HUGGING_FACE = "HuggingFace"
     UPLOAD = "Upload"
     CATALOG = "Catalog"
+    AI_MODELS = "AIModels"
 
 
 # ----- Storage inventory: removal of what no object owns (monitoring contract) -------------------
@@ -347,6 +352,10 @@ class PublishVariable(enum.StrEnum):
     REVISION = "AI_MODELS_PUBLISH_REVISION"
     ENDPOINT = "AI_MODELS_PUBLISH_ENDPOINT"
     FILES = "AI_MODELS_PUBLISH_FILES"
+    # AIModels only: the ClusterModel to copy from the serving API at ENDPOINT, and the PEM bundle
+    # that API's certificate is checked with (absent: the system's CAs).
+    CLUSTER_MODEL = "AI_MODELS_PUBLISH_CLUSTER_MODEL"
+    CA_BUNDLE = "AI_MODELS_PUBLISH_CA_BUNDLE"
     TERMINATION_MESSAGE_PATH = "AI_MODELS_PUBLISH_TERMINATION_MESSAGE_PATH"
     REPORT_PROGRESS = "AI_MODELS_PUBLISH_REPORT_PROGRESS"
     # Only ever from the token Secret (secretKeyRef), never a plain value in the Job.

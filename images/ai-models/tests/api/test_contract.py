@@ -70,6 +70,10 @@ SCHEMA_MODELS: dict[Contract, dict[str, type[BaseModel]]] = {
         "ArtifactOwner": models_serving.ArtifactOwnerView,
         "ArtifactSource": models_serving.ArtifactSourceView,
         "ArtifactFile": models_serving.ArtifactFileView,
+        "ClusterModelPage": models_serving.ClusterModelPage,
+        "ServedClusterModel": models_serving.ServedClusterModel,
+        "ResolvedProfile": models_lookup.ResolvedProfile,
+        "ResourceFacts": ResourceFacts,
         "Problem": models.Problem,
     },
     Contract.INTERNAL_LOOKUP: {
@@ -255,6 +259,23 @@ def test_serving_path_parameters_equal_the_locator_models(
     assert parameters_as_object(params, Contract.SERVING) == model_schema(locator, parameters=True)
 
 
+def test_cluster_model_listing_parameters_equal_the_query_model() -> None:
+    params = operation_parameters(models_serving.CLUSTER_MODELS_PATH, Contract.SERVING)
+    assert all(p["in"] == "query" for p in params)
+    assert parameters_as_object(params, Contract.SERVING) == model_schema(
+        models_serving.ClusterModelListQuery, parameters=True
+    )
+
+
+def test_the_serving_listing_shows_the_facts_of_a_catalog_entry() -> None:
+    """What the listing serves is what an `AIModels` source stores as an entry's resources."""
+    served = contract_schema("ResourceFacts", Contract.SERVING)
+    assert served == contract_schema("EntryResources")
+    assert contract_schema("ResolvedProfile", Contract.SERVING) == contract_schema(
+        "ResolvedProfile", Contract.INTERNAL_LOOKUP
+    )
+
+
 def test_lookup_parameters_equal_the_query_model() -> None:
     params = operation_parameters(models_lookup.LOOKUP_PATH, Contract.INTERNAL_LOOKUP)
     assert all(p["in"] == "query" for p in params)
@@ -340,6 +361,7 @@ def test_paths_are_the_contract_constants() -> None:
         models_serving.MODEL_FILE_PATH,
         models_serving.CLUSTER_MODEL_MANIFEST_PATH,
         models_serving.CLUSTER_MODEL_FILE_PATH,
+        models_serving.CLUSTER_MODELS_PATH,
         models_serving.SERVING_CONTRACT_PATH,
     }
     assert set(contract_document(Contract.INTERNAL_LOOKUP)["paths"]) == {

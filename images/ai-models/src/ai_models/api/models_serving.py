@@ -12,6 +12,7 @@ from typing import Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ai_models.api.models import Shape
+from ai_models.api.models_lookup import ResolvedProfile
 from ai_models.names import SERVING_API_PREFIX, ModelKind, SourceType
 
 SERVING_PREFIX: Final = SERVING_API_PREFIX
@@ -20,6 +21,12 @@ MODEL_FILE_PATH: Final = f"{SERVING_PREFIX}/models/{{namespace}}/{{name}}/files/
 CLUSTER_MODEL_MANIFEST_PATH: Final = f"{SERVING_PREFIX}/clustermodels/{{name}}/manifest"
 CLUSTER_MODEL_FILE_PATH: Final = f"{SERVING_PREFIX}/clustermodels/{{name}}/files/{{path}}"
 SERVING_CONTRACT_PATH: Final = f"{SERVING_PREFIX}/openapi.json"
+# The paged listing of Ready ClusterModels another cluster's `AIModels` catalog source reads.
+CLUSTER_MODELS_PATH: Final = f"{SERVING_PREFIX}/clustermodels"
+DEFAULT_LISTING_PAGE_SIZE: Final = 100
+MAX_LISTING_PAGE_SIZE: Final = 500
+LISTING_PAGE_TOKEN_PATTERN: Final = r"^[A-Za-z0-9_-]+$"
+MAX_LISTING_PAGE_TOKEN: Final = 1024
 DIGEST_PATTERN: Final = r"^sha256:[0-9a-f]{64}$"
 NAMESPACE_PATTERN: Final = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 OBJECT_NAME_PATTERN: Final = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
@@ -61,6 +68,39 @@ class ArtifactManifestView(Shape):
     size_bytes: int = Field(alias="sizeBytes", ge=0)
     resolved: dict[str, Any]
     published_at: datetime.datetime = Field(alias="publishedAt")
+
+
+class ServedClusterModel(Shape):
+    """One Ready ClusterModel as the listing serves it: what a catalog entry of another cluster needs."""
+
+    name: str = Field(min_length=1, max_length=253, pattern=OBJECT_NAME_PATTERN)
+    digest: str = Field(pattern=DIGEST_PATTERN)
+    size_bytes: int = Field(alias="sizeBytes", ge=0)
+    revision: str | None = None
+    resolved: ResolvedProfile | None = None
+
+
+class ClusterModelPage(Shape):
+    items: list[ServedClusterModel]
+    next_page_token: str | None = Field(default=None, alias="nextPageToken")
+
+
+class ClusterModelListQuery(BaseModel):
+    """The listing's query parameters; unknown ones are refused (a misspelt `page_size` must not
+    silently give the default)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    page_size: int = Field(
+        default=DEFAULT_LISTING_PAGE_SIZE, alias="pageSize", ge=1, le=MAX_LISTING_PAGE_SIZE
+    )
+    page_token: str | None = Field(
+        default=None,
+        alias="pageToken",
+        min_length=1,
+        max_length=MAX_LISTING_PAGE_TOKEN,
+        pattern=LISTING_PAGE_TOKEN_PATTERN,
+    )
 
 
 class _Locator(BaseModel):

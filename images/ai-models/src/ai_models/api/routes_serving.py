@@ -11,21 +11,23 @@ from __future__ import annotations
 import dataclasses
 from typing import Annotated, TypeVar
 
-from fastapi import APIRouter, Depends, Header, Request, Response
+from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from pydantic import BaseModel, ValidationError
 
-from ai_models.api.auth import bearer_token, object_access
+from ai_models.api.auth import Access, bearer_token, object_access
 from ai_models.api.models_serving import (
     CLUSTER_MODEL_FILE_PATH,
     CLUSTER_MODEL_MANIFEST_PATH,
+    CLUSTER_MODELS_PATH,
     MODEL_FILE_PATH,
     MODEL_MANIFEST_PATH,
     ClusterModelFileLocator,
+    ClusterModelListQuery,
     ClusterModelManifestLocator,
     ModelFileLocator,
     ModelManifestLocator,
 )
-from ai_models.api.problems import invalid_parameter
+from ai_models.api.problems import forbidden, invalid_parameter
 from ai_models.api.serving import ServingRequest, subject_key
 from ai_models.api.state import ApiState, api_state
 from ai_models.domain.delivery.token import is_delivery_token
@@ -37,6 +39,14 @@ State = Annotated[ApiState, Depends(api_state)]
 L = TypeVar("L", bound=BaseModel)
 MAX_HEADER = 1024
 METHODS = ["GET", "HEAD"]
+JSON = "application/json"
+# The listing names every Ready ClusterModel, so it takes `list`, as `d8 k get clustermodels` does.
+LIST_CLUSTER_MODELS = Access(
+    verb="list",
+    resource=ModelKind.CLUSTER_MODEL.plural.value,
+    fix="ask a cluster administrator for the ai-models User access level without a namespace limit "
+    "(or a ClusterRole with list on clustermodels.ai.deckhouse.io)",
+)
 
 
 def _conditions(
@@ -121,3 +131,19 @@ def cluster_model_file(
     where = _locate(ClusterModelFileLocator, name=name, path=path)
     ref = ModelKey(kind=ModelKind.CLUSTER_MODEL, namespace="", name=where.name)
     return state.serving.file_response(ref, where.path, _admitted(state, request, ref, conditions))
+
+
+@router.get(CLUSTER_MODELS_PATH)
+def list_cluster_models(
+    query: Annotated[ClusterModelListQuery, Query()], request: Request, state: State
+) -> Response:
+    authorization = request.headers.get("authorization")
+    if is_delivery_token(bearer_token(authorization)):
+        # A delivery token grants named artifacts to one workload; it never lists.
+        raise forbidden(
+            "a delivery token reads the artifacts it names only and cannot list ClusterModels; send a "
+            "Kubernetes token allowed to list clustermodels.ai.deckhouse.io"
+        )
+    state.gatekeeper.admit(authorization, access=LIST_CLUSTER_MODELS)
+    page = state.listing.page(query)
+    return Response(page.model_dump_json(by_alias=True, exclude_none=True), media_type=JSON)

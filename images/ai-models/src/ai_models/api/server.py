@@ -42,6 +42,7 @@ from ai_models.api.lookup import Lookup
 from ai_models.api.metrics import ApiMetrics, MetricsServer
 from ai_models.api.model_objects import ModelReader
 from ai_models.api.serving import ArtifactServer, DownloadLimits, DownloadSlots
+from ai_models.api.serving_listing import ClusterModelListing
 from ai_models.api.settings import ApiSettings, api_settings
 from ai_models.api.signing_keys import SigningKeys
 from ai_models.api.state import ApiState
@@ -169,6 +170,7 @@ def build_runtime(settings: ApiSettings, *, store: ObjectStore, api_client: Any)
             downloads=downloads,
         ),
         lookup=Lookup(models=models, module_namespace=settings.namespace),
+        listing=ClusterModelListing(api_client=api_client, calls=calls, request_timeout=timeout),
         metrics=metrics,
         first_index_pass_complete=builder.first_pass_complete,
         delivery=DeliveryTokens(

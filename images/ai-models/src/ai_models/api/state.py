@@ -14,6 +14,7 @@ from ai_models.api.ledger_view import LedgerView
 from ai_models.api.lookup import Lookup
 from ai_models.api.metrics import ApiMetrics
 from ai_models.api.serving import ArtifactServer
+from ai_models.api.serving_listing import ClusterModelListing
 from ai_models.api.uploads import Uploads
 
 
@@ -28,6 +29,7 @@ class ApiState:
     metrics: ApiMetrics
     first_index_pass_complete: threading.Event
     delivery: DeliveryTokens
+    listing: ClusterModelListing
     shutting_down: threading.Event = dataclasses.field(default_factory=threading.Event)
 
 

@@ -1,0 +1,144 @@
+"""The serving API's listing of Ready ClusterModels (what an `AIModels` catalog source of another
+cluster indexes), against the emulator with the api's rendered RBAC: order, paging, what is left
+out, and who may list."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from ai_models.adapters.objectstore import DirectoryStore
+from ai_models.api.models_serving import CLUSTER_MODELS_PATH
+from ai_models.api.serving_listing import served
+from ai_models.domain.storage.ledger import Owner
+
+RESOLVED = {
+    "format": "Safetensors",
+    "architecture": "LlamaForCausalLM",
+    "parameterCount": 8_030_000_000,
+    "contextWindowTokens": 131072,
+    "supportedEndpointTypes": ["Chat", "TextGeneration"],
+    "resources": {"format": "Safetensors", "parameterCount": 8_030_000_000, "dtype": "BF16", "layers": 32},
+}
+
+
+def ready(
+    cluster: Any, name: str, *, size: int = 1000, resolved: Any = RESOLVED, namespace: str = ""
+) -> Owner:
+    owner: Owner = cluster.model(name, namespace=namespace or None, status={"phase": "Publishing"})
+    digest = "sha256:" + hashlib.sha256(name.encode()).hexdigest()
+    status: dict[str, Any] = {
+        "phase": "Ready",
+        "artifact": {"uri": f"store://{name}", "digest": digest, "sizeBytes": size},
+        "source": {"resolvedType": "Upload", "resolvedRevision": f"rev-{name}"},
+    }
+    if resolved is not None:
+        status["resolved"] = resolved
+    cluster.set_status(owner, status)
+    return owner
+
+
+@pytest.fixture
+def api(start_api: Any, store: DirectoryStore) -> Any:
+    return start_api(store, api_object_cache_seconds=0)
+
+
+@pytest.fixture
+def http(api: Any, api_cluster: Any) -> Iterator[httpx.Client]:
+    reader = api_cluster.user("remote-cluster")
+    with httpx.Client(base_url=api.url, timeout=60, headers={"Authorization": f"Bearer {reader.token}"}) as c:
+        yield c
+
+
+def names(page: dict[str, Any]) -> list[str]:
+    return [item["name"] for item in page["items"]]
+
+
+def test_ready_cluster_models_are_listed_in_name_order_with_digest_size_and_profile(
+    api_cluster: Any, http: httpx.Client
+) -> None:
+    for name in ("zephyr", "bge-m3", "llama"):
+        ready(api_cluster, name, size=len(name) * 1000)
+    api_cluster.model("publishing", status={"phase": "Publishing"})
+    api_cluster.model("failed", status={"phase": "Failed"})
+    ready(api_cluster, "namespaced", namespace="team-a")  # a Model: never listed
+
+    response = http.get(CLUSTER_MODELS_PATH)
+
+    assert response.status_code == 200, response.text
+    page = response.json()
+    assert names(page) == ["bge-m3", "llama", "zephyr"]
+    assert "nextPageToken" not in page
+    llama = page["items"][1]
+    assert llama == {
+        "name": "llama",
+        "digest": "sha256:" + hashlib.sha256(b"llama").hexdigest(),
+        "sizeBytes": 5000,
+        "revision": "rev-llama",
+        "resolved": RESOLVED,
+    }
+
+
+def test_pages_walk_every_ready_cluster_model_once_also_when_one_is_deleted_between_pages(
+    api_cluster: Any, http: httpx.Client
+) -> None:
+    owners = {name: ready(api_cluster, name) for name in ("a1", "a2", "a3", "a4", "a5")}
+
+    first = http.get(CLUSTER_MODELS_PATH, params={"pageSize": 2}).json()
+    assert names(first) == ["a1", "a2"]
+    api_cluster.delete_object(owners["a2"])  # the last one of the page: the token still continues
+    api_cluster.delete_object(owners["a3"])
+    second = http.get(CLUSTER_MODELS_PATH, params={"pageSize": 2, "pageToken": first["nextPageToken"]}).json()
+    assert names(second) == ["a4", "a5"]
+    assert "nextPageToken" not in second
+
+
+def test_a_cluster_model_whose_status_breaks_the_contract_is_left_out() -> None:
+    """The CRD keeps such statuses out; one written past it (an older CRD) must not break the page."""
+    status: dict[str, Any] = {
+        "phase": "Ready",
+        "artifact": {"digest": "sha256:" + "a" * 64, "sizeBytes": 10},
+        "resolved": {"format": "Pickle"},
+    }
+    body = {"metadata": {"name": "broken"}, "status": status}
+    assert served(body) is None
+    good = {**body, "status": {**status, "resolved": {"format": "GGUF"}}}
+    item = served(good)
+    assert item is not None
+    assert item.size_bytes == 10
+
+
+@pytest.mark.parametrize(
+    ("params", "status", "kind"),
+    [
+        ({"pageToken": "bm90LWEtdG9rZW4"}, 400, "invalid-page-token"),
+        ({"pageSize": 0}, 400, "invalid-parameter"),
+        ({"pageSize": 501}, 400, "invalid-parameter"),
+        ({"page_size": 5}, 400, "invalid-parameter"),
+    ],
+)
+def test_parameters_outside_the_contract_are_refused(
+    http: httpx.Client, params: dict[str, Any], status: int, kind: str
+) -> None:
+    response = http.get(CLUSTER_MODELS_PATH, params=params)
+    assert response.status_code == status, response.text
+    assert response.json()["type"] == f"urn:ai-models:problem:{kind}"
+
+
+def test_only_subjects_that_may_list_cluster_models_get_the_listing(api: Any, api_cluster: Any) -> None:
+    ready(api_cluster, "shared")
+    ready(api_cluster, "in-team-a", namespace="team-a")  # creates the namespace
+    limited = api_cluster.user("team-a-editor", level="Editor", namespace="team-a")
+    with httpx.Client(base_url=api.url, timeout=60) as client:
+        anonymous = client.get(CLUSTER_MODELS_PATH)
+        assert anonymous.status_code == 401
+        assert anonymous.headers["WWW-Authenticate"].startswith("Bearer")
+        refused = client.get(CLUSTER_MODELS_PATH, headers={"Authorization": f"Bearer {limited.token}"})
+        assert refused.status_code == 403, refused.text
+        assert "list clustermodels.ai.deckhouse.io" in refused.json()["detail"]
+        delivery = client.get(CLUSTER_MODELS_PATH, headers={"Authorization": "Bearer aimd1.x.y"})
+        assert delivery.status_code in (401, 403), delivery.text

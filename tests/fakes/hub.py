@@ -164,6 +164,7 @@ class FakeHub(ThreadedAiohttpServer):
         self._faults: list[_Fault] = []
         self._drops: list[_Drop] = []
         self._redirect_lfs = False
+        self._ignored_filters: frozenset[str] = frozenset()
         self._latency = 0.0
         self._log: list[RecordedRequest] = []
         self._record_log = True
@@ -258,6 +259,13 @@ class FakeHub(ThreadedAiohttpServer):
         with self._lock:
             self._redirect_lfs = enabled
 
+    def ignore_filters(self, *params: str) -> None:
+        """List as if these query parameters (`author`, `search`, `pipeline_tag`, `filter`, `gated`)
+        were not sent, as a mirror that does not implement them does; no argument: honour them all."""
+        with self._lock:
+            self._ignored_filters = frozenset(params)
+            self._listings.clear()
+
     def clear_faults(self) -> None:
         with self._lock:
             self._faults.clear()
@@ -273,6 +281,19 @@ class FakeHub(ThreadedAiohttpServer):
 
     def count(self, bucket: str | None = None) -> int:
         return len(self.requests(bucket))
+
+    def listing_pages(self) -> list[RecordedRequest]:
+        """The `/api/models` listing requests (pages), apart from other API requests."""
+        return [entry for entry in self.requests("api") if entry.path == "/api/models"]
+
+    def size_requests(self) -> list[RecordedRequest]:
+        """File lists with sizes (`/api/models/{id}/revision/{rev}?blobs=true`), the catalog's size
+        requests and the controller's snapshot alike."""
+        return [
+            entry
+            for entry in self.requests("api")
+            if "/revision/" in entry.path and entry.params("blobs") == ["true"]
+        ]
 
     def counts(self) -> collections.Counter[str]:
         with self._lock:
@@ -364,7 +385,7 @@ class FakeHub(ThreadedAiohttpServer):
         with self._lock:
             selected = self._listings.get(question)
             if selected is None:
-                selected = _select(self._models.values(), query)
+                selected = _select(self._models.values(), query, ignored=self._ignored_filters)
                 self._listings[question] = selected
         page = selected[offset : offset + limit]
         full = query.get("full", "").lower() in ("true", "1")
@@ -496,8 +517,10 @@ _PAGING: Final = frozenset({"cursor", "limit", "expand", "full"})
 _RECORDED: Final = web.RequestKey("fake_hub_recorded", bool)
 
 
-def _select(models: Iterable[FakeModel], query: MultiMapping[str]) -> list[FakeModel]:
-    selected = [model for model in models if _matches(model, query)]
+def _select(
+    models: Iterable[FakeModel], query: MultiMapping[str], *, ignored: frozenset[str] = frozenset()
+) -> list[FakeModel]:
+    selected = [model for model in models if _matches(model, query, ignored)]
     sort = query.get("sort")
     if sort is not None:
         descending = query.get("direction", "-1") == "-1"
@@ -508,19 +531,22 @@ def _select(models: Iterable[FakeModel], query: MultiMapping[str]) -> list[FakeM
     return selected
 
 
-def _matches(model: FakeModel, query: MultiMapping[str]) -> bool:
-    author = query.get("author")
+def _matches(model: FakeModel, query: MultiMapping[str], ignored: frozenset[str] = frozenset()) -> bool:
+    def asked(name: str) -> str | None:
+        return None if name in ignored else query.get(name)
+
+    author = asked("author")
     if author is not None and model.author != author:
         return False
-    search = query.get("search")
+    search = asked("search")
     if search is not None and search.lower() not in model.id.lower():
         return False
-    pipeline_tag = query.get("pipeline_tag")
+    pipeline_tag = asked("pipeline_tag")
     if pipeline_tag is not None and model.pipeline_tag != pipeline_tag:
         return False
-    if any(tag not in model.tags for tag in query.getall("filter", [])):
+    if "filter" not in ignored and any(tag not in model.tags for tag in query.getall("filter", [])):
         return False
-    gated = query.get("gated")
+    gated = asked("gated")
     return gated is None or bool(model.gated) == (gated.lower() == "true")
 
 

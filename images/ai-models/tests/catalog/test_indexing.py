@@ -73,7 +73,8 @@ def served_ids(store: DirectoryStore, source: str = "hf") -> list[str]:
 
 def stored_lines(store: DirectoryStore, source: str, generation: str) -> list[str]:
     prefix = generation_prefix(source, generation)
-    return [line for info in store.list(prefix) for line in store.get_bytes(info.key).decode().splitlines()]
+    chunks = [info for info in store.list(prefix) if info.key.removeprefix(prefix).startswith("chunk-")]
+    return [line for info in chunks for line in store.get_bytes(info.key).decode().splitlines()]
 
 
 def generations(store: DirectoryStore, source: str = "hf") -> set[str]:
@@ -181,8 +182,9 @@ def test_max_models_caps_what_is_indexed_and_requested(
 
     assert result is not None
     assert served_ids(store) == listed_order(fake_hub)[:60]
-    assert fake_hub.count("api") == 3  # 25 + 25 + the 10 taken from a third page
+    assert len(fake_hub.listing_pages()) == 3  # 25 + 25 + the 10 taken from a third page
     assert fake_hub.count("resolve") <= 60
+    assert len(fake_hub.size_requests()) <= 60  # sizes, too, only for what is kept
 
 
 def test_max_models_below_a_chunk_asks_the_hub_for_no_more(
@@ -192,7 +194,7 @@ def test_max_models_below_a_chunk_asks_the_hub_for_no_more(
 
     assert len(served_ids(store)) == 7
     assert fake_hub.requests("api")[0].params("limit") == ["7"]
-    assert fake_hub.count("api") == 1
+    assert len(fake_hub.listing_pages()) == 1
 
 
 def test_parameter_filters_keep_models_in_range_and_drop_unknown_counts(

@@ -4,8 +4,11 @@ The pass is a small state machine over `_PassState`:
 
     begin (fresh generation, or resume a checkpoint) -> page, page, ... -> finish
 
-Each page is listed, its configs fetched, its records written as one chunk named by the offset
-of its first record, and only then is the checkpoint reported. A crash between the chunk write
+Each page is listed, every filter of the source re-checked on its models (the Hub's query
+parameters only narrow the traffic), the configs of the models whose commit or listing changed
+since the served generation fetched (the others reuse their served facts, see reuse.py), its
+records written as one chunk named by the offset of its first record (with the chunk's reuse
+keys beside it), and only then is the checkpoint reported. A crash between the chunk write
 and the checkpoint therefore resumes at the same offset and rewrites the same chunk key: nothing
 is duplicated and nothing is lost. `finish` writes `manifest.json` last (the atomic flip) and
 then removes generations nobody can be reading any more. Until the flip, the source keeps
@@ -37,9 +40,12 @@ from ai_models.catalog.layout import (
 )
 from ai_models.catalog.lister import ListingClient, PageLister
 from ai_models.catalog.reading import ManifestInvalid, read_manifest
-from ai_models.catalog.records import build_record, wants_config
+from ai_models.catalog.records import build_record, listing_metadata, wants_config
+from ai_models.catalog.reuse import ServedFacts, encode_keys, reuse_key, reuse_name, reused_record
+from ai_models.catalog.sizes import wants_size
 from ai_models.catalog.source import SourceSpec
-from ai_models.domain.catalog.record import CatalogRecord, Gated
+from ai_models.domain.catalog.filters import CatalogFilter
+from ai_models.domain.catalog.record import CatalogRecord, ProviderMetadata
 
 logger = logging.getLogger(__name__)
 
@@ -92,6 +98,7 @@ def run_pass(
     """
     queries = spec.query_count
     state = _begin(spec=spec, store=store, resume=resume, clock=clock)
+    served = ServedFacts.load(store, spec.name)
     with PageLister(hub, spec) as lister:
         while state.position.query < queries:
             if should_stop():
@@ -106,7 +113,14 @@ def run_pass(
                 # Even if every model of this page is kept, the query goes on to the next page.
                 lister.ask_ahead(state.position.next_page(page.next_cursor))
             state = _index_page(
-                spec=spec, hub=hub, store=store, state=state, page=page, quota=quota, clock=clock
+                spec=spec,
+                hub=hub,
+                store=store,
+                state=state,
+                page=page,
+                quota=quota,
+                served=served,
+                clock=clock,
             )
             on_checkpoint(state.checkpoint())
     return _finish(spec=spec, store=store, state=state, clock=clock)
@@ -179,30 +193,61 @@ def _index_page(
     state: _PassState,
     page: HubPage,
     quota: int | None,
+    served: ServedFacts,
     clock: Callable[[], datetime.datetime],
 ) -> _PassState:
     """Index one listed page into one chunk; the returned state is the checkpoint to report."""
     position = state.position
     queries = spec.query_count
-    candidates = _new_models(page.models, seen=state.seen, include_gated=spec.include_gated)
-    if quota is not None and not spec.filters_parameters:
+    source_filter = spec.catalog_filter
+    candidates, rejected = _admitted(page.models, seen=state.seen, source_filter=source_filter)
+    if quota is not None and not source_filter.filters_parameters:
         # Without a parameter filter every candidate is kept, so configs past the quota are waste.
         candidates = candidates[:quota]
     authenticated = spec.token is not None
+    keys = {
+        model.id: reuse_key(model, endpoint=spec.endpoint, authenticated=authenticated)
+        for model, _ in candidates
+    }
+    reused = {
+        model.id: facts
+        for model, _ in candidates
+        if (facts := served.resources(model.id, keys[model.id])) is not None
+    }
+    # Only models whose commit or listing changed since the served generation cost requests.
+    fetch = [model for model, _ in candidates if model.id not in reused]
     configs = hub.fetch_configs(
-        [model for model in candidates if wants_config(model, authenticated=authenticated)]
+        [model for model in fetch if wants_config(model, authenticated=authenticated)]
     )
+    # A size for every entry the Hub can size: one file-list request per model the listing leaves unsized.
+    sizes = hub.fetch_sizes([model for model in fetch if wants_size(model, authenticated=authenticated)])
     indexed_at = clock()
     records: list[CatalogRecord] = []
-    for model in candidates:
+    for model, metadata in candidates:
         if quota is not None and len(records) >= quota:
             break
-        record = build_record(
-            source=spec.name, model=model, config=configs.get(model.id), indexed_at=indexed_at
-        )
-        if spec.admits_parameters(record.resources.parameter_count):
+        facts = reused.get(model.id)
+        if facts is not None:
+            record = reused_record(
+                source=spec.name, model_id=model.id, metadata=metadata, resources=facts, indexed_at=indexed_at
+            )
+        else:
+            record = build_record(
+                source=spec.name,
+                model=model,
+                config=configs.get(model.id),
+                indexed_at=indexed_at,
+                weights_bytes=sizes.get(model.id),
+            )
+        if source_filter.admits_parameters(record.resources.parameter_count):
             records.append(record)
+        else:
+            rejected += 1
     if records:
+        offset_keys = {record.id: key for record in records if (key := keys[record.id]) is not None}
+        prefix = generation_prefix(spec.name, state.generation)
+        # Keys first: a served chunk always has its keys, and a rewrite after a crash replaces both.
+        store.put_bytes(prefix + reuse_name(state.written), encode_keys(offset_keys))
         data = "".join(record.to_json() + "\n" for record in records).encode()
         store.put_bytes(chunk_key(spec.name, state.generation, state.written), data)
     written = state.written + len(records)
@@ -213,6 +258,8 @@ def _index_page(
             "generation": state.generation,
             "query": position.query,
             "listed": len(page.models),
+            "rejected": rejected,
+            "reused": len(reused),
             "kept": len(records),
             "configs": len(configs),
             "models": written,
@@ -226,15 +273,22 @@ def _index_page(
     )
 
 
-def _new_models(models: Sequence[HubModel], *, seen: set[str], include_gated: bool) -> list[HubModel]:
-    fresh: dict[str, HubModel] = {}
+def _admitted(
+    models: Sequence[HubModel], *, seen: set[str], source_filter: CatalogFilter
+) -> tuple[list[tuple[HubModel, ProviderMetadata]], int]:
+    """The page's models not yet written that pass every listing filter of the source, each with
+    its provider metadata, and how many the filters refused."""
+    fresh: dict[str, tuple[HubModel, ProviderMetadata]] = {}
+    rejected = 0
     for model in models:
-        # The query already asks for `gated=false`; checking again keeps a mirror that ignores
-        # the parameter from putting gated models into a source that excludes them.
-        if model.id in seen or model.id in fresh or (not include_gated and model.gated is not Gated.NONE):
+        if model.id in seen or model.id in fresh:
             continue
-        fresh[model.id] = model
-    return list(fresh.values())
+        metadata = listing_metadata(model)
+        if source_filter.listing_rejection(model.id, metadata) is not None:
+            rejected += 1
+            continue
+        fresh[model.id] = (model, metadata)
+    return list(fresh.values()), rejected
 
 
 def _quota(spec: SourceSpec, *, position: PassPosition, written: int, queries: int) -> int | None:

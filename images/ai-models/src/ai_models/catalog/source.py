@@ -20,6 +20,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Final
 
 from ai_models.adapters.hub import HubQuery
+from ai_models.domain.catalog.filters import CatalogFilter
 from ai_models.names import CatalogProvider, CatalogSort
 
 DEFAULT_MAX_MODELS: Final = 500
@@ -136,16 +137,25 @@ class SourceSpec:
             limit=self.page_size,
         )
 
+    @property
+    def catalog_filter(self) -> CatalogFilter:
+        """Every filter of the spec, re-checked on each listed record before it is stored: the Hub's
+        query parameters only narrow the traffic (domain.catalog.filters)."""
+        return CatalogFilter(
+            authors=self.authors,
+            search=self.search,
+            pipeline_tags=self.pipeline_tags,
+            libraries=self.libraries,
+            tags=self.tags,
+            include_gated=self.include_gated,
+            min_parameters=self.min_parameters,
+            max_parameters=self.max_parameters,
+        )
+
     def admits_parameters(self, count: int | None) -> bool:
         """The minParameters/maxParameters filter. An unknown count is outside any bound that is set:
         the source promises "at least N parameters", which a model of unknown size does not show."""
-        if not self.filters_parameters:
-            return True
-        if count is None:
-            return False
-        if self.min_parameters is not None and count < self.min_parameters:
-            return False
-        return self.max_parameters is None or count <= self.max_parameters
+        return self.catalog_filter.admits_parameters(count)
 
     def fingerprint(self) -> str:
         """Stable hash of everything that changes what a pass produces.

@@ -35,6 +35,9 @@ class Listing:
     def fetch_configs(self, models: Sequence[HubModel]) -> Mapping[str, Mapping[str, Any] | None]:
         return {}
 
+    def fetch_sizes(self, models: Sequence[HubModel]) -> Mapping[str, int | None]:
+        return {}
+
 
 def test_the_lister_asks_only_for_the_listing_at_the_position_and_the_one_asked_ahead() -> None:
     listings, hub = RecordingListings(), Listing()

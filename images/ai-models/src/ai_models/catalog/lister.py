@@ -27,6 +27,8 @@ class ListingClient(Protocol):
 
     def fetch_configs(self, models: Sequence[HubModel]) -> Mapping[str, Mapping[str, Any] | None]: ...
 
+    def fetch_sizes(self, models: Sequence[HubModel]) -> Mapping[str, int | None]: ...
+
 
 class Listings(Protocol):
     """The listings of a pass by position; `SourceSpec` computes each one from its index."""

@@ -32,8 +32,13 @@ def build_record(
     model: HubModel,
     config: Mapping[str, Any] | None,
     indexed_at: datetime.datetime,
+    weights_bytes: int | None = None,
 ) -> CatalogRecord:
-    """The stored record: provider metadata as listed, resource facts as far as they can be derived."""
+    """The stored record: provider metadata as listed, resource facts as far as they can be derived.
+
+    `weights_bytes` is the size `HubClient.fetch_size` found for a model the listing does not
+    size; the listing's own size, when it has one, comes first (D131).
+    """
     facts = derive_facts(
         FactSources(
             config=config if config is not None else model.listing_config,
@@ -45,6 +50,8 @@ def build_record(
             filenames=model.filenames,
         )
     )
+    if facts.weights_bytes is None and weights_bytes is not None:
+        facts = facts.model_copy(update={"weights_bytes": weights_bytes})
     return CatalogRecord(
         source=source,
         id=model.id,

@@ -1,4 +1,4 @@
-"""Hugging Face Hub client for catalog indexing: listing pages and config.json, nothing else.
+"""Hugging Face Hub client for catalog indexing: listing pages, config.json and file-list sizes.
 
 Headers and next-link handling come from `huggingface_hub` (`build_hf_headers`,
 `fix_hf_endpoint_in_url`); requests go through `http.Sender`, which keeps them on the endpoint's
@@ -58,7 +58,15 @@ from ai_models.adapters.hub.http import (
     error_code,
 )
 from ai_models.adapters.hub.listing import HubModel, HubPage, HubQuery, parse_model
+from ai_models.adapters.hub.repository import (
+    MAX_MODEL_INFO_BYTES,
+    MODEL_INFO_DEADLINE_SECONDS,
+    REDIRECTS,
+    parse_snapshot,
+)
 from ai_models.adapters.hub.text import origin
+from ai_models.domain.artifacts.sizing import publication_bytes
+from ai_models.domain.catalog.config_view import MAX_FACT
 
 logger = logging.getLogger(__name__)
 
@@ -195,6 +203,57 @@ class HubClient:
             return {}
         pool = self._executor()
         futures = {model.id: pool.submit(self.fetch_config, model.id, model.sha or "") for model in wanted}
+        try:
+            return {model_id: future.result() for model_id, future in futures.items()}
+        finally:
+            _cancel(futures.values())
+
+    def fetch_size(self, model_id: str, sha: str) -> int | None:
+        """The bytes a publication of the model at commit `sha` reserves, from one file-list request.
+
+        The request is the controller's own (`/api/models/{id}/revision/{sha}?blobs=true`), read
+        by the same parser and summed over the same file selection, so the number is the
+        reservation a Model from this entry makes (D131). None when the Hub does not tell: no such
+        file list, a refused or odd answer, a selected file without a size, nothing publishable.
+        Rate limits and outages raise, as for config.json.
+        """
+        if not _plain_segments(model_id, sha):
+            return None
+        path = urllib.parse.quote(f"api/models/{model_id}/revision/", safe="/")
+        try:
+            answer = self._get(
+                f"{self._endpoint}/{path}{urllib.parse.quote(sha, safe='')}",
+                params=[("blobs", "true")],
+                max_bytes=MAX_MODEL_INFO_BYTES,
+                deadline=MODEL_INFO_DEADLINE_SECONDS,
+                what=f"file list of {model_id}",
+                raise_too_large=False,
+            )
+        except _NotAConfig:
+            return None
+        if answer.status >= 400 or answer.status in REDIRECTS:
+            if answer.status == 429 or answer.status >= 500:
+                raise self._http_error(answer)
+            logger.debug(
+                "file list not readable",
+                extra={"endpoint": self._endpoint, "model": model_id, "status": answer.status},
+            )
+            return None
+        info = _json(answer.body)
+        snapshot = parse_snapshot(model_id, info) if isinstance(info, dict) else None
+        if snapshot is None or snapshot.sha != sha:
+            return None  # not the commit the record describes: its size would describe other files
+        size = publication_bytes(snapshot.files)
+        return size if size is not None and size <= MAX_FACT else None
+
+    def fetch_sizes(self, models: Sequence[HubModel]) -> dict[str, int | None]:
+        """`fetch_size` for each (id, sha) at once, sharing the config threads; like
+        `fetch_configs`, the first provider error cancels the rest and is raised."""
+        wanted = [model for model in models if model.sha is not None]
+        if not wanted:
+            return {}
+        pool = self._executor()
+        futures = {model.id: pool.submit(self.fetch_size, model.id, model.sha or "") for model in wanted}
         try:
             return {model_id: future.result() for model_id, future in futures.items()}
         finally:

@@ -400,6 +400,12 @@ def _not_found(code: str, what: str) -> str:
     return f"{what} was not found (check spec.source.url)"
 
 
+def parse_snapshot(repository: str, info: dict[str, Any]) -> RepositorySnapshot | None:
+    """A decoded `/api/models/{repo}/revision/{rev}?blobs=true` answer as a snapshot; None when it
+    names no commit. The catalog's size requests read the same answer the same way (D131)."""
+    return _snapshot(repository, info)
+
+
 def _snapshot(repository: str, info: dict[str, Any]) -> RepositorySnapshot | None:
     model = parse_model({**info, "id": info.get("id") or repository})
     if model is None or model.sha is None or not _COMMIT.match(model.sha):

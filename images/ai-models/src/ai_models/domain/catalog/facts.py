@@ -55,11 +55,10 @@ def derive_facts(sources: FactSources) -> ResourceFacts:
     filenames = _strings(sources.filenames)
     counts = _safetensors_counts(sources.safetensors_parameters)
     weights_format = _format(sources, counts=counts, filenames=filenames, gguf=gguf)
+    stored = _stored_counts(counts, weights_format)
     architecture = _architecture(config) or (gguf.name("architecture") if gguf is not None else None)
     family = lm.name("model_type") or config.name("model_type")
     context_length = _context_length(config, lm, gguf)
-    # Safetensors counts describe the safetensors files, not a GGUF conversion next to them.
-    stored = counts if weights_format is not WeightsFormat.GGUF else None
     facts: dict[str, object] = {
         "format": weights_format,
         "architecture": architecture,
@@ -79,6 +78,27 @@ def derive_facts(sources: FactSources) -> ResourceFacts:
     return ResourceFacts.model_validate(
         {name: _bounded(value) if is_int(value) else value for name, value in facts.items()}
     )
+
+
+def listed_weights_bytes(sources: FactSources) -> int | None:
+    """The `weightsBytes` the listing alone gives (config.json plays no part in it), so the indexer
+    knows which models need a size from elsewhere before it builds their records."""
+    filenames = _strings(sources.filenames)
+    counts = _safetensors_counts(sources.safetensors_parameters)
+    weights_format = _format(sources, counts=counts, filenames=filenames, gguf=ConfigView.of(sources.gguf))
+    stored = _stored_counts(counts, weights_format)
+    return _bounded_or_none(dtypes.tensor_bytes(stored) if stored else None)
+
+
+def _stored_counts(
+    counts: Mapping[str, int] | None, weights_format: WeightsFormat | None
+) -> Mapping[str, int] | None:
+    # Safetensors counts describe the safetensors files, not a GGUF conversion next to them.
+    return counts if weights_format is not WeightsFormat.GGUF else None
+
+
+def _bounded_or_none(value: int | None) -> int | None:
+    return None if value is None else _bounded(value)
 
 
 def _bounded(value: int) -> int | None:

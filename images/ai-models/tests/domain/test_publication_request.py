@@ -15,6 +15,7 @@ from ai_models.controller.models.jobs import (
     token_secret,
 )
 from ai_models.domain.publication.request import (
+    AIModelsPublication,
     FileSpec,
     HuggingFacePublication,
     PublicationRequest,
@@ -46,6 +47,15 @@ HUB = HuggingFacePublication(
     endpoint="https://hub.example",
 )
 TOKEN = "hf_not_for_plain_env"
+OTHER_CLUSTER = AIModelsPublication(
+    endpoint="https://ai-models.other.example",
+    cluster_model="qwen-shared",
+    files=(
+        FileSpec(path="config.json", size=600, lfsSha256="01" * 32),
+        FileSpec(path="model.safetensors", size=988_097_824, lfsSha256="ef" * 32),
+    ),
+    ca_bundle="-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n",
+)
 
 
 def resolved(env: Sequence[Mapping[str, Any]], secrets: Mapping[str, Mapping[str, str]]) -> dict[str, str]:
@@ -79,6 +89,14 @@ REQUESTS = {
         termination_message_path="/tmp/outcome",
         report_progress=False,
     ),
+    "other-cluster-with-token-and-ca": PublicationRequest(
+        owner=MODEL, digest=DIGEST, source=OTHER_CLUSTER, hub_token=True
+    ),
+    "other-cluster-system-cas": PublicationRequest(
+        owner=CLUSTER_MODEL,
+        digest=DIGEST,
+        source=AIModelsPublication(OTHER_CLUSTER.endpoint, OTHER_CLUSTER.cluster_model, OTHER_CLUSTER.files),
+    ),
     "upload-cluster-model": PublicationRequest(
         owner=CLUSTER_MODEL, digest=DIGEST, source=UploadPublication()
     ),
@@ -105,13 +123,16 @@ def test_the_hub_token_is_only_a_secret_reference_in_the_env() -> None:
 
 
 def test_every_variable_is_named_in_names_and_written_once() -> None:
-    env = PublicationRequest(
-        owner=MODEL, digest=DIGEST, source=HUB, hub_token=True, report_progress=False
-    ).to_env()
+    written: set[str] = set()
+    for source in (HUB, OTHER_CLUSTER):
+        env = PublicationRequest(
+            owner=MODEL, digest=DIGEST, source=source, hub_token=True, report_progress=False
+        ).to_env()
+        names = [item["name"] for item in env]
+        assert len(names) == len(set(names))
+        written |= set(names)
 
-    written = [item["name"] for item in env]
-    assert len(written) == len(set(written))
-    assert set(written) == {variable.value for variable in PublishVariable}
+    assert written == {variable.value for variable in PublishVariable}
 
 
 def test_the_job_the_controller_builds_carries_the_request_the_publisher_reads() -> None:
@@ -164,7 +185,7 @@ def test_the_job_the_controller_builds_carries_the_request_the_publisher_reads()
         (
             PublishVariable.SOURCE_TYPE,
             "Catalog",
-            "AI_MODELS_PUBLISH_SOURCE_TYPE must be HuggingFace or Upload, got Catalog",
+            "AI_MODELS_PUBLISH_SOURCE_TYPE must be HuggingFace, Upload or AIModels, got Catalog",
         ),
         (
             PublishVariable.REPOSITORY,
@@ -229,3 +250,40 @@ def test_variables_of_other_settings_are_ignored() -> None:
     env = {**valid_env(), "AI_MODELS_STORE_URL": "file:///data", "HOME": "/root"}
 
     assert PublicationRequest.from_env(env) == PublicationRequest(owner=MODEL, digest=DIGEST, source=HUB)
+
+
+def other_cluster_env() -> dict[str, str]:
+    return resolved(PublicationRequest(owner=MODEL, digest=DIGEST, source=OTHER_CLUSTER).to_env(), {})
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "problem"),
+    [
+        (PublishVariable.ENDPOINT, None, "AI_MODELS_PUBLISH_ENDPOINT is not set"),
+        (PublishVariable.ENDPOINT, "ftp://x", "AI_MODELS_PUBLISH_ENDPOINT must be an http(s) URL"),
+        (
+            PublishVariable.CLUSTER_MODEL,
+            "Not_A_Name",
+            "AI_MODELS_PUBLISH_CLUSTER_MODEL must be a ClusterModel",
+        ),
+        (
+            PublishVariable.FILES,
+            '[{"path": "model.safetensors", "size": 3}]',
+            "AI_MODELS_PUBLISH_FILES must give the sha256 of every file",
+        ),
+    ],
+)
+def test_an_other_cluster_request_without_what_verifies_the_copy_is_refused(
+    variable: PublishVariable, value: str | None, problem: str
+) -> None:
+    env = other_cluster_env()
+    if value is None:
+        del env[variable.value]
+    else:
+        env[variable.value] = value
+
+    with pytest.raises(PublicationRequestError) as raised:
+        PublicationRequest.from_env(env)
+
+    assert [item.variable for item in raised.value.problems] == [variable]
+    assert problem in str(raised.value)

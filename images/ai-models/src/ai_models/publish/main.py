@@ -27,10 +27,15 @@ from ai_models.domain.artifacts.profile import ProfileInputs, ResolvedProfile, r
 from ai_models.domain.artifacts.selection import select_files
 from ai_models.domain.catalog.record import WeightsFormat
 from ai_models.domain.publication.outcome import PublicationOutcome, outcome_to_json
-from ai_models.domain.publication.request import DEFAULT_TERMINATION_MESSAGE_PATH, HuggingFacePublication
+from ai_models.domain.publication.request import (
+    DEFAULT_TERMINATION_MESSAGE_PATH,
+    AIModelsPublication,
+    HuggingFacePublication,
+)
 from ai_models.names import ENV_PREFIX, ModelReason, PublishVariable, SourceType
 from ai_models.publish import huggingface, readback
 from ai_models.publish.artifact import ArtifactWriter
+from ai_models.publish.cluster import publish_from_cluster
 from ai_models.publish.failures import PublicationFailure, store_failure, unexpected_failure
 from ai_models.publish.progress import DEFAULT_INTERVAL_SECONDS, Progress, Report, kube_reporter
 from ai_models.publish.retry import RetryPolicy
@@ -168,6 +173,8 @@ def _publish(
         source = job.request.source
         if isinstance(source, HuggingFacePublication):
             return _from_hugging_face(job, source, writer, progress, retry)
+        if isinstance(source, AIModelsPublication):
+            return publish_from_cluster(source, writer, token=job.token, progress=progress, retry=retry)
         return _from_upload(store, job, writer, progress)
     except ObjectStoreError as error:
         raise store_failure(error) from error

@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 from ai_models.adapters.hub.errors import ProviderError, ProviderRateLimited, ProviderUnavailable
 from ai_models.adapters.objectstore import ObjectStoreError, SizeMismatch
+from ai_models.adapters.serving.client import Momentary
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,7 +36,8 @@ class RetryPolicy:
 
 def momentary(error: Exception) -> bool:
     """Failures a second try may not meet: an unavailable or rate-limiting source, a store error,
-    a download that ended early (the listed size was not reached)."""
+    a download that ended early (the listed size was not reached), another cluster's serving API
+    that failed for now."""
     if isinstance(error, ProviderError):
         return isinstance(error, (ProviderUnavailable, ProviderRateLimited))
-    return isinstance(error, (ObjectStoreError, SizeMismatch))
+    return isinstance(error, (ObjectStoreError, SizeMismatch, Momentary))

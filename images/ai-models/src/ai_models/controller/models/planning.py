@@ -26,10 +26,13 @@ from ai_models.adapters.hub.errors import (
 from ai_models.adapters.kube.models import ModelObjects
 from ai_models.adapters.kube.secrets import Secrets
 from ai_models.adapters.objectstore import ObjectNotFound, ObjectStore, ObjectStoreError
+from ai_models.adapters.serving import remote as other_cluster
+from ai_models.adapters.serving.remote import RemoteCluster
 from ai_models.catalog.reading import ManifestInvalid, iter_records, read_manifest
 from ai_models.controller.catalog import TokenSecretMissing, source_token
 from ai_models.domain.artifacts.digest import SourceFile, repository_digest, upload_digest
 from ai_models.domain.artifacts.layout import upload_record_key
+from ai_models.domain.artifacts.manifest import ArtifactManifest
 from ai_models.domain.artifacts.selection import select_files
 from ai_models.domain.artifacts.upload_record import UploadRecord, UploadRecordError, record_from_json
 from ai_models.domain.models.plan import AwaitingUpload, Deferred, Outcome, Plan, Refused
@@ -41,13 +44,19 @@ from ai_models.domain.models.source import (
     UploadSource,
     token_from_secret_data,
 )
-from ai_models.domain.publication.request import FileSpec, HuggingFacePublication, UploadPublication
+from ai_models.domain.publication.request import (
+    AIModelsPublication,
+    FileSpec,
+    HuggingFacePublication,
+    UploadPublication,
+)
 from ai_models.domain.storage.ledger import Owner
 from ai_models.names import (
     API_GROUP,
     API_VERSION,
     CATALOG_SYNC_ANNOTATION,
     CATALOG_SYNC_ENABLED,
+    CatalogProvider,
     ModelReason,
     Plural,
     SourceType,
@@ -79,6 +88,18 @@ class Snapshot(Protocol):
 
 
 SnapshotReader = Callable[[str, str | None, str, str], Snapshot]  # endpoint, token, repository, revision
+RemoteManifestReader = Callable[[RemoteCluster, str], ArtifactManifest]  # cluster, ClusterModel name
+# How soon a publication from another cluster looks again when the ClusterModel there is not Ready.
+REMOTE_NOT_READY_RETRY_SECONDS = 30.0
+
+
+def remote_manifest(cluster: RemoteCluster, name: str) -> ArtifactManifest:
+    """The manifest of ClusterModel `name` in `cluster`, read over one short-lived connection."""
+    client = cluster.client(reader="the controller")
+    try:
+        return other_cluster.read_manifest(client, name)
+    finally:
+        client.close()
 
 
 @dataclasses.dataclass
@@ -89,6 +110,7 @@ class Planner:
     snapshot: SnapshotReader
     hf_endpoint: str
     module_namespace: str
+    remote: RemoteManifestReader = remote_manifest
 
     def plan(self, owner: Owner, source: ParsedSource) -> Outcome:
         if isinstance(source, InvalidSource):
@@ -222,6 +244,8 @@ class Planner:
                     f"ModelCatalogSource {name!r} does not exist; check spec.source.catalog.sourceName",
                 )
             raise
+        if (catalog_source.get("spec") or {}).get("provider") == CatalogProvider.AI_MODELS:
+            return self._other_cluster(source, catalog_source)
         try:
             manifest = read_manifest(self.store, name)
             record = None
@@ -256,4 +280,73 @@ class Planner:
             revision=record.metadata.sha or "main",
             resolved_type=SourceType.CATALOG,
             token_hint=f"set spec.huggingFace.tokenSecretRef on ModelCatalogSource {name!r}",
+        )
+
+    # ----- another ai-models cluster ----------------------------------------------------------
+
+    def _other_cluster(self, source: CatalogSource, catalog_source: dict[str, Any]) -> Outcome:
+        """Plan the copy of the ClusterModel the entry names from the cluster the source reads.
+
+        The other cluster's manifest is the authority (not the catalog's record of it, which may be
+        a day old): digest, size and files come from it, so the copy has the same digest. The
+        source must have opted in, as for any call to its provider.
+        """
+        name, entry = source.source_name, source.entry_name
+        annotations = (catalog_source.get("metadata") or {}).get("annotations") or {}
+        if annotations.get(CATALOG_SYNC_ANNOTATION) != CATALOG_SYNC_ENABLED:
+            return Refused(
+                ModelReason.CATALOG_ENTRY_NOT_FOUND,
+                f"ModelCatalogSource {name!r} does not call its provider: it needs the annotation "
+                f"{CATALOG_SYNC_ANNOTATION}={CATALOG_SYNC_ENABLED}",
+            )
+        settings = (catalog_source.get("spec") or {}).get("aiModels") or {}
+        endpoint = str(settings.get("endpoint") or "")
+        where = f"ClusterModel {entry} of the cluster at {endpoint} (ModelCatalogSource {name!r})"
+        try:
+            token = source_token(self.api_client, self.module_namespace, catalog_source)
+        except TokenSecretMissing as error:
+            return Refused(ModelReason.PUBLICATION_FAILED, f"ModelCatalogSource {name!r}: {error}")
+        if token is None:
+            return Refused(
+                ModelReason.PUBLICATION_FAILED,
+                f"ModelCatalogSource {name!r} has no spec.aiModels.tokenSecretRef: the serving API of the "
+                "other cluster reads nothing without a token it accepts",
+            )
+        cluster = RemoteCluster(endpoint=endpoint, token=token, ca_bundle=settings.get("caBundle") or None)
+        try:
+            manifest = self.remote(cluster, entry)
+        except other_cluster.Refused as error:
+            if error.status == 404:
+                return Refused(ModelReason.SOURCE_NOT_FOUND, f"{where} is gone: {error}")
+            if error.status == 409:
+                return Deferred(f"{where}: {error}", REMOTE_NOT_READY_RETRY_SECONDS)
+            return Refused(ModelReason.PUBLICATION_FAILED, f"{where} cannot be read: {error}")
+        except other_cluster.Momentary as error:
+            return Refused(
+                ModelReason.PUBLICATION_FAILED,
+                f"{where} cannot be read, the cluster is unreachable: {error}; the controller tries again",
+            )
+        except other_cluster.RemoteManifestInvalid as error:
+            return Refused(ModelReason.PUBLICATION_FAILED, f"{where}: {error}")
+        try:
+            files = tuple(
+                FileSpec(path=item.path, size=item.size, lfsSha256=item.sha256) for item in manifest.files
+            )
+        except ValidationError:
+            # Its own words stay out of the status: the other cluster chose them.
+            return Refused(
+                ModelReason.UNSUPPORTED_SOURCE,
+                f"{where} lists a file whose path or checksum cannot be published here",
+            )
+        if not files:
+            return Refused(ModelReason.UNSUPPORTED_SOURCE, f"{where} has an artifact without files")
+        return Plan(
+            resolved_type=SourceType.CATALOG,
+            revision=manifest.source.revision,
+            digest=manifest.digest,
+            size_bytes=manifest.size_bytes,
+            source=AIModelsPublication(
+                endpoint=endpoint, cluster_model=entry, files=files, ca_bundle=cluster.ca_bundle
+            ),
+            token=token,
         )

@@ -6,15 +6,18 @@ variable names are `names.PublishVariable`; nothing else spells them.
 
     OWNER_KIND / OWNER_NAMESPACE / OWNER_NAME / OWNER_UID   whose artifact ("" namespace: ClusterModel)
     DIGEST                       sha256:<hex>, the artifact's directory
-    SOURCE_TYPE                  HuggingFace | Upload
+    SOURCE_TYPE                  HuggingFace | Upload | AIModels
     REPOSITORY / REVISION / ENDPOINT / FILES (JSON list)     Hugging Face only
+    ENDPOINT / CLUSTER_MODEL / FILES / CA_BUNDLE (PEM)       AIModels: a ClusterModel of another
+                                 cluster's serving API; FILES carry each file's sha256, DIGEST is
+                                 that artifact's digest
     TERMINATION_MESSAGE_PATH     where the outcome goes
     REPORT_PROGRESS              "false" when the owner's status.progress is not patched
     TOKEN                        the Hub token, only ever a secretKeyRef to the Job's token Secret
 
-The Hub token is never a plain value of the request: the request says only that the Job has one
-(`hub_token`), `to_env()` references it from the token Secret, and the publisher reads its value
-with `hub_token_value()`.
+The source token (the Hub token, or the token another cluster's serving API accepts) is never a
+plain value of the request: the request says only that the Job has one (`hub_token`), `to_env()`
+references it from the token Secret, and the publisher reads its value with `hub_token_value()`.
 """
 
 from __future__ import annotations
@@ -36,6 +39,9 @@ from ai_models.names import (
     SourceType,
 )
 
+# A ClusterModel name (a DNS subdomain) and a PEM bundle small enough for a container variable.
+CLUSTER_MODEL_PATTERN: Final = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+CA_BUNDLE_MAX: Final = 64 * 1024
 # Where Kubernetes reads a container's termination message unless told otherwise.
 DEFAULT_TERMINATION_MESSAGE_PATH: Final = "/dev/termination-log"
 # The key of the token in the Job's token Secret.
@@ -97,7 +103,23 @@ class UploadPublication:
         return SourceType.UPLOAD
 
 
-PublicationSource = HuggingFacePublication | UploadPublication
+@dataclasses.dataclass(frozen=True)
+class AIModelsPublication:
+    """A Ready ClusterModel of another ai-models cluster, copied through its serving API: the files
+    its manifest lists (each `lfs_sha256` is the file's sha256 there), into an artifact with the
+    same digest."""
+
+    endpoint: str  # the other cluster's serving API base URL (spec.aiModels.endpoint)
+    cluster_model: str
+    files: tuple[FileSpec, ...]
+    ca_bundle: str | None = None  # PEM (spec.aiModels.caBundle); None: the system's CAs
+
+    @property
+    def type(self) -> SourceType:
+        return SourceType.AI_MODELS
+
+
+PublicationSource = HuggingFacePublication | UploadPublication | AIModelsPublication
 
 
 @dataclasses.dataclass(frozen=True)
@@ -163,6 +185,14 @@ class PublicationRequest:
             ]
             if self.source.endpoint is not None:
                 values.append((PublishVariable.ENDPOINT, self.source.endpoint))
+        if isinstance(self.source, AIModelsPublication):
+            values += [
+                (PublishVariable.ENDPOINT, self.source.endpoint),
+                (PublishVariable.CLUSTER_MODEL, self.source.cluster_model),
+                (PublishVariable.FILES, _files_json(self.source.files)),
+            ]
+            if self.source.ca_bundle is not None:
+                values.append((PublishVariable.CA_BUNDLE, self.source.ca_bundle))
         if not self.report_progress:
             values.append((PublishVariable.REPORT_PROGRESS, "false"))
         env: list[dict[str, Any]] = [{"name": name.value, "value": value} for name, value in values]
@@ -189,9 +219,12 @@ class PublicationRequest:
         source: PublicationSource = UploadPublication()
         if source_type is SourceType.HUGGING_FACE:
             source = reader.hugging_face()
+        elif source_type is SourceType.AI_MODELS:
+            source = reader.ai_models()
         elif source_type is not None and source_type is not SourceType.UPLOAD:
             reader.problem(
-                PublishVariable.SOURCE_TYPE, f"must be HuggingFace or Upload, got {source_type.value}"
+                PublishVariable.SOURCE_TYPE,
+                f"must be HuggingFace, Upload or AIModels, got {source_type.value}",
             )
         termination = reader.text(PublishVariable.TERMINATION_MESSAGE_PATH, required=False)
         report_progress = reader.flag(PublishVariable.REPORT_PROGRESS, default=True)
@@ -270,6 +303,19 @@ class _Reader:
         return HuggingFacePublication(
             repository=repository, revision=revision, files=self._files(), endpoint=endpoint
         )
+
+    def ai_models(self) -> AIModelsPublication:
+        endpoint = self.text(PublishVariable.ENDPOINT, limit=2048)
+        if endpoint and not endpoint.startswith(("http://", "https://")):
+            self.problem(PublishVariable.ENDPOINT, f"must be an http(s) URL, got {_shown(endpoint)}")
+        name = self.text(PublishVariable.CLUSTER_MODEL, limit=NAME_MAX)
+        if name and not CLUSTER_MODEL_PATTERN.match(name):
+            self.problem(PublishVariable.CLUSTER_MODEL, f"must be a ClusterModel name, got {_shown(name)}")
+        ca_bundle = self.text(PublishVariable.CA_BUNDLE, required=False, limit=CA_BUNDLE_MAX) or None
+        files = self._files()
+        if any(item.lfs_sha256 is None for item in files):
+            self.problem(PublishVariable.FILES, "must give the sha256 of every file (lfsSha256)")
+        return AIModelsPublication(endpoint=endpoint, cluster_model=name, files=files, ca_bundle=ca_bundle)
 
     def _files(self) -> tuple[FileSpec, ...]:
         text = self.text(PublishVariable.FILES)

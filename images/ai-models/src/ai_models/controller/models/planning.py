@@ -33,7 +33,7 @@ from ai_models.controller.catalog import TokenSecretMissing, source_token
 from ai_models.domain.artifacts.digest import SourceFile, repository_digest, upload_digest
 from ai_models.domain.artifacts.layout import upload_record_key
 from ai_models.domain.artifacts.manifest import ArtifactManifest
-from ai_models.domain.artifacts.selection import select_files
+from ai_models.domain.artifacts.sizing import chosen_files, reserved_bytes
 from ai_models.domain.artifacts.upload_record import UploadRecord, UploadRecordError, record_from_json
 from ai_models.domain.models.plan import AwaitingUpload, Deferred, Outcome, Plan, Refused
 from ai_models.domain.models.source import (
@@ -203,10 +203,10 @@ class Planner:
             return Refused(ModelReason.PUBLICATION_FAILED, f"the token cannot read {where}: {error}")
         except ProviderError as error:
             return Deferred(f"cannot list {where}: {error}; retrying", PROVIDER_RETRY_SECONDS)
-        selection = select_files(item.path for item in snapshot.files)
+        # The catalog sizes its entries with the same two functions (D131).
+        selection, chosen = chosen_files(snapshot.files)
         if not selection.accepted:
             return Refused(ModelReason.UNSUPPORTED_SOURCE, f"{where}: {selection.refusal}")
-        chosen = [item for item in snapshot.files if item.path in set(selection.files)]
         try:
             files = tuple(
                 FileSpec(path=item.path, size=item.size, lfsSha256=item.lfs_sha256) for item in chosen
@@ -224,7 +224,7 @@ class Planner:
             resolved_type=resolved_type,
             revision=snapshot.sha,
             digest=repository_digest(repository, snapshot.sha, chosen),
-            size_bytes=sum(item.size or 0 for item in chosen),
+            size_bytes=reserved_bytes(chosen),
             source=publication,
             token=token,
         )

@@ -9,11 +9,16 @@
     CPU is not the indexer's), no latency injected. "Indexer work" is the CPU time of the indexing
     process (all its threads); wall-clock throughput is printed beside it, and depends on what
     else the machine is doing.
+(c) Re-syncs, on the request corpus: a second pass over the unchanged catalog (target: list pages
+    only, no config.json and no other request), then a pass after 10 % of the models changed their
+    commit (target: exactly those models cost requests, each as many as in the first pass).
 """
 
 from __future__ import annotations
 
+import collections
 import datetime
+import hashlib
 import multiprocessing
 import multiprocessing.connection
 import os
@@ -40,6 +45,7 @@ THROUGHPUT_ROUNDS = 3
 API_PER_100_TARGET = 2.0
 RESOLVE_PER_100_TARGET = 100.0
 MODELS_PER_SECOND_TARGET = 1_000.0
+RESYNC_CHANGED_EVERY = 10  # every 10th model by id gets a new commit: 10 %
 
 
 def utcnow() -> datetime.datetime:
@@ -113,6 +119,65 @@ def request_economy(work: Path) -> list[Check]:
     ]
 
 
+def _fetched(hub: FakeHub) -> collections.Counter[str]:
+    """Requests other than the listing pages (config.json, sizes), counted by model id."""
+    fetched: collections.Counter[str] = collections.Counter()
+    for request in hub.requests():
+        if request.path == "/api/models":
+            continue
+        path = request.path.removeprefix("/api/models/").lstrip("/")
+        fetched["/".join(path.split("/")[:2])] += 1
+    return fetched
+
+
+def resync_economy(work: Path) -> list[Check]:
+    root = _fresh(work / "resync")
+    with FakeHub(make_corpus(REQUEST_CORPUS, seed=7)) as hub:
+        first = index_once(hub.url, root)
+        first_pages = len(hub.listing_pages())
+        first_fetched = _fetched(hub)
+        hub.reset_log()
+        index_once(hub.url, root)
+        unchanged_pages = len(hub.listing_pages())
+        unchanged_other = hub.count() - unchanged_pages
+        unchanged_configs = sum(
+            1 for request in hub.requests("resolve") if request.path.endswith("/config.json")
+        )
+        models = sorted(model.id for model in hub.models)
+        changed = set(models[::RESYNC_CHANGED_EVERY])
+        for model_id in changed:
+            hub.update(model_id, sha=hashlib.sha1(f"new commit of {model_id}".encode()).hexdigest())
+        hub.reset_log()
+        index_once(hub.url, root)
+        changed_fetched = _fetched(hub)
+    # Exactly the changed models cost requests, each as many as the first pass spent on it.
+    expected = collections.Counter({model_id: first_fetched[model_id] for model_id in changed})
+    outside = sum(count for model_id, count in changed_fetched.items() if model_id not in changed)
+    mismatched = sum(abs(changed_fetched[model_id] - expected[model_id]) for model_id in changed)
+    print(f"(c) re-syncs of {first.models} indexed models")
+    print(f"  first pass:        {first_pages} list pages, {first_fetched.total()} other requests")
+    print(
+        f"  unchanged catalog: {unchanged_pages} list pages, {unchanged_configs} config.json, "
+        f"{unchanged_other} other requests"
+    )
+    print(
+        f"  {len(changed)} of {len(models)} commits changed: {changed_fetched.total()} requests for "
+        f"{len(changed_fetched)} models ({expected.total()} in the first pass), {outside} for unchanged ones"
+    )
+    return [
+        Check("re-sync unchanged: config.json requests", unchanged_configs, 0, higher_is_better=False),
+        Check("re-sync unchanged: requests besides list pages", unchanged_other, 0, higher_is_better=False),
+        Check(
+            "re-sync unchanged: list pages beyond first pass",
+            unchanged_pages - first_pages,
+            0,
+            higher_is_better=False,
+        ),
+        Check("re-sync 10% changed: requests for unchanged", outside, 0, higher_is_better=False),
+        Check("re-sync 10% changed: request count mismatches", mismatched, 0, higher_is_better=False),
+    ]
+
+
 def serve_corpus(size: int, seed: int, connection: multiprocessing.connection.Connection) -> None:
     """Child process: a fake Hub over `size` models until the parent says stop."""
     with FakeHub(make_corpus(size, seed=seed)) as hub:
@@ -158,6 +223,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="bench-indexing-") as scratch:
         work = Path(scratch)
         checks = request_economy(work)
+        print()
+        checks += resync_economy(work)
         print()
         checks += throughput(work)
     print()

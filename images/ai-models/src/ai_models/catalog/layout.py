@@ -2,6 +2,8 @@
 
     catalog/<source>/manifest.json                               the generation being served
     catalog/<source>/generations/<generation>/chunk-<OFFSET>.jsonl one CatalogRecord per line
+    catalog/<source>/generations/<generation>/reuse-<OFFSET>.json  the chunk's reuse keys, read by
+                                                                 the next pass only (catalog.reuse)
     catalog/<source>/withdrawn-manifest.json                     the manifest of a deleted source,
                                                                  set aside by the inventory pass
 

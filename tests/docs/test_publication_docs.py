@@ -21,6 +21,7 @@ from ai_models.api.models_lookup import LOOKUP_PATH
 from ai_models.api.models_upload import UPLOAD_PATH
 from ai_models.controller.models import reconciler, runtime
 from ai_models.controller.settings import ControllerSettings
+from ai_models.controller.storage import catalogs
 from ai_models.controller.storage.metrics import LEDGER_METRICS, StorageMetrics
 from ai_models.domain.artifacts import safetensors
 from ai_models.domain.artifacts.selection import GGUF_PREFERENCE
@@ -318,10 +319,14 @@ def test_the_admin_guide_names_the_objects_an_administrator_looks_at(page: str) 
 
 @pytest.mark.parametrize("page", ADMIN_GUIDES)
 def test_the_log_lines_to_grep_for_are_the_controllers(page: str) -> None:
-    source = Path(runtime.__file__).read_text(encoding="utf-8")
-    quoted = re.findall(r"`(inventory pass [^`]+)`", section(page, "Storage accounting"))
-    assert len(quoted) == 2
-    for line in quoted:
+    source = "".join(Path(module.__file__).read_text(encoding="utf-8") for module in (runtime, catalogs))
+    accounting = section(page, "Storage accounting")
+    quoted = re.findall(r"`(inventory pass [^`]+)`", accounting)
+    assert len(quoted) == 4
+    # The steps of a deleted source's catalog index (controller.storage.catalogs).
+    steps = re.findall(r"`(catalog index [^`]+)`", accounting)
+    assert len(steps) == 3
+    for line in (*quoted, *steps):
         assert f'"{line}"' in source, line
 
 

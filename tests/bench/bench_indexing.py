@@ -12,6 +12,9 @@
 (c) Re-syncs, on the request corpus: a second pass over the unchanged catalog (target: list pages
     only, no config.json and no other request), then a pass after 10 % of the models changed their
     commit (target: exactly those models cost requests, each as many as in the first pass).
+(d) Sizes, on the request corpus: file-list requests spent on the models whose listing gives no
+    size (target: at most one each, none for the others), and entries the Hub could size left
+    without one (target: none).
 """
 
 from __future__ import annotations
@@ -30,13 +33,18 @@ from pathlib import Path
 from huggingface_hub import HfApi, hf_hub_download
 from huggingface_hub.errors import RemoteEntryNotFoundError
 
-from ai_models.adapters.hub import HubClient
+from ai_models.adapters.hub import HubClient, HubModel
+from ai_models.adapters.hub.listing import parse_model
 from ai_models.adapters.objectstore import DirectoryStore
 from ai_models.catalog.indexing import PassResult, run_pass
+from ai_models.catalog.reading import iter_records, read_manifest
+from ai_models.catalog.sizes import listing_sources
 from ai_models.catalog.source import SourceSpec
+from ai_models.domain.artifacts.selection import select_files
+from ai_models.domain.catalog.facts import listed_weights_bytes
 from bench.checks import Check
 from fakes.hub import FakeHub
-from fakes.hub_corpus import make_corpus
+from fakes.hub_corpus import FakeModel, make_corpus
 
 REQUEST_CORPUS = 1_000
 NAIVE_MODELS = 200
@@ -45,6 +53,9 @@ THROUGHPUT_ROUNDS = 3
 API_PER_100_TARGET = 2.0
 RESOLVE_PER_100_TARGET = 100.0
 MODELS_PER_SECOND_TARGET = 1_000.0
+# At most one file-list request per model the listing leaves unsized (the Hub has no request that
+# sizes several repositories at once; D131), and none for the others.
+SIZE_REQUESTS_PER_100_UNSIZED_TARGET = 100.0
 RESYNC_CHANGED_EVERY = 10  # every 10th model by id gets a new commit: 10 %
 
 
@@ -96,19 +107,21 @@ def request_economy(work: Path) -> list[Check]:
     with FakeHub(make_corpus(REQUEST_CORPUS, seed=7)) as hub:
         ours = index_once(hub.url, _fresh(work / "ours"))
         our_counts = hub.counts()
+        our_sizes = len(hub.size_requests())
         hub.reset_log()
         naive_models = naive_index(hub, _fresh(work / "naive-cache"), models=NAIVE_MODELS)
         naive_counts = hub.counts()
 
+    # The listing's share of the api bucket, as before sizes were fetched; sizes are (d).
     ours_api, ours_resolve = (
-        per_100(our_counts["api"], ours.models),
+        per_100(our_counts["api"] - our_sizes, ours.models),
         per_100(our_counts["resolve"], ours.models),
     )
     naive_api = per_100(naive_counts["api"], naive_models)
     naive_resolve = per_100(naive_counts["resolve"], naive_models)
     print(f"(a) Hub requests per 100 indexed models ({ours.models} models ours, {naive_models} naive)")
     print(f"  {'':<18}{'api':>10}{'resolve':>10}")
-    print(f"  {'ours':<18}{ours_api:>10.2f}{ours_resolve:>10.2f}")
+    print(f"  {'ours':<18}{ours_api:>10.2f}{ours_resolve:>10.2f}   (+ size requests, see (d))")
     print(f"  {'naive':<18}{naive_api:>10.2f}{naive_resolve:>10.2f}")
     print(f"  naive/ours: api x{naive_api / ours_api:.1f}, resolve x{naive_resolve / ours_resolve:.2f}")
     return [
@@ -178,6 +191,51 @@ def resync_economy(work: Path) -> list[Check]:
     ]
 
 
+def size_economy(work: Path) -> list[Check]:
+    """(d) What sizes cost: file-list requests for the models whose listing gives no size (D131)."""
+    root = _fresh(work / "sizes")
+    with FakeHub(make_corpus(REQUEST_CORPUS, seed=7)) as hub:
+        result = index_once(hub.url, root)
+        size_requests = len(hub.size_requests())
+        other = hub.count() - size_requests
+    store = DirectoryStore(root)
+    manifest = read_manifest(store, "bench")
+    assert manifest is not None
+    records = list(iter_records(store, manifest))
+    listed = {model.id: model for model in map(_as_listed, make_corpus(REQUEST_CORPUS, seed=7))}
+    unsized = [
+        record for record in records if listed_weights_bytes(listing_sources(listed[record.id])) is None
+    ]
+    # Entries the Hub could size (their listed files hold weights the publisher takes) left without one.
+    missed = sum(
+        1
+        for record in unsized
+        if record.resources.weights_bytes is None and select_files(listed[record.id].filenames or ()).accepted
+    )
+    print(f"(d) sizes for {result.models} indexed models, {len(unsized)} of them unsized by the listing")
+    print(
+        f"  {size_requests} file-list requests ({per_100(size_requests, len(unsized)):.1f} per 100 unsized, "
+        f"{per_100(size_requests, result.models):.2f} per 100 indexed), beside {other} other requests"
+    )
+    print(f"  entries the Hub could size that have no size: {missed}")
+    return [
+        Check(
+            "size requests per 100 models the listing leaves unsized",
+            per_100(size_requests, len(unsized)),
+            SIZE_REQUESTS_PER_100_UNSIZED_TARGET,
+            higher_is_better=False,
+        ),
+        Check("sizable entries without a size", missed, 0, higher_is_better=False),
+    ]
+
+
+def _as_listed(model: FakeModel) -> HubModel:
+    """The model as a listing page shows it (the fields the size decision reads)."""
+    parsed = parse_model({"id": model.id, **model.properties()})
+    assert parsed is not None
+    return parsed
+
+
 def serve_corpus(size: int, seed: int, connection: multiprocessing.connection.Connection) -> None:
     """Child process: a fake Hub over `size` models until the parent says stop."""
     with FakeHub(make_corpus(size, seed=seed)) as hub:
@@ -225,6 +283,8 @@ def main() -> int:
         checks = request_economy(work)
         print()
         checks += resync_economy(work)
+        print()
+        checks += size_economy(work)
         print()
         checks += throughput(work)
     print()

@@ -11,7 +11,14 @@ from typing import Any
 import httpx
 import pytest
 
+from ai_models.adapters.hub.errors import (
+    ProviderForbidden,
+    ProviderNotFound,
+    ProviderRequestRejected,
+    ProviderUnauthorized,
+)
 from ai_models.adapters.objectstore import DirectoryStore
+from ai_models.adapters.serving.listing import ServingListingClient
 from ai_models.api.models_serving import CLUSTER_MODELS_PATH
 from ai_models.api.serving_listing import served
 from ai_models.domain.storage.ledger import Owner
@@ -142,3 +149,43 @@ def test_only_subjects_that_may_list_cluster_models_get_the_listing(api: Any, ap
         assert "list clustermodels.ai.deckhouse.io" in refused.json()["detail"]
         delivery = client.get(CLUSTER_MODELS_PATH, headers={"Authorization": "Bearer aimd1.x.y"})
         assert delivery.status_code in (401, 403), delivery.text
+
+
+def test_the_aimodels_client_walks_the_listing_the_api_serves_and_names_each_refusal(
+    api: Any, api_cluster: Any
+) -> None:
+    """The client an AIModels source of another cluster uses, against this cluster's real api."""
+    for name in ("c1", "c2", "c3"):
+        ready(api_cluster, name, size=7)
+    reader = api_cluster.user("other-cluster")
+    with ServingListingClient(endpoint=api.url, token=reader.token) as client:
+        first = client.list_page(None, 2)
+        second = client.list_page(first.next_page_token, 2)
+    assert [i.name for i in first.items + second.items] == ["c1", "c2", "c3"]
+    assert second.next_page_token is None
+    assert first.items[0].size_bytes == 7
+    assert first.items[0].resolved == RESOLVED
+    assert first.items[0].revision == "rev-c1"
+
+    with (
+        ServingListingClient(endpoint=api.url, token="not-a-token") as client,
+        pytest.raises(ProviderUnauthorized, match="refused the token"),
+    ):
+        client.list_page(None, 2)
+    with (
+        ServingListingClient(endpoint=api.url, token=reader.token) as client,
+        pytest.raises(ProviderRequestRejected),
+    ):
+        client.list_page("bm90LWEtdG9rZW4", 2)  # not a token the listing issued
+    ready(api_cluster, "in-team-b", namespace="team-b")
+    limited = api_cluster.user("team-b-user", level="User", namespace="team-b")
+    with (
+        ServingListingClient(endpoint=api.url, token=limited.token) as client,
+        pytest.raises(ProviderForbidden, match="list on clustermodels"),
+    ):
+        client.list_page(None, 2)
+    with (
+        ServingListingClient(endpoint=api.url + "/nothing-here", token=reader.token) as client,
+        pytest.raises(ProviderNotFound),
+    ):
+        client.list_page(None, 2)

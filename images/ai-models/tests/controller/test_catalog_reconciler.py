@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import logging
+import socket
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,8 @@ from ai_models.adapters.hub.errors import (
 from ai_models.adapters.kube.informer import Informer
 from ai_models.adapters.kube.resources import MODEL_CATALOG_SOURCES
 from ai_models.adapters.objectstore import DirectoryStore, ObjectStoreError
+from ai_models.adapters.serving.listing import RemoteClusterModel, RemotePage
+from ai_models.catalog.reading import iter_records, read_manifest
 from ai_models.catalog.source import SourceSpec
 from ai_models.controller.catalog import CatalogRuntime, CatalogSourceReconciler, catalog_controller
 from ai_models.controller.catalog.passes import InvalidSourceSpec, failure_of
@@ -580,3 +583,137 @@ def test_a_write_the_informer_showed_before_the_api_answered_does_not_hide_later
     cache["quick"] = changed
     reconciler.keys_of(changed)
     assert reconciler._current("quick") == changed
+
+
+# ----- AIModels sources: another ai-models cluster's Ready ClusterModels ------------------------
+
+
+AIMODELS_BLOCK: dict[str, Any] = {
+    "endpoint": "https://ai-models.cluster-a.example",
+    "tokenSecretRef": {"name": "cluster-a"},
+}
+AIMODELS_SPEC: dict[str, Any] = {"provider": "AIModels", "aiModels": AIMODELS_BLOCK, "chunkSize": 2}
+
+
+class FakeRemote:
+    """The other cluster's listing as the pass reads it (catalog.remote.RemoteListing)."""
+
+    def __init__(self, names: list[str], *, error: Exception | None = None) -> None:
+        self.names = names
+        self.error = error
+        self.specs: list[Any] = []
+
+    def __call__(self, spec: Any) -> FakeRemote:
+        self.specs.append(spec)
+        return self
+
+    def __enter__(self) -> FakeRemote:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        return None
+
+    def list_page(self, page_token: str | None, page_size: int) -> RemotePage:
+        if self.error is not None:
+            raise self.error
+        start = int(page_token or 0)
+        names = self.names[start : start + page_size]
+        items = tuple(
+            RemoteClusterModel(name=name, digest="sha256:" + "ab" * 32, size_bytes=100 + n, resolved={})
+            for n, name in enumerate(names, start)
+        )
+        more = start + page_size < len(self.names)
+        return RemotePage(items=items, next_page_token=str(start + page_size) if more else None)
+
+
+def _remote_token(bed: Bed, value: str = "other-cluster-token") -> None:
+    core = k8s.CoreV1Api(bed.api)
+    namespace = bed.runtime.settings.namespace
+    try:
+        core.create_namespace({"metadata": {"name": namespace}})
+    except ApiException as error:
+        if error.status != 409:
+            raise
+    core.create_namespaced_secret(
+        namespace, {"metadata": {"name": "cluster-a"}, "stringData": {"token": value}}
+    )
+
+
+def test_an_aimodels_source_indexes_the_other_clusters_cluster_models_with_its_token(bed: Bed) -> None:
+    _remote_token(bed)
+    remote = FakeRemote(["bge-m3", "llama", "qwen"])
+    bed.runtime.remote_for = remote
+    bed.create("cluster-a", spec=AIMODELS_SPEC)
+
+    assert bed.leader().reconcile("cluster-a") == DAY
+
+    assert bed.condition("cluster-a", "Ready")["reason"] == "CatalogServed"
+    assert bed.status("cluster-a")["indexedModels"] == 3
+    [spec] = remote.specs
+    assert (spec.endpoint, spec.token, spec.page_size) == (
+        "https://ai-models.cluster-a.example",
+        "other-cluster-token",
+        2,
+    )
+    manifest = read_manifest(bed.store, "cluster-a")
+    assert manifest is not None
+    records = list(iter_records(bed.store, manifest))
+    assert [(r.id, r.provider, r.resources.weights_bytes) for r in records] == [
+        ("bge-m3", "AIModels", 100),
+        ("llama", "AIModels", 101),
+        ("qwen", "AIModels", 102),
+    ]
+    assert bed.hub.count() == 0  # nothing went to the Hugging Face endpoint
+
+
+@pytest.mark.parametrize(
+    ("error", "reason"),
+    [
+        (ProviderUnauthorized("refused the token", endpoint="e", status=401), "ProviderUnauthorized"),
+        (ProviderForbidden("may not list", endpoint="e", status=403), "ProviderForbidden"),
+    ],
+)
+def test_an_aimodels_source_whose_token_the_other_cluster_refuses_says_so(
+    bed: Bed, error: Exception, reason: str
+) -> None:
+    _remote_token(bed)
+    bed.runtime.remote_for = FakeRemote([], error=error)
+    bed.create("cluster-a", spec=AIMODELS_SPEC)
+
+    assert bed.leader().reconcile("cluster-a") == BASE_SECONDS
+
+    indexing = bed.condition("cluster-a", "Indexing")
+    assert indexing["reason"] == reason
+    assert indexing["message"].startswith(str(error))
+    assert bed.condition("cluster-a", "Ready")["status"] == "False"
+
+
+def test_an_aimodels_source_whose_cluster_is_unreachable_says_so(bed: Bed) -> None:
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    _remote_token(bed)
+    bed.create(
+        "cluster-a",
+        spec={
+            **AIMODELS_SPEC,
+            "aiModels": {**AIMODELS_BLOCK, "endpoint": f"http://127.0.0.1:{port}"},
+        },
+    )
+
+    assert bed.leader().reconcile("cluster-a") == BASE_SECONDS
+
+    indexing = bed.condition("cluster-a", "Indexing")
+    assert indexing["reason"] == "ProviderUnavailable"
+    assert f"the ai-models cluster at http://127.0.0.1:{port} is unreachable" in indexing["message"]
+
+
+def test_an_aimodels_source_without_its_token_secret_names_the_aimodels_field(bed: Bed) -> None:
+    bed.runtime.remote_for = FakeRemote(["never-listed"])
+    bed.create("cluster-a", spec=AIMODELS_SPEC)
+
+    assert bed.leader().reconcile("cluster-a") == BASE_SECONDS
+
+    indexing = bed.condition("cluster-a", "Indexing")
+    assert indexing["reason"] == "TokenSecretNotFound"
+    assert "spec.aiModels.tokenSecretRef" in indexing["message"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 from collections.abc import Callable, Mapping
@@ -9,6 +10,8 @@ from typing import Any, Protocol
 
 from ai_models.adapters.hub import HubClient
 from ai_models.adapters.objectstore import ObjectStore
+from ai_models.adapters.serving.listing import ServingListingClient
+from ai_models.catalog.remote import RemoteListing, RemoteSourceSpec
 from ai_models.catalog.source import SourceSpec
 from ai_models.controller.metrics import ControllerMetrics
 from ai_models.controller.settings import ControllerSettings
@@ -24,6 +27,11 @@ def utcnow() -> datetime.datetime:
     return datetime.datetime.now(datetime.UTC)
 
 
+def remote_listing(spec: RemoteSourceSpec) -> ServingListingClient:
+    """The listing client of an AIModels source, under the process's endpoint policy."""
+    return ServingListingClient(endpoint=spec.endpoint, token=spec.token, ca_bundle=spec.ca_bundle)
+
+
 @dataclasses.dataclass
 class CatalogRuntime:
     settings: ControllerSettings
@@ -33,6 +41,10 @@ class CatalogRuntime:
     metrics: ControllerMetrics
     record_event: RecordEvent
     clock: Callable[[], datetime.datetime] = utcnow
+    # The listing of an AIModels source's cluster, opened for one pass.
+    remote_for: Callable[[RemoteSourceSpec], contextlib.AbstractContextManager[RemoteListing]] = (
+        remote_listing
+    )
 
     @property
     def retry_base(self) -> datetime.timedelta:

@@ -21,6 +21,7 @@ from ai_models.adapters.hub.errors import (
 )
 from ai_models.adapters.objectstore import ObjectStoreError
 from ai_models.catalog.indexing import Checkpoint, PassResult, run_pass
+from ai_models.catalog.remote import RemoteSourceSpec, run_remote_pass
 from ai_models.catalog.source import SourceSpec
 from ai_models.controller.catalog.context import CatalogRuntime
 from ai_models.controller.catalog.status import SourceStatusWriter, checkpoint_of
@@ -33,8 +34,8 @@ from ai_models.domain.catalog.outcomes import (
     pass_succeeded,
 )
 from ai_models.domain.catalog.schedule import Action, Decision
+from ai_models.names import CatalogProvider, CatalogSourceStatus
 from ai_models.names import CatalogSourceReason as Reason
-from ai_models.names import CatalogSourceStatus
 
 log = logging.getLogger(__name__)
 
@@ -133,6 +134,8 @@ def _run(
     should_stop: Callable[[], bool],
 ) -> PassResult | None:
     token = source_token(runtime.api, runtime.settings.namespace, obj)
+    if (obj.get("spec") or {}).get("provider") == CatalogProvider.AI_MODELS:
+        return _run_remote(runtime, writer, obj, token=token, resume=resume, should_stop=should_stop)
     try:
         spec = SourceSpec.from_resource(obj, default_endpoint=runtime.settings.hf_endpoint, token=token)
     except ValueError as error:
@@ -142,6 +145,37 @@ def _run(
         return run_pass(
             spec=spec,
             hub=hub,
+            store=runtime.store,
+            resume=resume,
+            on_checkpoint=lambda checkpoint: writer.checkpoint(checkpoint, now=runtime.clock()),
+            clock=runtime.clock,
+            should_stop=should_stop,
+        )
+
+
+def _run_remote(
+    runtime: CatalogRuntime,
+    writer: SourceStatusWriter,
+    obj: Mapping[str, Any],
+    *,
+    token: str | None,
+    resume: Checkpoint | None,
+    should_stop: Callable[[], bool],
+) -> PassResult | None:
+    """A pass of an AIModels source: the other cluster's Ready ClusterModels (catalog.remote)."""
+    if token is None:
+        raise InvalidSourceSpec(
+            "spec.aiModels.tokenSecretRef is not set: name a Secret in the module namespace holding a "
+            "token the other ai-models cluster accepts (key `token`)"
+        )
+    try:
+        spec = RemoteSourceSpec.from_resource(obj, token=token)
+    except ValueError as error:
+        raise InvalidSourceSpec(str(error)) from error
+    with runtime.remote_for(spec) as listing:
+        return run_remote_pass(
+            spec=spec,
+            listing=listing,
             store=runtime.store,
             resume=resume,
             on_checkpoint=lambda checkpoint: writer.checkpoint(checkpoint, now=runtime.clock()),

@@ -1,6 +1,6 @@
 """The token of a ModelCatalogSource: the Secret its provider block names, in the module namespace
-(`spec.huggingFace.tokenSecretRef`, a Hub token; `spec.aiModels.tokenSecretRef`, a token the other
-cluster's serving API accepts)."""
+(`spec.huggingFace.tokenSecretRef` for a Hub, `spec.aiModels.tokenSecretRef` for another
+ai-models cluster)."""
 
 from __future__ import annotations
 
@@ -15,25 +15,25 @@ class TokenSecretMissing(Exception):
     """The Secret named in the provider block's tokenSecretRef is missing or has no `token` key."""
 
 
-def provider_block(body: Mapping[str, Any]) -> tuple[str, Mapping[str, Any]]:
-    """The field name and the settings of the provider block `spec.provider` selects."""
+def _block(body: Mapping[str, Any]) -> tuple[str, str]:
+    """The provider block's field name and what its token is, for messages."""
     spec = body.get("spec") or {}
-    field = "aiModels" if spec.get("provider") == CatalogProvider.AI_MODELS else "huggingFace"
-    return field, spec.get(field) or {}
+    if spec.get("provider") == CatalogProvider.AI_MODELS:
+        return "aiModels", "a token the other ai-models cluster accepts"
+    return "huggingFace", "the Hub token"
 
 
 def source_token(api: Any, namespace: str, body: Mapping[str, Any]) -> str | None:
-    """The token of a ModelCatalogSource (Secret `spec.<provider block>.tokenSecretRef` in the
+    """The token of a ModelCatalogSource (Secret `tokenSecretRef` of its provider block, in the
     module namespace, key `token`); None without a reference. Raises TokenSecretMissing naming the fix."""
-    field, block = provider_block(body)
-    reference = block.get("tokenSecretRef")
+    block, what = _block(body)
+    reference = ((body.get("spec") or {}).get(block) or {}).get("tokenSecretRef")
     if not reference:
         return None
-    what = "the Hub token" if field == "huggingFace" else "a token the other cluster's serving API accepts"
     secret = Secrets(api).read(namespace, reference["name"])
     if secret is None:
         raise TokenSecretMissing(
-            f"Secret {namespace}/{reference['name']} named in spec.{field}.tokenSecretRef "
+            f"Secret {namespace}/{reference['name']} named in spec.{block}.tokenSecretRef "
             f"does not exist; create it with {what} under the key `token`"
         )
     token = secret.text("token")

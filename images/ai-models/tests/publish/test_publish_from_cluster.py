@@ -4,13 +4,17 @@ sha256 checked against that cluster's manifest, the artifact ending with that cl
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import http.server
 import socket
+import ssl
+import tempfile
 import threading
 import urllib.parse
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -29,6 +33,8 @@ from ai_models.domain.storage.ledger import Owner
 from ai_models.names import SERVING_API_PREFIX, ModelKind, ModelReason, SourceType
 from ai_models.publish.main import EXIT_FAILED, EXIT_PUBLISHED
 from fakes.model_files import safetensors_bytes
+from support.forward_proxy import ForwardProxy
+from support.scenarios import CertificatePair, generated_certificate
 
 TOKEN = "other-cluster-token"
 NAME = "shared-llama"
@@ -72,8 +78,8 @@ class OtherCluster:
         )
 
 
-@pytest.fixture
-def other() -> Iterator[OtherCluster]:
+@contextlib.contextmanager
+def serve(tls: CertificatePair | None = None) -> Iterator[OtherCluster]:
     served = OtherCluster()
     prefix = f"{SERVING_API_PREFIX}/clustermodels/{NAME}"
 
@@ -104,9 +110,19 @@ def other() -> Iterator[OtherCluster]:
             self.wfile.write(body)
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    scheme = "http"
+    if tls is not None:
+        scheme = "https"
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        with tempfile.TemporaryDirectory() as name:
+            directory = Path(name)
+            (directory / "cert.pem").write_text(tls.cert_pem)
+            (directory / "key.pem").write_text(tls.key_pem)
+            context.load_cert_chain(directory / "cert.pem", directory / "key.pem")
+        server.socket = context.wrap_socket(server.socket, server_side=True)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
-    served.url = f"http://127.0.0.1:{server.server_address[1]}"
+    served.url = f"{scheme}://127.0.0.1:{server.server_address[1]}"
     try:
         yield served
     finally:
@@ -114,10 +130,19 @@ def other() -> Iterator[OtherCluster]:
         server.server_close()
 
 
-def source(other: OtherCluster, *, url: str | None = None) -> AIModelsPublication:
+@pytest.fixture
+def other() -> Iterator[OtherCluster]:
+    with serve() as served:
+        yield served
+
+
+def source(
+    other: OtherCluster, *, url: str | None = None, ca_bundle: str | None = None
+) -> AIModelsPublication:
     """What the controller plans from that cluster's manifest."""
     return AIModelsPublication(
         endpoint=url or other.url,
+        ca_bundle=ca_bundle,
         cluster_model=NAME,
         files=tuple(
             FileSpec(path=path, size=len(data), lfsSha256=hashlib.sha256(data).hexdigest())
@@ -220,3 +245,47 @@ def test_an_unreachable_cluster_is_a_retryable_publication_failure(
     assert outcome["reason"] == ModelReason.PUBLICATION_FAILED
     assert "unreachable" in outcome["message"]
     assert outcome["retryable"] is True
+
+
+def test_an_https_cluster_is_read_with_the_sources_ca_bundle(kit: Kit) -> None:
+    pair = generated_certificate(("127.0.0.1",))
+    with serve(pair) as served:
+        code, outcome = run(kit, source(served, ca_bundle=pair.ca_pem))
+
+    assert code == EXIT_PUBLISHED, outcome
+    assert kit.manifest(DIGEST).digest == DIGEST
+
+
+def test_an_https_cluster_whose_ca_is_not_in_the_bundle_is_not_trusted(kit: Kit) -> None:
+    with serve(generated_certificate(("127.0.0.1",))) as served:
+        code, outcome = run(kit, source(served, ca_bundle=generated_certificate(("example.com",)).ca_pem))
+
+    assert code == EXIT_FAILED
+    assert outcome["reason"] == ModelReason.PUBLICATION_FAILED
+    assert "spec.aiModels.caBundle" in outcome["message"]
+    assert served.requests == []
+
+
+def test_a_cloud_metadata_endpoint_is_never_contacted(kit: Kit, other: OtherCluster) -> None:
+    code, outcome = run(kit, source(other, url="http://169.254.169.254"))
+
+    assert code == EXIT_FAILED
+    assert outcome["reason"] == ModelReason.PUBLICATION_FAILED
+    assert "cloud metadata" in outcome["message"]
+
+
+def test_the_other_cluster_is_reached_through_the_egress_proxy(
+    kit: Kit, other: OtherCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    port = other.url.rsplit(":", 1)[1]
+    # A name only the proxy resolves: the copy works through the proxy and nowhere else.
+    with ForwardProxy(hosts={"ai-models.other.test": "127.0.0.1"}) as proxy:
+        for name in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"):
+            monkeypatch.setenv(name, proxy.url)
+        for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy"):
+            monkeypatch.delenv(name, raising=False)
+        code, outcome = run(kit, source(other, url=f"http://ai-models.other.test:{port}"))
+
+        assert code == EXIT_PUBLISHED, outcome
+        assert proxy.targets() == {f"ai-models.other.test:{port}"}
+    assert kit.manifest(DIGEST).digest == DIGEST

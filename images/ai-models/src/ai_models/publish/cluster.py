@@ -4,8 +4,9 @@ manifest, into an artifact with the same digest.
 
 The manifest is read again first: its digest must be the one the controller planned (the
 artifact's directory here), and its files the planned ones, else the ClusterModel was published
-again there since and the controller plans anew. Files go one at a time over one kept-alive
-connection, straight from the HTTP body into `put`; a file that fails for a moment is fetched again
+again there since and the controller plans anew. Files go one at a time over kept-alive
+connections (through the egress proxy, as `adapters.serving.remote` sends them), straight from the
+HTTP body into `put`; a file that fails for a moment is fetched again
 from its start, a few times with backoff. The resolved profile is the other cluster's: the bytes
 are the same, and so are the facts it read from them.
 """
@@ -13,17 +14,16 @@ are the same, and so are the facts it read from them.
 from __future__ import annotations
 
 import datetime
-import http.client
 import logging
 from collections.abc import Callable
 
 from ai_models.adapters.objectstore import ObjectStoreError, SizeMismatch
-from ai_models.adapters.serving.client import Momentary, Refused, ServingClient
 from ai_models.adapters.serving.remote import (
+    Momentary,
+    Refused,
     RemoteCluster,
     RemoteManifestInvalid,
-    cluster_model,
-    read_manifest,
+    RemoteServing,
 )
 from ai_models.domain.artifacts.manifest import ArtifactFile, ArtifactManifest, ArtifactSource
 from ai_models.domain.publication.request import AIModelsPublication, FileSpec
@@ -34,7 +34,6 @@ from ai_models.publish.progress import Progress
 from ai_models.publish.retry import RetryPolicy
 
 logger = logging.getLogger(__name__)
-READER = "the publish Job"
 
 
 def publish_from_cluster(
@@ -54,11 +53,11 @@ def publish_from_cluster(
         )
     cluster = RemoteCluster(endpoint=source.endpoint, token=token, ca_bundle=source.ca_bundle)
     try:
-        client = cluster.client(reader=READER)
+        client = cluster.serving()
     except Refused as error:
         raise _refused(error, where) from error
     try:
-        remote = _with_retries(lambda: read_manifest(client, source.cluster_model), retry, where=where)
+        remote = _with_retries(lambda: client.manifest(source.cluster_model), retry, where=where)
         _check_planned(remote, source, writer.digest, where=where)
         progress.total = sum(item.size or 0 for item in source.files)
         # Largest first, as from the Hub: the progress shows the long part early.
@@ -87,7 +86,7 @@ def _check_planned(remote: ArtifactManifest, source: AIModelsPublication, digest
 
 
 def _copy(
-    client: ServingClient,
+    client: RemoteServing,
     writer: ArtifactWriter,
     spec: FileSpec,
     *,
@@ -109,14 +108,12 @@ def _copy(
             progress.add(size)
 
         try:
-            answer = client.file(cluster_model(source.cluster_model), spec.path, start=0, sha256=expected)
-            if answer.length != spec.size:
-                client.close()
-                raise _damaged(f"{what} is served with {answer.length} bytes, its manifest lists {spec.size}")
-            stored = writer.put(spec.path, _Body(answer.response, what), size=spec.size, on_bytes=count)
+            with client.file(source.cluster_model, spec.path) as (length, body):
+                if length != spec.size:
+                    raise _damaged(f"{what} is served with {length} bytes, its manifest lists {spec.size}")
+                stored = writer.put(spec.path, body, size=spec.size, on_bytes=count)
             break
         except (Momentary, ObjectStoreError) as error:
-            client.close()  # the connection is in the middle of an answer
             progress.add(-counted)
             delay = retry.delay(attempt, error)
             if delay is None:
@@ -136,21 +133,6 @@ def _copy(
     if stored.sha256 != expected:
         raise _damaged(f"{what} has sha256 {stored.sha256}, but the manifest there lists {expected}")
     return stored
-
-
-class _Body:
-    """The file's HTTP body for `put`: a connection that fails mid-way is a `Momentary` error (a
-    retry fetches the file again), never an error of the store."""
-
-    def __init__(self, response: http.client.HTTPResponse, what: str) -> None:
-        self._response = response
-        self._what = what
-
-    def read(self, size: int = -1, /) -> bytes:
-        try:
-            return self._response.read(size)
-        except (OSError, http.client.HTTPException) as error:
-            raise Momentary(f"{self._what} was cut off: {type(error).__name__}") from error
 
 
 def _with_retries(

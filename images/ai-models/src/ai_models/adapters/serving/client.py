@@ -81,16 +81,13 @@ class ServingClient:
         base_url: str,
         token: str,
         ca_bundle: str | None = None,
-        ca_data: str | None = None,
-        ca_hint: str = "the CA bundle of the request must be the module CA",
         connect_timeout: float = CONNECT_TIMEOUT_SECONDS,
         read_timeout: float = READ_TIMEOUT_SECONDS,
         reader: str = "the Job",
         refusals: Mapping[int, str] = JOB_REFUSALS,
     ) -> None:
         """`reader` names the caller in messages, `refusals` says what each refused status means
-        for it (cause and fix). The server's certificate is checked against `ca_bundle` (a file)
-        or `ca_data` (PEM text), else the system's CAs; `ca_hint` says what to fix when it fails."""
+        for it (cause and fix)."""
         url = urllib.parse.urlsplit(base_url)
         if url.scheme not in ("http", "https") or not url.hostname:
             raise ValueError(f"{base_url!r} is not an http(s) URL")
@@ -99,8 +96,7 @@ class ServingClient:
         self._port = url.port or (443 if self._https else 80)
         self._prefix = url.path.rstrip("/")
         self._headers = {"Authorization": f"Bearer {token}", "Accept-Encoding": "identity"}
-        self._context = ssl.create_default_context(cafile=ca_bundle, cadata=ca_data) if self._https else None
-        self._ca_hint = ca_hint
+        self._context = ssl.create_default_context(cafile=ca_bundle) if self._https else None
         self._connect_timeout = connect_timeout
         self._read_timeout = read_timeout
         self._connection: http.client.HTTPConnection | None = None
@@ -163,7 +159,7 @@ class ServingClient:
             self.close()
             raise Refused(
                 f"the serving API at {self.where} presents a certificate {self._reader} does not trust "
-                f"({error.verify_message}); {self._ca_hint}",
+                f"({error.verify_message}); the CA bundle of the request must be the module CA",
                 status=0,
                 retryable=True,
             ) from error

@@ -94,12 +94,13 @@ REMOTE_NOT_READY_RETRY_SECONDS = 30.0
 
 
 def remote_manifest(cluster: RemoteCluster, name: str) -> ArtifactManifest:
-    """The manifest of ClusterModel `name` in `cluster`, read over one short-lived connection."""
-    client = cluster.client(reader="the controller")
+    """The manifest of ClusterModel `name` in `cluster`, read over one short-lived connection
+    (shorter timeouts than a publish Job's: the controller plans in a worker thread)."""
+    serving = cluster.serving(connect_timeout=5.0, read_timeout=30.0)
     try:
-        return other_cluster.read_manifest(client, name)
+        return serving.manifest(name)
     finally:
-        client.close()
+        serving.close()
 
 
 @dataclasses.dataclass

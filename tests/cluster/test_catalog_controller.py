@@ -13,7 +13,7 @@ from kubernetes import client as typed_client
 from kubernetes.client.exceptions import ApiException
 
 from cluster.catalog_stack import CatalogStack, catalog_stack
-from fakes.hub import FakeHub, FakeModel
+from fakes.hub import LISTING_PAGES, FakeHub, FakeModel
 from fakes.hub_corpus import make_corpus
 
 client: Any = typed_client
@@ -120,7 +120,7 @@ def test_failing_source_keeps_serving_its_last_generation(stack: CatalogStack) -
 
 def test_rate_limit_is_honoured_and_the_pass_resumes(stack: CatalogStack) -> None:
     stack.controller()
-    stack.hub.rate_limit_next(1, retry_after="2", bucket="api", after=1)
+    stack.hub.rate_limit_next(1, retry_after="2", bucket=LISTING_PAGES, after=1)
     stack.create_source("limited", opted_in=True)
     stack.eventually(
         lambda: stack.condition("limited", "Indexing").get("reason") == "ProviderRateLimited",
@@ -190,7 +190,7 @@ def test_leader_that_loses_its_lease_exits_cleanly(stack: CatalogStack) -> None:
 
 def test_a_cursor_the_provider_rejects_is_dropped_and_the_pass_starts_over(stack: CatalogStack) -> None:
     stack.controller()
-    stack.hub.fail_next(1, status=400, bucket="api", after=1)
+    stack.hub.fail_next(1, status=400, bucket=LISTING_PAGES, after=1)
     stack.create_source("stale", opted_in=True)
     stack.eventually(
         lambda: stack.condition("stale", "Indexing").get("reason") == "ProviderRequestRejected",

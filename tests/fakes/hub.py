@@ -50,6 +50,7 @@ from fakes.hub_corpus import FakeModel, make_corpus, repository
 from fakes.model_files import FileContent, content_chunks
 
 __all__ = [
+    "LISTING_PAGES",
     "FakeHub",
     "FakeModel",
     "RecordedRequest",
@@ -60,6 +61,8 @@ __all__ = [
     "repository",
 ]
 
+# A fault "bucket" that matches listing pages only (see `FakeHub.fail_next`).
+LISTING_PAGES: Final = "listing"
 MAX_PAGE: Final = 1000
 DEFAULT_PAGE: Final = 1000
 # What the real Hub answers for a listing item without `expand`.
@@ -226,7 +229,8 @@ class FakeHub(ThreadedAiohttpServer):
     ) -> None:
         """Answer `count` requests (of `bucket`, or any) with `status`, `headers` and `body` (a JSON
         error object when None), once `after` of them have been answered normally. A 200 with an
-        odd body imitates a misbehaving mirror."""
+        odd body imitates a misbehaving mirror. `bucket=LISTING_PAGES` counts and fails only the
+        `/api/models` listing pages, not the other api requests beside them (sizes)."""
         with self._lock:
             self._faults.append(_Fault(count, status, dict(headers or {}), bucket, body, after))
 
@@ -317,7 +321,7 @@ class FakeHub(ThreadedAiohttpServer):
         bucket = bucket_of(request.path)
         with self._lock:
             latency = self._latency
-            fault = self._take_fault(bucket)
+            fault = self._take_fault(bucket, listing=request.path == "/api/models")
             token = self._token
         if latency:
             await asyncio.sleep(latency)
@@ -357,9 +361,10 @@ class FakeHub(ThreadedAiohttpServer):
                     )
                 )
 
-    def _take_fault(self, bucket: str) -> _Fault | None:
+    def _take_fault(self, bucket: str, *, listing: bool) -> _Fault | None:
+        # LISTING_PAGES aims at listing pages only, not the size requests of the same api bucket.
         for fault in self._faults:
-            if fault.remaining > 0 and fault.bucket in (None, bucket):
+            if fault.remaining > 0 and fault.bucket in (None, bucket, LISTING_PAGES if listing else None):
                 if fault.skip > 0:
                     fault.skip -= 1
                     return None

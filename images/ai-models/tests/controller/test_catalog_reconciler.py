@@ -45,7 +45,7 @@ from ai_models.controller.catalog.token import TokenSecretMissing
 from ai_models.controller.metrics import ControllerMetrics
 from ai_models.controller.settings import ControllerSettings
 from ai_models.names import CATALOG_FINALIZER, CATALOG_SYNC_REQUESTED_AT_ANNOTATION
-from fakes.hub import FakeHub, fake_hub
+from fakes.hub import LISTING_PAGES, FakeHub, fake_hub
 from fakes.hub_corpus import FakeModel, make_corpus
 from kubeemu.pytest_fixtures import RunningEmulator
 from support.eventually import eventually
@@ -318,7 +318,7 @@ def test_a_failed_pass_is_counted_in_the_status_and_a_new_leader_keeps_the_backo
 
 
 def test_a_rate_limited_pass_waits_the_time_the_provider_named_not_the_backoff(bed: Bed) -> None:
-    bed.hub.rate_limit_next(1, retry_after="7", bucket="api", after=1)
+    bed.hub.rate_limit_next(1, retry_after="7", bucket=LISTING_PAGES, after=1)
     bed.create("limited")
     assert bed.leader().reconcile("limited") == 7.0
     status = bed.status("limited")

@@ -31,6 +31,7 @@ from ai_models.api.contract import Contract, contract_document
 from ai_models.api.models_serving import (
     CLUSTER_MODEL_FILE_PATH,
     CLUSTER_MODEL_MANIFEST_PATH,
+    CLUSTER_MODELS_PATH,
     MODEL_FILE_PATH,
     MODEL_MANIFEST_PATH,
 )
@@ -95,6 +96,7 @@ class Running:
     cluster: Any
     ready_model: Owner
     ready_cluster_model: Owner
+    store: DirectoryStore
 
     def verify(self) -> str:
         """What schemathesis' HTTP client (requests) takes to trust the internal listener."""
@@ -192,6 +194,7 @@ def running_api(  # noqa: PLR0917  (pytest passes fixtures positionally)
             cluster=cluster,
             ready_model=ready_model,
             ready_cluster_model=ready_cluster_model,
+            store=store,
         )
     finally:
         for server in servers:
@@ -249,6 +252,15 @@ def _page_tokens_are_issued_not_guessed(_context: Any, failure: Any, case: Any, 
         and _problem_type(response) == "urn:ai-models:problem:invalid-page-token"
     )
     return not (refused_token and type(failure).__name__ == "RejectedPositiveData")
+
+
+@serving_schema.hook("filter_failure")
+def _listing_page_tokens_are_issued_not_guessed(
+    _context: Any, failure: Any, case: Any, response: Any
+) -> bool:
+    """The ClusterModel listing's page tokens are as opaque as the search's (see above);
+    `test_issued_listing_tokens_keep_the_serving_contract` walks real ones."""
+    return bool(_page_tokens_are_issued_not_guessed(_context, failure, case, response))
 
 
 @lookup_schema.hook("filter_failure")
@@ -386,6 +398,27 @@ def test_real_artifacts_keep_the_serving_contract(running_api: Running, which: s
         case = serving_schema[path][method].Case(path_parameters={**parameters, **extra}, headers=headers)
         response = case.call_and_validate(base_url=running_api.url, headers=running_api.auth)
         assert response.status_code == status, (path, method, headers, response.text)
+
+
+def test_issued_listing_tokens_keep_the_serving_contract(running_api: Running) -> None:
+    """The listing of Ready ClusterModels walked with the tokens it issues, every answer under the checks."""
+    extra = [running_api.cluster.model(f"listed-{n}", status={"phase": "Publishing"}) for n in range(3)]
+    for owner in extra:
+        _publish(running_api.cluster, running_api.store, owner)
+    operation = serving_schema[CLUSTER_MODELS_PATH]["GET"]
+    seen: list[str] = []
+    page_token = None
+    for _ in range(10):
+        params: dict[str, Any] = {"pageSize": 1, **({"pageToken": page_token} if page_token else {})}
+        response = operation.Case(query=params).call_and_validate(
+            base_url=running_api.url, headers=running_api.auth
+        )
+        body = response.json()
+        seen += [item["name"] for item in body["items"]]
+        page_token = body.get("nextPageToken")
+        if page_token is None:
+            break
+    assert seen == sorted({"shared", *(owner.name for owner in extra)})
 
 
 @pytest.mark.parametrize(

@@ -319,7 +319,7 @@ def test_the_admin_guide_names_the_objects_an_administrator_looks_at(page: str) 
 
 @pytest.mark.parametrize("page", ADMIN_GUIDES)
 def test_the_log_lines_to_grep_for_are_the_controllers(page: str) -> None:
-    source = "".join(Path(module.__file__).read_text(encoding="utf-8") for module in (runtime, catalogs))
+    source = "".join(Path(str(module.__file__)).read_text(encoding="utf-8") for module in (runtime, catalogs))
     accounting = section(page, "Storage accounting")
     quoted = re.findall(r"`(inventory pass [^`]+)`", accounting)
     assert len(quoted) == 4

@@ -68,7 +68,7 @@ def test_index_of_the_documented_source_uses_the_endpoint_given(fake_hub: FakeHu
     )
     assert result.returncode == 0, result.stderr
     assert (store / "catalog" / "huggingface" / "manifest.json").exists()
-    assert all(request.params("filter") for request in fake_hub.requests("api"))
+    assert all(request.params("filter") for request in fake_hub.listing_pages())
 
 
 def test_index_reports_provider_failures_with_their_reason(fake_hub: FakeHub, tmp_path: Path) -> None:

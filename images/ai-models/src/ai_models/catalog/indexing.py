@@ -21,25 +21,19 @@ import dataclasses
 import datetime
 import logging
 import math
-import re
 from collections.abc import Callable, Sequence
 
-from pydantic import ValidationError
-
 from ai_models.adapters.hub import HubModel, HubPage
-from ai_models.adapters.objectstore import ObjectInfo, ObjectStore, ObjectStoreError
+from ai_models.adapters.objectstore import ObjectStore
 from ai_models.catalog.cursor import PassPosition
+from ai_models.catalog.generations import resumable_ids, serve_generation
 from ai_models.catalog.layout import (
     CatalogManifest,
     chunk_key,
-    chunk_name,
     generation_prefix,
-    manifest_key,
     new_generation,
-    source_prefix,
 )
 from ai_models.catalog.lister import ListingClient, PageLister
-from ai_models.catalog.reading import ManifestInvalid, read_manifest
 from ai_models.catalog.records import build_record, listing_metadata, wants_config
 from ai_models.catalog.reuse import ServedFacts, encode_keys, reuse_key, reuse_name, reused_record
 from ai_models.catalog.sizes import wants_size
@@ -48,8 +42,6 @@ from ai_models.domain.catalog.filters import CatalogFilter
 from ai_models.domain.catalog.record import CatalogRecord, ProviderMetadata
 
 logger = logging.getLogger(__name__)
-
-_CHUNK = re.compile(r"chunk-(\d+)\.jsonl")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -157,30 +149,9 @@ def _resumed(*, spec: SourceSpec, store: ObjectStore, resume: Checkpoint) -> _Pa
     if position.query > spec.query_count or position.start > resume.processed_models:
         logger.warning("checkpoint does not fit this source's spec, starting a fresh pass", extra=facts)
         return None
-    served = _served_generation(store, spec.name)
-    if served == resume.generation:
-        # Continuing would write into the generation readers are using.
-        logger.warning("checkpoint names the served generation, starting a fresh pass", extra=facts)
-        return None
-    seen: set[str] = set()
-    prefix = generation_prefix(spec.name, resume.generation)
-    for info, offset in _chunks(store, prefix):
-        if offset >= resume.processed_models:
-            # Written after the last checkpoint: the resumed pass writes this page again.
-            store.delete(info.key)
-            continue
-        try:
-            seen.update(record.id for record in _parse_chunk(store.get_bytes(info.key)))
-        except ValidationError:
-            logger.warning(
-                "checkpointed chunk unreadable, starting a fresh pass", extra={**facts, "key": info.key}
-            )
-            return None
-    if len(seen) != resume.processed_models:
-        logger.warning(
-            "checkpointed chunks are incomplete, starting a fresh pass",
-            extra={**facts, "expected": resume.processed_models, "found": len(seen)},
-        )
+    # The chunks must be exactly what the checkpoint says (catalog.generations).
+    seen = resumable_ids(store, spec.name, resume.generation, resume.processed_models)
+    if seen is None:
         return None
     return _PassState(generation=resume.generation, position=position, written=len(seen), seen=seen)
 
@@ -322,73 +293,7 @@ def _finish(
     state: _PassState,
     clock: Callable[[], datetime.datetime],
 ) -> PassResult:
-    previous = _served_generation(store, spec.name)
-    prefix = generation_prefix(spec.name, state.generation)
-    chunks = tuple(chunk_name(offset) for _, offset in _chunks(store, prefix))
-    manifest = CatalogManifest(
-        source=spec.name,
-        generation=state.generation,
-        models=len(state.seen),
-        chunks=chunks,
-        completedAt=clock(),
-    )
-    store.put_bytes(manifest_key(spec.name), manifest.model_dump_json(by_alias=True).encode())
-    logger.info(
-        "catalog generation served",
-        extra={
-            "source": spec.name,
-            "generation": state.generation,
-            "models": manifest.models,
-            "chunks": len(chunks),
-            "previous": previous,
-        },
-    )
-    _collect_garbage(store, spec.name, keep={state.generation, previous})
+    manifest = serve_generation(store, spec.name, state.generation, models=len(state.seen), clock=clock)
     return PassResult(
-        generation=state.generation, models=manifest.models, chunks=len(chunks), manifest=manifest
+        generation=state.generation, models=manifest.models, chunks=len(manifest.chunks), manifest=manifest
     )
-
-
-def _collect_garbage(store: ObjectStore, source: str, *, keep: set[str | None]) -> None:
-    """Remove every generation but the one just served and the one served before it.
-
-    The previous one stays until the next pass: an api replica that read the old manifest a moment
-    before the flip may still be loading its chunks. Abandoned partial generations go now. A
-    failure here is logged, not raised: the new generation is already served.
-    """
-    root = source_prefix(source) + "generations/"
-    try:
-        for prefix in store.list_prefixes(root):
-            generation = prefix.removeprefix(root).rstrip("/")
-            if generation not in keep:
-                removed = store.delete_prefix(prefix)
-                logger.info(
-                    "old catalog generation removed",
-                    extra={"source": source, "generation": generation, "objects": removed},
-                )
-    except ObjectStoreError as error:
-        logger.warning(
-            "old catalog generations not removed; the next pass retries",
-            extra={"source": source, "error": str(error)},
-        )
-
-
-def _served_generation(store: ObjectStore, source: str) -> str | None:
-    try:
-        manifest = read_manifest(store, source)
-    except ManifestInvalid:
-        return None
-    return manifest.generation if manifest is not None else None
-
-
-def _chunks(store: ObjectStore, prefix: str) -> list[tuple[ObjectInfo, int]]:
-    found: list[tuple[ObjectInfo, int]] = []
-    for info in store.list(prefix):
-        match = _CHUNK.fullmatch(info.key.removeprefix(prefix))
-        if match:
-            found.append((info, int(match.group(1))))
-    return sorted(found, key=lambda item: item[1])
-
-
-def _parse_chunk(data: bytes) -> list[CatalogRecord]:
-    return [CatalogRecord.model_validate_json(line) for line in data.splitlines() if line.strip()]

@@ -14,7 +14,11 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import datetime
+import json
 import socket
+import urllib.parse
+import urllib.request
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -40,6 +44,7 @@ class CrossClusterStack:
     consuming: ModelStack
     reader: Identity  # the serving cluster's subject whose token the consuming cluster holds
     closed_port: int  # bound and never listened on: an endpoint nothing answers
+    _catalog_reader: Identity | None = None
 
     @property
     def serving_endpoint(self) -> str:
@@ -89,6 +94,37 @@ class CrossClusterStack:
         )
         return dict(found.get("status") or {})
 
+    def request_sync(self, name: str) -> None:
+        """Ask the consuming cluster's controller for a pass of source `name` now."""
+        now = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+        self.consuming.objects.patch_cluster_custom_object(
+            GROUP,
+            VERSION,
+            names.Plural.MODEL_CATALOG_SOURCES,
+            name,
+            {"metadata": {"annotations": {names.CATALOG_SYNC_REQUESTED_AT_ANNOTATION: now}}},
+        )
+
+    def entry(self, source: str, entry: str) -> dict[str, Any] | None:
+        """Entry `entry` of `source` as the consuming cluster's catalog API serves it (None: not yet)."""
+        self._catalog_reader = self._catalog_reader or self.consuming.uploader("User")
+        reader = self._catalog_reader  # catalogimports without a namespace limit
+        path = (
+            f"{names.CATALOG_IMPORT_API_PREFIX}/sources/{source}/models/{urllib.parse.quote(entry, safe='')}"
+        )
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{self.consuming.api_port}{path}",
+            headers={"Authorization": f"Bearer {reader.token}"},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                found: dict[str, Any] = json.loads(response.read())
+                return found
+        except urllib.error.HTTPError as error:
+            if error.code == 404:
+                return None
+            raise
+
     def model_from(self, name: str, source: str, entry: str) -> dict[str, Any]:
         """A Model in the consuming cluster from entry `entry` of catalog source `source`."""
         return self.consuming.create_model(name, {"catalog": {"sourceName": source, "name": entry}})
@@ -129,8 +165,8 @@ def cross_cluster_stack(workdir: Path, corpus: Sequence[FakeModel]) -> Iterator[
         grant_access_level(serving.emulator.cluster, reader, "User")
         closed = started.enter_context(socket.socket())
         closed.bind(("127.0.0.1", 0))
-        stack = CrossClusterStack(
+        clusters = CrossClusterStack(
             serving=serving, consuming=consuming, reader=reader, closed_port=int(closed.getsockname()[1])
         )
-        stack.token_secret(TOKEN_SECRET, reader.token)
-        yield stack
+        clusters.token_secret(TOKEN_SECRET, reader.token)
+        yield clusters

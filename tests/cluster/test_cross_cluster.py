@@ -98,11 +98,34 @@ def test_a_model_from_the_other_clusters_entry_is_ready_with_its_digest_and_veri
         "endpoint": clusters.serving_endpoint,
         "revision": SHARED.sha,
     }
+    # It reserved what the entry's verdict requires: the artifact's size there.
+    (started,) = consuming.events("PublicationStarted", name="llama-copy")
+    assert f"publishing {shared['artifact']['sizeBytes']} bytes " in started.message
     # Accounted as any publication: the ledger holds the artifact (its files and its manifest).
     ledger = consuming.ledger() or {}
     (entry,) = [item for item in ledger.get("entries", []) if item["owner"]["name"] == "llama-copy"]
     assert entry["state"] == "Published"
     assert entry["sizeBytes"] >= shared["artifact"]["sizeBytes"]
+
+
+def test_the_serving_clusters_cluster_models_are_entries_of_the_source(
+    clusters: CrossClusterStack, shared: dict[str, Any]
+) -> None:
+    clusters.request_sync(SOURCE)
+
+    clusters.consuming.eventually(
+        lambda: clusters.entry(SOURCE, "shared-llama") is not None,
+        timeout=60,
+        what=lambda: f"entry shared-llama of {SOURCE} (source status {clusters.source_status(SOURCE)})",
+    )
+
+    entry = clusters.entry(SOURCE, "shared-llama") or {}
+    assert entry["provider"] == "AIModels"
+    assert entry["metadata"]["sha"] == shared["artifact"]["digest"]
+    # What the entry says a copy needs is what a Model from it reserves: the artifact's size there.
+    assert entry["resources"]["weightsBytes"] == shared["artifact"]["sizeBytes"]
+    assert entry["downloadVerdict"]["requiredBytes"] == shared["artifact"]["sizeBytes"]
+    assert entry["resources"]["format"] == shared["resolved"]["format"]
 
 
 def test_a_cluster_model_from_the_other_cluster_gets_the_same_digest(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -160,3 +161,34 @@ def test_search_refuses_bad_filters_with_their_names(tmp_path: Path) -> None:
     result = ai_models("catalog", "search", "--store", str(tmp_path), "--page-size", "0")
     assert result.returncode == 1
     assert "pageSize" in result.stderr
+
+
+def test_index_of_an_aimodels_source_reads_the_other_cluster_and_names_its_failure(tmp_path: Path) -> None:
+    """An AIModels source is indexed from the other cluster's serving API, not from a Hub: without its
+    token the command says which variable to set; an endpoint nothing answers is ProviderUnavailable."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    source = write_source(
+        tmp_path,
+        {
+            "provider": "AIModels",
+            "aiModels": {"endpoint": f"http://127.0.0.1:{port}", "tokenSecretRef": {"name": "t"}},
+        },
+    )
+    store = tmp_path / "store"
+    untokened = ai_models("catalog", "index", "--source", str(source), "--store", str(store))
+    assert untokened.returncode != 0
+    assert "AI_MODELS_SERVING_TOKEN" in untokened.stderr
+    result = ai_models(
+        "catalog",
+        "index",
+        "--source",
+        str(source),
+        "--store",
+        str(store),
+        env={"AI_MODELS_SERVING_TOKEN": "x"},
+    )
+    assert result.returncode == 1, result.stderr
+    assert "ProviderUnavailable" in result.stderr
+    assert f"the ai-models cluster at http://127.0.0.1:{port} is unreachable" in result.stderr

@@ -30,13 +30,18 @@ from rich.table import Table
 from ai_models.adapters.hub import HubClient
 from ai_models.adapters.hub.errors import ProviderError
 from ai_models.adapters.objectstore import DirectoryStore
+from ai_models.adapters.serving.listing import ServingListingClient
 from ai_models.api.offline import DEFAULT_SORT, SORTS, InvalidQuery, parse_query, search_store
-from ai_models.catalog.indexing import Checkpoint, run_pass
+from ai_models.catalog.indexing import Checkpoint, PassResult, run_pass
+from ai_models.catalog.remote import RemoteSourceSpec, run_remote_pass
 from ai_models.catalog.source import SourceSpec
 from ai_models.domain.storage.verdict import Verdict
+from ai_models.names import CatalogProvider
 from ai_models.settings import Settings
 
 TOKEN_VARIABLE = "HF_TOKEN"
+# An AIModels source: a token the other ai-models cluster accepts.
+SERVING_TOKEN_VARIABLE = "AI_MODELS_SERVING_TOKEN"
 
 
 def add_index_parser(commands: Any) -> None:
@@ -45,7 +50,9 @@ def add_index_parser(commands: Any) -> None:
         help="index one ModelCatalogSource into a local store",
         description=(
             "Runs one indexing pass of the ModelCatalogSource in FILE into the directory store DIR. "
-            f"A Hub token, if the source needs one, is read from ${TOKEN_VARIABLE}."
+            f"A Hub token, if the source needs one, is read from ${TOKEN_VARIABLE}; for an AIModels "
+            "source (another ai-models cluster) the token that cluster accepts from "
+            f"${SERVING_TOKEN_VARIABLE}."
         ),
     )
     parser.add_argument("--source", required=True, type=Path, metavar="FILE", help="ModelCatalogSource YAML")
@@ -76,6 +83,8 @@ def _load_source(path: Path) -> dict[str, Any]:
 
 def run_index(args: argparse.Namespace, settings: Settings) -> int:
     resource = _load_source(args.source)
+    if (resource.get("spec") or {}).get("provider") == CatalogProvider.AI_MODELS:
+        return _run_remote_index(args, resource)
     try:
         spec = SourceSpec.from_resource(
             resource,
@@ -121,6 +130,43 @@ def run_index(args: argparse.Namespace, settings: Settings) -> int:
             return 1
         assert result is not None  # nothing asks this pass to stop
         progress.update(task, completed=result.models, total=result.models)
+    print(f"{result.models} models of {spec.name} indexed into {args.store} (generation {result.generation})")
+    return 0
+
+
+def _run_remote_index(args: argparse.Namespace, resource: dict[str, Any]) -> int:
+    """An AIModels source: the other cluster's Ready ClusterModels, as the controller indexes them."""
+    token = os.environ.get(SERVING_TOKEN_VARIABLE, "").strip()
+    if not token:
+        raise SystemExit(
+            f"ai-models catalog index: {args.source} is an AIModels source; set {SERVING_TOKEN_VARIABLE} "
+            "to a token the other ai-models cluster accepts"
+        )
+    try:
+        spec = RemoteSourceSpec.from_resource(resource, token=token)
+    except (KeyError, ValueError) as error:
+        raise SystemExit(
+            f"ai-models catalog index: {args.source} is not a valid ModelCatalogSource: {error}"
+        ) from error
+    args.store.mkdir(parents=True, exist_ok=True)
+    console = Console(stderr=True)
+    result: PassResult | None
+    try:
+        with ServingListingClient(
+            endpoint=spec.endpoint, token=spec.token, ca_bundle=spec.ca_bundle
+        ) as listing:
+            result = run_remote_pass(
+                spec=spec,
+                listing=listing,
+                store=DirectoryStore(args.store),
+                resume=None,
+                on_checkpoint=lambda checkpoint: console.print(f"{checkpoint.processed_models} indexed"),
+                clock=lambda: datetime.datetime.now(datetime.UTC),
+            )
+    except ProviderError as error:
+        console.print(f"[red]indexing {spec.name} failed ({error.reason}): {error}", soft_wrap=True)
+        return 1
+    assert result is not None  # nothing asks this pass to stop
     print(f"{result.models} models of {spec.name} indexed into {args.store} (generation {result.generation})")
     return 0
 

@@ -66,8 +66,9 @@ class CrossClusterStack:
         endpoint: str | None = None,
         token_secret: str = TOKEN_SECRET,
         ca_bundle: str | None = None,
+        opted_in: bool = True,
     ) -> dict[str, Any]:
-        """An AIModels ModelCatalogSource in the consuming cluster, opted in to sync."""
+        """An AIModels ModelCatalogSource in the consuming cluster, opted in to sync unless told not to."""
         settings: dict[str, Any] = {
             "endpoint": endpoint or self.serving_endpoint,
             "tokenSecretRef": {"name": token_secret},
@@ -79,7 +80,9 @@ class CrossClusterStack:
             "kind": "ModelCatalogSource",
             "metadata": {
                 "name": name,
-                "annotations": {names.CATALOG_SYNC_ANNOTATION: names.CATALOG_SYNC_ENABLED},
+                "annotations": {names.CATALOG_SYNC_ANNOTATION: names.CATALOG_SYNC_ENABLED}
+                if opted_in
+                else {},
             },
             "spec": {"provider": names.CatalogProvider.AI_MODELS.value, "aiModels": settings},
         }

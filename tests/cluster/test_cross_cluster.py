@@ -184,3 +184,31 @@ def test_a_cluster_model_deleted_in_the_other_cluster_ends_with_source_not_found
 
     assert "ClusterModel doomed-llama of the cluster at" in condition["message"]
     assert "is gone" in condition["message"]
+
+
+def test_a_source_without_the_opt_in_never_calls_the_other_cluster(clusters: CrossClusterStack) -> None:
+    clusters.ai_models_source("not-opted-in", opted_in=False)
+    clusters.model_from("not-opted-in", "not-opted-in", "shared-llama")
+
+    condition = clusters.wait_reason("not-opted-in", "CatalogEntryNotFound")
+
+    assert "ai.deckhouse.io/catalog-sync=Enabled" in condition["message"]
+
+
+def test_a_model_waits_while_the_cluster_model_there_is_not_ready(clusters: CrossClusterStack) -> None:
+    serving = clusters.serving
+    serving.create_cluster_model("awaiting-upload", {"upload": {}})
+    serving.wait_phase("awaiting-upload", "WaitForUpload", namespace=None)
+    clusters.model_from("waiting", SOURCE, "awaiting-upload")
+
+    clusters.consuming.eventually(
+        lambda: (
+            "is not Ready in that cluster"
+            in clusters.consuming.condition("waiting", "Ready").get("message", "")
+        ),
+        what=lambda: (
+            f"Model waiting pending on the ClusterModel there (now {clusters.consuming.status('waiting')})"
+        ),
+    )
+
+    assert clusters.consuming.status("waiting")["phase"] == "Pending"

@@ -4,6 +4,7 @@ out, and who may list."""
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 from collections.abc import Iterator
 from typing import Any
@@ -21,7 +22,9 @@ from ai_models.adapters.objectstore import DirectoryStore
 from ai_models.adapters.serving.listing import ServingListingClient
 from ai_models.api.models_serving import CLUSTER_MODELS_PATH
 from ai_models.api.serving_listing import served
-from ai_models.domain.storage.ledger import Owner
+from ai_models.catalog.remote import RemoteSourceSpec, run_remote_pass
+from ai_models.domain.storage.ledger import Ledger, Owner
+from support.eventually import eventually
 
 RESOLVED = {
     "format": "Safetensors",
@@ -189,3 +192,43 @@ def test_the_aimodels_client_walks_the_listing_the_api_serves_and_names_each_ref
         pytest.raises(ProviderNotFound),
     ):
         client.list_page(None, 2)
+
+
+def test_ready_cluster_models_listed_here_become_catalog_entries_whose_verdict_reserves_their_size(
+    start_api: Any, api_cluster: Any, store: DirectoryStore
+) -> None:
+    """Listing -> AIModels pass -> catalog API, end to end: the entry a user of the consuming cluster
+    sees is the ClusterModel, with its facts, and its verdict asks for the artifact's size."""
+    api = start_api(store, api_object_cache_seconds=0, capacity_limit_bytes=10**12)
+    api_cluster.put_ledger(Ledger(confirmed=True))
+    ready(api_cluster, "qwen3-8b", size=16_000_000_000)
+    ready(api_cluster, "bge-m3", size=2_270_000_000, resolved={"format": "Safetensors"})
+    reader = api_cluster.user("consuming-cluster")
+    spec = RemoteSourceSpec(name="cluster-a", endpoint=api.url, token=reader.token, chunk_size=1)
+    with ServingListingClient(endpoint=spec.endpoint, token=spec.token) as listing:
+        result = run_remote_pass(
+            spec=spec,
+            listing=listing,
+            store=store,
+            resume=None,
+            on_checkpoint=lambda _: None,
+            clock=lambda: datetime.datetime.now(datetime.UTC),
+        )
+    assert result is not None
+    assert (result.models, result.chunks) == (2, 2)
+
+    with httpx.Client(base_url=api.url, timeout=60, headers={"Authorization": f"Bearer {reader.token}"}) as c:
+
+        def served() -> dict[str, Any] | None:
+            response = c.get("/api/catalog-import/v1/sources/cluster-a/models/qwen3-8b")
+            return response.json() if response.status_code == 200 else None
+
+        entry = eventually(served, message="the api to serve the AIModels source")
+    assert entry is not None
+    assert entry["provider"] == "AIModels"
+    assert entry["metadata"]["sha"] == "sha256:" + hashlib.sha256(b"qwen3-8b").hexdigest()
+    assert entry["resources"]["weightsBytes"] == 16_000_000_000
+    assert entry["resources"]["parameterCount"] == 8_030_000_000
+    assert entry["resources"]["contextLength"] == 131072
+    assert entry["downloadVerdict"]["verdict"] == "Feasible"
+    assert entry["downloadVerdict"]["requiredBytes"] == 16_000_000_000

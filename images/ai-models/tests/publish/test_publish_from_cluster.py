@@ -289,3 +289,11 @@ def test_the_other_cluster_is_reached_through_the_egress_proxy(
         assert code == EXIT_PUBLISHED, outcome
         assert proxy.targets() == {f"ai-models.other.test:{port}"}
     assert kit.manifest(DIGEST).digest == DIGEST
+
+
+def test_a_link_local_endpoint_needs_the_module_setting(kit: Kit, other: OtherCluster) -> None:
+    code, outcome = run(kit, source(other, url="http://169.254.10.10"))
+
+    assert code == EXIT_FAILED
+    assert outcome["reason"] == ModelReason.PUBLICATION_FAILED
+    assert "sources.allowLinkLocalEndpoints" in outcome["message"]

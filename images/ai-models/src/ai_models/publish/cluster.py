@@ -17,6 +17,7 @@ import datetime
 import logging
 from collections.abc import Callable
 
+from ai_models.adapters.hub.http import EndpointPolicy
 from ai_models.adapters.objectstore import ObjectStoreError, SizeMismatch
 from ai_models.adapters.serving.remote import (
     Momentary,
@@ -41,9 +42,11 @@ def publish_from_cluster(
     writer: ArtifactWriter,
     *,
     token: str | None,
+    policy: EndpointPolicy,
     progress: Progress,
     retry: RetryPolicy,
 ) -> ArtifactManifest:
+    """`policy` is the process's endpoint policy (the module setting sources.allowLinkLocalEndpoints)."""
     where = f"ClusterModel {source.cluster_model} of the cluster at {source.endpoint}"
     if token is None:
         raise PublicationFailure(
@@ -53,7 +56,7 @@ def publish_from_cluster(
         )
     cluster = RemoteCluster(endpoint=source.endpoint, token=token, ca_bundle=source.ca_bundle)
     try:
-        client = cluster.serving()
+        client = cluster.serving(policy=policy)
     except Refused as error:
         raise _refused(error, where) from error
     try:

@@ -174,7 +174,10 @@ def _publish(
         if isinstance(source, HuggingFacePublication):
             return _from_hugging_face(job, source, writer, progress, retry)
         if isinstance(source, AIModelsPublication):
-            return publish_from_cluster(source, writer, token=job.token, progress=progress, retry=retry)
+            policy = EndpointPolicy(allow_link_local=job.settings.sources_allow_link_local_endpoints)
+            return publish_from_cluster(
+                source, writer, token=job.token, policy=policy, progress=progress, retry=retry
+            )
         return _from_upload(store, job, writer, progress)
     except ObjectStoreError as error:
         raise store_failure(error) from error

@@ -6,21 +6,25 @@ from __future__ import annotations
 
 import datetime
 import hashlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
 from ai_models.adapters.hub.errors import (
+    ProviderEndpointRefused,
     ProviderForbidden,
     ProviderNotFound,
     ProviderRequestRejected,
     ProviderUnauthorized,
+    ProviderUnavailable,
 )
 from ai_models.adapters.objectstore import DirectoryStore
 from ai_models.adapters.serving.listing import ServingListingClient
 from ai_models.api.models_serving import CLUSTER_MODELS_PATH
+from ai_models.api.server import BackgroundServer
 from ai_models.api.serving_listing import served
 from ai_models.catalog.remote import RemoteSourceSpec, run_remote_pass
 from ai_models.domain.storage.ledger import Ledger, Owner
@@ -232,3 +236,27 @@ def test_ready_cluster_models_listed_here_become_catalog_entries_whose_verdict_r
     assert entry["resources"]["contextLength"] == 131072
     assert entry["downloadVerdict"]["verdict"] == "Feasible"
     assert entry["downloadVerdict"]["requiredBytes"] == 16_000_000_000
+
+
+def test_the_aimodels_client_checks_the_other_clusters_certificate_with_the_ca_bundle(
+    api: Any, api_cluster: Any, tmp_path: Path, write_tls_files: Callable[[Path], tuple[Path, Path, Path]]
+) -> None:
+    cert, key, ca = write_tls_files(tmp_path / "tls")
+    tls = BackgroundServer(api.runtime.app, shutting_down=api.runtime.state.shutting_down, tls=(cert, key))
+    tls.start()
+    try:
+        ready(api_cluster, "over-tls")
+        token = api_cluster.user("tls-reader").token
+        with ServingListingClient(endpoint=tls.url, token=token, ca_bundle=ca.read_text()) as client:
+            assert [item.name for item in client.list_page(None, 10).items] == ["over-tls"]
+        with (
+            ServingListingClient(endpoint=tls.url, token=token) as client,
+            pytest.raises(ProviderUnavailable, match=r"does not trust .*spec\.aiModels\.caBundle"),
+        ):
+            client.list_page(None, 10)
+        with pytest.raises(ProviderEndpointRefused, match="not a PEM bundle"):
+            ServingListingClient(
+                endpoint=tls.url, token=token, ca_bundle="-----BEGIN CERTIFICATE-----\nnope\n"
+            )
+    finally:
+        tls.stop()

@@ -22,7 +22,7 @@ import logging
 import re
 import ssl
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Any, Final
 
@@ -98,8 +98,8 @@ class ServingListingClient:
         timeout: float = 30.0,
         policy: EndpointPolicy | None = None,
         page_deadline: float = PAGE_DEADLINE_SECONDS,
-        clock: Any = time.monotonic,
-        now: Any = lambda: datetime.datetime.now(datetime.UTC),
+        clock: Callable[[], float] = time.monotonic,
+        now: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.UTC),
     ) -> None:
         self.endpoint = endpoint.rstrip("/")
         self._policy = policy if policy is not None else default_policy()

@@ -33,6 +33,8 @@ def listing_sources(model: HubModel) -> FactSources:
 def wants_size(model: HubModel, *, authenticated: bool) -> bool:
     if model.sha is None or not (authenticated or model.gated is Gated.NONE):
         return False
-    if model.filenames is not None and not select_files(model.filenames).accepted:
-        return False  # no safetensors or GGUF weights: nothing would be published, no size exists
-    return listed_weights_bytes(listing_sources(model)) is None
+    if listed_weights_bytes(listing_sources(model)) is not None:
+        return False
+    # Last, and so only for the few the listing leaves unsized: the selection is the costly check.
+    # No safetensors or GGUF weights: nothing would be published, no size exists.
+    return model.filenames is None or select_files(model.filenames).accepted

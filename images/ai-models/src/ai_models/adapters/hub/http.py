@@ -70,6 +70,30 @@ class BodyTooLarge(EndpointProblem):
     pass
 
 
+def peer_check(policy: EndpointPolicy) -> Callable[[str, Mapping[str, Any]], None]:
+    """httpcore's trace hook that refuses a connected address `policy` refuses (`AddressRefused`).
+
+    It runs after the TCP connect, before TLS and before any request byte, so a name that resolves
+    to a refused address gets nothing. Through a proxy the address is the proxy's, which resolves
+    the name. Every outbound client of the module sets it on each request.
+    """
+
+    def check(event: str, info: Mapping[str, Any]) -> None:
+        if not event.endswith("connect_tcp.complete"):
+            return
+        stream = info.get("return_value")
+        if stream is None:
+            return
+        peer = stream.get_extra_info("server_addr")
+        address = str(peer[0]) if isinstance(peer, tuple) and peer else ""
+        problem = policy.address_problem(address)
+        if problem is not None:
+            stream.close()
+            raise AddressRefused(f"its host resolved to an address that {problem}")
+
+    return check
+
+
 class BodyTooSlow(EndpointProblem):
     pass
 
@@ -230,7 +254,7 @@ class Sender:
             if problem is not None:
                 raise AddressRefused(f"the URL {problem}")
             sent = client.build_request("GET", url, params=params, headers=headers, timeout=request.timeout)
-            sent.extensions["trace"] = self._check_peer
+            sent.extensions["trace"] = peer_check(self.policy)
             response = client.send(sent, stream=True)
             location = response.headers.get("Location")
             if response.status_code not in REDIRECT_STATUSES or location is None:
@@ -253,20 +277,6 @@ class Sender:
                 headers = {key: value for key, value in headers.items() if key.lower() != "authorization"}
             url, params = target, None
         raise RedirectRefused(f"it redirected more than {self.policy.max_redirects} times")
-
-    def _check_peer(self, event: str, info: Mapping[str, Any]) -> None:
-        """httpcore's trace hook: after TCP connect, before TLS and before any request byte."""
-        if not event.endswith("connect_tcp.complete"):
-            return
-        stream = info.get("return_value")
-        if stream is None:
-            return
-        peer = stream.get_extra_info("server_addr")
-        address = str(peer[0]) if isinstance(peer, tuple) and peer else ""
-        problem = self.policy.address_problem(address)
-        if problem is not None:
-            stream.close()
-            raise AddressRefused(f"its host resolved to an address that {problem}")
 
     def _read(self, response: httpx2.Response, max_bytes: int, deadline: float) -> bytes:
         declared = response.headers.get("Content-Length", "")

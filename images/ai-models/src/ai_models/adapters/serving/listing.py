@@ -40,7 +40,7 @@ from ai_models.adapters.hub.errors import (
     ProviderUnavailable,
     retry_after_seconds,
 )
-from ai_models.adapters.hub.http import EndpointPolicy, default_policy
+from ai_models.adapters.hub.http import AddressRefused, EndpointPolicy, default_policy, peer_check
 from ai_models.names import SERVING_API_PREFIX
 
 logger = logging.getLogger(__name__)
@@ -148,12 +148,12 @@ class ServingListingClient:
         request = self._client.build_request(
             "GET", url, params=httpx2.QueryParams(tuple(params)), headers=self._headers, timeout=self._timeout
         )
-        request.extensions["trace"] = self._check_peer
+        request.extensions["trace"] = peer_check(self._policy)
         try:
             response = self._client.send(request, stream=True)
-        except _AddressRefused as refused:
+        except AddressRefused as refused:
             raise ProviderEndpointRefused(
-                f"{self.endpoint} was not contacted: its host resolved to an address that {refused}; point "
+                f"{self.endpoint} was not contacted: {refused}; point "
                 "spec.aiModels.endpoint at the other cluster's public serving API on an ordinary address",
                 endpoint=self.endpoint,
             ) from None
@@ -165,20 +165,6 @@ class ServingListingClient:
             return self._read(response)
         finally:
             response.close()
-
-    def _check_peer(self, event: str, info: Mapping[str, Any]) -> None:
-        # httpcore's trace hook: after TCP connect, before TLS and before any request byte.
-        if not event.endswith("connect_tcp.complete"):
-            return
-        stream = info.get("return_value")
-        if stream is None:
-            return
-        peer = stream.get_extra_info("server_addr")
-        address = str(peer[0]) if isinstance(peer, tuple) and peer else ""
-        problem = self._policy.address_problem(address)
-        if problem is not None:
-            stream.close()
-            raise _AddressRefused(problem)
 
     def _read(self, response: httpx2.Response) -> bytes:
         declared = response.headers.get("Content-Length", "")
@@ -296,10 +282,6 @@ class ServingListingClient:
             "(DNS, egress, proxy) to that cluster",
             endpoint=self.endpoint,
         )
-
-
-class _AddressRefused(Exception):
-    """Raised in the trace hook, before a byte is sent; httpx passes it through unchanged."""
 
 
 def _item(raw: object) -> RemoteClusterModel | None:

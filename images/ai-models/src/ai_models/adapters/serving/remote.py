@@ -25,7 +25,7 @@ from typing import Any, Final
 
 import httpx2
 
-from ai_models.adapters.hub.http import EndpointPolicy, default_policy
+from ai_models.adapters.hub.http import AddressRefused, EndpointPolicy, default_policy, peer_check
 from ai_models.adapters.serving.client import Momentary, Refused, object_path
 from ai_models.adapters.serving.listing import ssl_context
 from ai_models.domain.artifacts.manifest import ArtifactManifest, ManifestFormatError, manifest_from_json
@@ -131,13 +131,12 @@ class RemoteServing:
         request = self._client.build_request(
             "GET", self.endpoint + path, headers=self._headers, timeout=self._timeout
         )
-        request.extensions["trace"] = self._check_peer
+        request.extensions["trace"] = peer_check(self._policy)
         try:
             response = self._client.send(request, stream=True)
-        except _AddressRefused as refused:
+        except AddressRefused as refused:
             raise Refused(
-                f"{self.endpoint} was not contacted: its host resolved to an address that {refused}; "
-                f"{ENDPOINT_HINT}",
+                f"{self.endpoint} was not contacted: {refused}; {ENDPOINT_HINT}",
                 status=0,
                 retryable=False,
             ) from None
@@ -149,21 +148,6 @@ class RemoteServing:
             yield response
         finally:
             response.close()
-
-    def _check_peer(self, event: str, info: Mapping[str, Any]) -> None:
-        # httpcore's trace hook: after TCP connect, before TLS and before any request byte. Through
-        # a proxy the address is the proxy's (which resolves the name), as for every Hub request.
-        if not event.endswith("connect_tcp.complete"):
-            return
-        stream = info.get("return_value")
-        if stream is None:
-            return
-        peer = stream.get_extra_info("server_addr")
-        address = str(peer[0]) if isinstance(peer, tuple) and peer else ""
-        problem = self._policy.address_problem(address)
-        if problem is not None:
-            stream.close()
-            raise _AddressRefused(problem)
 
 
 class _Body:
@@ -210,10 +194,6 @@ def _unreachable(error: httpx2.HTTPError, what: str, endpoint: str) -> Exception
             retryable=False,
         )
     return Momentary(f"cannot read {what} from {endpoint} ({cause})")
-
-
-class _AddressRefused(Exception):
-    """Raised in the trace hook, before a byte is sent; httpx passes it through unchanged."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -11,6 +12,7 @@ from typing import Any
 import pytest
 from kubernetes import client as typed_client
 
+from ai_models.names import CATALOG_SYNC_REQUESTED_AT_ANNOTATION
 from fakes.hub import FakeHub
 from kubeemu.pytest_fixtures import RunningEmulator
 from support.eventually import eventually
@@ -19,6 +21,16 @@ from support.processes import ModuleProcess
 
 client: Any = typed_client
 GROUP, VERSION, PLURAL = "ai.deckhouse.io", "v1alpha1", "modelcatalogsources"
+
+
+def sync_request() -> dict[str, str]:
+    """The annotation that asks a source for a pass now: a timestamp after its last pass start.
+
+    The controller honours a request newer than the last pass start, to the second; a second ahead
+    keeps a pass that started this very second from hiding the request.
+    """
+    at = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=1)
+    return {CATALOG_SYNC_REQUESTED_AT_ANNOTATION: at.strftime("%Y-%m-%dT%H:%M:%SZ")}
 
 
 @dataclasses.dataclass
@@ -75,6 +87,10 @@ class CatalogStack:
                 "spec": spec or {"provider": "HuggingFace", "huggingFace": {}, "chunkSize": 50},
             },
         )
+
+    def request_sync(self, name: str) -> None:
+        """Ask for a pass of source `name` now (the request annotation, see `sync_request`)."""
+        self.annotate(name, sync_request())
 
     def annotate(self, name: str, annotations: dict[str, str]) -> None:
         self.objects.patch_cluster_custom_object(

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import datetime
 import json
 import socket
 import urllib.parse
@@ -24,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ai_models import names
+from cluster.catalog_stack import sync_request
 from cluster.model_stack import ModelStack, model_stack
 from fakes.hub import FakeHub
 from fakes.hub_corpus import FakeModel
@@ -99,13 +99,12 @@ class CrossClusterStack:
 
     def request_sync(self, name: str) -> None:
         """Ask the consuming cluster's controller for a pass of source `name` now."""
-        now = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
         self.consuming.objects.patch_cluster_custom_object(
             GROUP,
             VERSION,
             names.Plural.MODEL_CATALOG_SOURCES,
             name,
-            {"metadata": {"annotations": {names.CATALOG_SYNC_REQUESTED_AT_ANNOTATION: now}}},
+            {"metadata": {"annotations": sync_request()}},
         )
 
     def entry(self, source: str, entry: str) -> dict[str, Any] | None:

@@ -99,10 +99,7 @@ def test_failing_source_keeps_serving_its_last_generation(stack: CatalogStack) -
     stack.eventually(lambda: served(stack, "flaky"), what="the first pass")
     generation = stack.manifest("flaky")["generation"]  # type: ignore[index]
     stack.hub.error_next(1000, status=503)
-    requested = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=1)
-    stack.annotate(
-        "flaky", {"ai.deckhouse.io/catalog-sync-requested-at": requested.strftime("%Y-%m-%dT%H:%M:%SZ")}
-    )
+    stack.request_sync("flaky")
     stack.eventually(
         lambda: stack.condition("flaky", "Indexing").get("reason") == "ProviderUnavailable",
         what="the failure",

@@ -54,7 +54,7 @@ def test_a_filter_the_hub_ignores_is_applied_and_an_unchanged_resync_costs_list_
     assert stack.hub.count("resolve") > 0, "the first pass fetches configs"
 
     stack.hub.reset_log()
-    stack.annotate(SOURCE, {"ai.deckhouse.io/catalog-sync-requested-at": "2026-12-04T19:00:00Z"})
+    stack.request_sync(SOURCE)
     stack.eventually(
         lambda: stack.source(SOURCE).get("status", {}).get("servedGeneration") not in (None, first),
         what="the requested re-sync",

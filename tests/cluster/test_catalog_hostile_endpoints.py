@@ -4,7 +4,6 @@ its liveness. Memory is measured on the controller process (VmHWM, its peak RSS)
 
 from __future__ import annotations
 
-import datetime
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -56,11 +55,6 @@ def everything_users_read(stack: CatalogStack, name: str) -> str:
     """The source as a User reads it, and every Event's message."""
     events = client.CoreV1Api(stack.emulator.api_client()).list_event_for_all_namespaces()
     return json.dumps(stack.source(name)) + "\n".join(str(event.message) for event in events.items)
-
-
-def request_sync(stack: CatalogStack, name: str) -> None:
-    now = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=1)
-    stack.annotate(name, {"ai.deckhouse.io/catalog-sync-requested-at": now.strftime("%Y-%m-%dT%H:%M:%SZ")})
 
 
 def peak_rss(process: ModuleProcess) -> int:
@@ -153,7 +147,7 @@ def test_a_listing_that_stalls_or_trickles_fails_the_pass_and_the_controller_goe
 
     # Neither took a worker with it: an ordinary pass still completes.
     served = stack.source("ordinary")["status"]["servedGeneration"]
-    request_sync(stack, "ordinary")
+    stack.request_sync("ordinary")
     stack.eventually(
         lambda: stack.source("ordinary")["status"].get("servedGeneration") != served,
         what="another ordinary pass",
@@ -187,7 +181,7 @@ def test_a_link_local_endpoint_is_contacted_only_when_the_admin_allows_it(stack:
         AI_MODELS_SOURCES_ALLOW_LINK_LOCAL_ENDPOINTS="true",
         AI_MODELS_CATALOG_HUB_TIMEOUT_SECONDS="1",
     )
-    request_sync(stack, "mirror")
+    stack.request_sync("mirror")
     # Whatever answers there (nothing, or an egress proxy refusing), the controller tried.
     stack.eventually(
         lambda: indexing_reason(stack, "mirror") not in (None, "Indexing", "ProviderEndpointRefused"),

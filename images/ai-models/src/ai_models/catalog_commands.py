@@ -36,12 +36,10 @@ from ai_models.catalog.indexing import Checkpoint, PassResult, run_pass
 from ai_models.catalog.remote import RemoteSourceSpec, run_remote_pass
 from ai_models.catalog.source import SourceSpec
 from ai_models.domain.storage.verdict import Verdict
-from ai_models.names import CatalogProvider
+from ai_models.names import SERVING_TOKEN_VARIABLE, CatalogProvider
 from ai_models.settings import Settings
 
 TOKEN_VARIABLE = "HF_TOKEN"
-# An AIModels source: a token the other ai-models cluster accepts.
-SERVING_TOKEN_VARIABLE = "AI_MODELS_SERVING_TOKEN"
 
 
 def add_index_parser(commands: Any) -> None:

@@ -133,6 +133,8 @@ DELIVERY_APPLIED_ANNOTATION: Final = "ai.deckhouse.io/model-delivery-applied"
 # In every container of a delivering workload.
 MODELS_DIR_VARIABLE: Final = "AI_MODELS_MODELS_DIR"
 MODELS_VARIABLE: Final = "AI_MODELS_MODELS"
+# `ai-models catalog index` of an AIModels source: a token the other ai-models cluster accepts.
+SERVING_TOKEN_VARIABLE: Final = "AI_MODELS_SERVING_TOKEN"
 # SharedPVC: the pod volume of the shared claim, the claims' name prefix and component label, and
 # the claim annotation recording the digests whose materialization completed on it.
 SHARED_PVC_VOLUME: Final = "ai-models-shared"

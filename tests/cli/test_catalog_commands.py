@@ -192,3 +192,40 @@ def test_index_of_an_aimodels_source_reads_the_other_cluster_and_names_its_failu
     assert result.returncode == 1, result.stderr
     assert "ProviderUnavailable" in result.stderr
     assert f"the ai-models cluster at http://127.0.0.1:{port} is unreachable" in result.stderr
+
+
+def test_index_reads_hf_endpoint_and_keeps_stderr_quiet_unless_verbose(
+    fake_hub: FakeHub, tmp_path: Path
+) -> None:
+    """The README's endpoint story: `HF_ENDPOINT` names the Hub (or mirror) when the source sets
+    none. Log lines of the pass show on stderr only with -v."""
+    documented = DOCS_DIR / "examples" / "modelcatalogsource-hf.yaml"
+    store = tmp_path / "store"
+    env = {"HF_ENDPOINT": fake_hub.url}
+    result = ai_models("catalog", "index", "--source", str(documented), "--store", str(store), env=env)
+    assert result.returncode == 0, result.stderr
+    assert (store / "catalog" / "huggingface" / "manifest.json").exists()
+    assert " INFO " not in result.stderr
+    assert "catalog pass starts" not in result.stderr
+    verbose = ai_models("catalog", "index", "-v", "--source", str(documented), "--store", str(store), env=env)
+    assert verbose.returncode == 0, verbose.stderr
+    assert "catalog pass starts" in verbose.stderr
+    quiet_search = ai_models("catalog", "search", "--store", str(store))
+    assert quiet_search.returncode == 0, quiet_search.stderr
+    assert quiet_search.stderr == ""
+
+
+def test_search_table_shows_the_verdict_reason_and_says_when_nothing_matches(
+    fake_hub: FakeHub, tmp_path: Path
+) -> None:
+    source = write_source(tmp_path, {"provider": "HuggingFace", "huggingFace": {"endpoint": fake_hub.url}})
+    store = tmp_path / "store"
+    assert ai_models("catalog", "index", "--source", str(source), "--store", str(store)).returncode == 0
+    budget = {"AI_MODELS_CAPACITY_LIMIT_BYTES": "10Gi"}
+    result = ai_models("catalog", "search", "--store", str(store), "--verdict", "NotFeasible", env=budget)
+    assert result.returncode == 0, result.stderr
+    assert "reason" in result.stdout.splitlines()[0]
+    assert "StorageUsageUnknown" in result.stdout
+    empty = ai_models("catalog", "search", "--store", str(store), "--q", "no-such-model-anywhere")
+    assert empty.returncode == 0, empty.stderr
+    assert empty.stdout.strip() == "no entries match the query"

@@ -40,6 +40,21 @@ from ai_models.names import SERVING_TOKEN_VARIABLE, CatalogProvider
 from ai_models.settings import Settings
 
 TOKEN_VARIABLE = "HF_TOKEN"
+# The Hub's own client libraries read the endpoint from HF_ENDPOINT; the README's local story
+# (`HF_ENDPOINT=... make dev`) uses it too, so the command honours it like they do.
+ENDPOINT_VARIABLE = "HF_ENDPOINT"
+
+
+def add_verbose_option(parser: argparse.ArgumentParser) -> None:
+    """A workstation command prints its answer; its log lines (each pass step, each served
+    generation) are for debugging and show on stderr only when asked for."""
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=0,
+        help=f"log the pass on stderr (-v: Info, -vv: Debug; {Settings.variable('log_level')} also sets it)",
+    )
 
 
 def add_index_parser(commands: Any) -> None:
@@ -59,9 +74,10 @@ def add_index_parser(commands: Any) -> None:
         "--endpoint",
         help=(
             "Hub endpoint when the source sets none "
-            f"(default: {Settings.variable('hf_endpoint')} or huggingface.co)"
+            f"(default: {Settings.variable('hf_endpoint')}, else ${ENDPOINT_VARIABLE}, else huggingface.co)"
         ),
     )
+    add_verbose_option(parser)
     parser.set_defaults(handler=run_index)
 
 
@@ -79,6 +95,15 @@ def _load_source(path: Path) -> dict[str, Any]:
     return source
 
 
+def _default_endpoint(args: argparse.Namespace, settings: Settings) -> str:
+    """--endpoint, else the module's own variable when set, else HF_ENDPOINT, else the Hub."""
+    if args.endpoint:
+        return str(args.endpoint)
+    if "hf_endpoint" in settings.model_fields_set:
+        return settings.hf_endpoint
+    return os.environ.get(ENDPOINT_VARIABLE, "").strip() or settings.hf_endpoint
+
+
 def run_index(args: argparse.Namespace, settings: Settings) -> int:
     resource = _load_source(args.source)
     if (resource.get("spec") or {}).get("provider") == CatalogProvider.AI_MODELS:
@@ -86,7 +111,7 @@ def run_index(args: argparse.Namespace, settings: Settings) -> int:
     try:
         spec = SourceSpec.from_resource(
             resource,
-            default_endpoint=args.endpoint or settings.hf_endpoint,
+            default_endpoint=_default_endpoint(args, settings),
             token=os.environ.get(TOKEN_VARIABLE),
         )
     except (KeyError, ValueError) as error:
@@ -194,6 +219,7 @@ def add_search_parser(commands: Any) -> None:
     parser.add_argument(
         "--json", action="store_true", help="print a JSON array of entries (the API's entry shape)"
     )
+    add_verbose_option(parser)
     parser.set_defaults(handler=run_search)
 
 
@@ -232,7 +258,13 @@ def run_search(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _print_table(entries: list[dict[str, Any]]) -> None:
-    table = Table("source", "id", "task", "parameters", "weights", "context", "KV/token", "verdict", box=None)
+    if not entries:
+        # A bare header reads like a broken command; say that the query matched nothing.
+        print("no entries match the query")
+        return
+    table = Table(
+        "source", "id", "task", "parameters", "weights", "context", "KV/token", "verdict", "reason", box=None
+    )
     for entry in entries:
         facts = entry.get("resources", {})
         table.add_row(
@@ -244,6 +276,9 @@ def _print_table(entries: list[dict[str, Any]]) -> None:
             str(facts.get("contextLength", "")),
             _human(facts.get("kvCacheBytesPerToken"), "B"),
             entry["downloadVerdict"]["verdict"],
+            # Why a model does not fit (StorageUsageUnknown, CapacityExceeded, ...) is the answer a
+            # person looks for; without it only --json told.
+            entry["downloadVerdict"].get("reason", ""),
         )
     # Piped output is not truncated to a terminal's width.
     console = Console() if sys.stdout.isatty() else Console(width=240)

@@ -14,7 +14,7 @@ from ai_models import __version__
 from ai_models.catalog_commands import add_index_parser, add_search_parser
 from ai_models.logs import configure_logging
 from ai_models.names import ENV_PREFIX
-from ai_models.settings import Settings
+from ai_models.settings import LogLevel, Settings
 
 log = logging.getLogger("ai_models.cli")
 
@@ -117,6 +117,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _log_level(args: argparse.Namespace, settings: Settings) -> LogLevel:
+    """A process of the cluster logs at its setting; a command a person runs (one with `-v`) logs
+    warnings only unless `-v` asks for more or the variable is set explicitly."""
+    verbose = getattr(args, "verbose", None)
+    if verbose is None or "log_level" in settings.model_fields_set:
+        return settings.log_level
+    return {0: LogLevel.WARN, 1: LogLevel.INFO}.get(verbose, LogLevel.DEBUG)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
@@ -128,7 +137,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             where = Settings.variable(field) if field in Settings.model_fields else f"{ENV_PREFIX}*"
             print(f"ai-models: invalid setting {where}: {problem['msg']}", file=sys.stderr)
         return 2
-    configure_logging(level=settings.log_level, log_format=settings.effective_log_format())
+    configure_logging(level=_log_level(args, settings), log_format=settings.effective_log_format())
     handler: Command = args.handler
     return handler(args, settings)
 

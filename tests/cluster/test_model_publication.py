@@ -249,6 +249,9 @@ def test_a_model_whose_facts_cannot_all_be_derived_is_ready_with_partial_metadat
     assert conditions(status)["MetadataResolved"] == ("True", "ModelMetadataPartial")
     assert "contextWindowTokens" not in status["resolved"]
     assert status["resolved"]["parameterCount"] == 2 * 256 * 64
+    # The partial profile names what it lacks; one file is "1 file".
+    assert "do not tell contextWindowTokens" in stack.condition("bare", "MetadataResolved")["message"]
+    assert ": 1 file, " in stack.condition("bare", "ArtifactResolved")["message"]
 
 
 def test_an_upload_that_cannot_be_published_is_dropped_and_a_new_upload_is_asked_for(

@@ -32,6 +32,7 @@ from ai_models.domain.publication.request import (
     AIModelsPublication,
     HuggingFacePublication,
 )
+from ai_models.domain.text import counted
 from ai_models.names import ENV_PREFIX, ModelReason, PublishVariable, SourceType
 from ai_models.publish import huggingface, readback
 from ai_models.publish.artifact import ArtifactWriter
@@ -150,7 +151,8 @@ def publish(
         job.termination_message_path,
         PublicationOutcome(
             ModelReason.ARTIFACT_PUBLISHED,
-            f"published {len(manifest.files)} files, {manifest.size_bytes} bytes, as {digest}",
+            f"published {counted(len(manifest.files), 'file')}, {counted(manifest.size_bytes, 'byte')}, "
+            f"as {digest}",
             digest,
         ),
     )

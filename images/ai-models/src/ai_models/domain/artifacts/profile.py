@@ -136,13 +136,20 @@ def is_complete(resolved: Mapping[str, Any]) -> bool:
     endpoint, or with no endpoint at all unless it is a Diffusers pipeline). The controller reads
     it back from the manifest to choose ModelMetadataCalculated or ModelMetadataPartial.
     """
-    if "format" not in resolved or "parameterCount" not in resolved:
-        return False
+    return not missing_facts(resolved)
+
+
+def missing_facts(resolved: Mapping[str, Any]) -> tuple[str, ...]:
+    """The `status.resolved` fields a complete profile of this kind has and this one lacks, so the
+    ModelMetadataPartial message can name them instead of only saying that some are missing."""
+    required = ["format", "parameterCount"]
     endpoints = set(resolved.get("supportedEndpointTypes") or ())
     text_model = bool(TEXT_ENDPOINTS & endpoints) or (
         not endpoints and resolved.get("format") != WeightsFormat.DIFFUSERS.value
     )
-    return not text_model or "contextWindowTokens" in resolved
+    if text_model:
+        required.append("contextWindowTokens")
+    return tuple(name for name in required if name not in resolved)
 
 
 def _first_with_architecture(headers: Sequence[GgufHeader]) -> GgufHeader | None:

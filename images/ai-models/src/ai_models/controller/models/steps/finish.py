@@ -14,9 +14,10 @@ from ai_models.controller.models.steps.failure import end_job
 from ai_models.controller.models.steps.status import no_failures, show
 from ai_models.domain.artifacts.layout import artifact_prefix, scope_of
 from ai_models.domain.artifacts.manifest import ArtifactManifest
-from ai_models.domain.artifacts.profile import is_complete
+from ai_models.domain.artifacts.profile import missing_facts
 from ai_models.domain.models import status as situations
 from ai_models.domain.models.decision import Finish
+from ai_models.domain.text import counted
 from ai_models.names import ModelEvent, SourceType
 
 log = logging.getLogger(__name__)
@@ -46,14 +47,17 @@ def finish(action: Finish, *, ctx: StepContext, subject: Subject) -> float | Non
 
 def _ready(ctx: StepContext, subject: Subject, manifest: ArtifactManifest) -> None:
     resolved = dict(manifest.resolved)
-    complete = is_complete(resolved)
+    missing = missing_facts(resolved)
+    complete = not missing
     message = (
-        f"artifact {manifest.digest} published: {len(manifest.files)} files, {manifest.size_bytes} bytes"
+        f"artifact {manifest.digest} published: {counted(len(manifest.files), 'file')}, "
+        f"{counted(manifest.size_bytes, 'byte')}"
     )
     metadata_message = (
         "the profile has every fact inference runtimes size themselves by"
         if complete
-        else "some facts of the profile could not be derived from the model files"
+        else f"the model files do not tell {', '.join(missing)} (absent from status.resolved); "
+        "give the inference runtime these settings yourself"
     )
     source: dict[str, Any] = {"resolvedType": _resolved_type(subject.obj, manifest)}
     uri = f"{ctx.settings.store_url.rstrip('/')}/{artifact_prefix(subject.owner, manifest.digest)}"

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 from collections.abc import Iterator
@@ -42,6 +43,8 @@ PORT_VARIABLE = re.compile(r"\bAI_MODELS_DEV_(?:[A-Z]+_)*PORT\b")
 HARD_CODED_PORT = re.compile(r"\b(?:127\.0\.0\.1|localhost|\[::1\]):\d+")
 # How long a watch runs before the test stops it, as a user does with Ctrl-C.
 WATCH_SECONDS = 5
+# What the README's commands take from the machine (besides the venv's kubectl and ai-models).
+NEWCOMER_TOOLS = ("bash", "curl", "find", "timeout")
 # The model docs/examples/model-hf.yaml names, tiny, so that the walk-through publishes it.
 EXAMPLE_REPOSITORY = "Qwen/Qwen3-0.6B"
 
@@ -199,6 +202,8 @@ def make_dev(tmp_path: Path, fake_hub: FakeHub) -> Iterator[Path]:
 
 def test_the_readme_commands_run_against_make_dev(make_dev: Path, fake_hub: FakeHub) -> None:
     clone = make_dev
+    missing = [tool for tool in NEWCOMER_TOOLS if shutil.which(tool) is None]
+    assert not missing, f"the README's commands need {', '.join(missing)} on PATH"
     blocks = readme_blocks(README.read_text(encoding="utf-8"))
     assert [block for block in blocks if block.skipped is None], "README.md has no shell block to run"
     # The newcomer's own file for the upload walk-through.

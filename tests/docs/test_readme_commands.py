@@ -169,7 +169,9 @@ def make_dev(tmp_path: Path, fake_hub: FakeHub) -> Iterator[Path]:
         "AI_MODELS_DEV_DIR": str(out),
         **dict.fromkeys(stack_port_variables(), "0"),
     }
-    env.pop("KUBECONFIG", None)
+    # As from a terminal: not the settings of a `make test` this test may run under.
+    for name in ("KUBECONFIG", "MAKEFLAGS", "MFLAGS", "MAKELEVEL"):
+        env.pop(name, None)
     log = tmp_path / "make-dev.log"
     with log.open("w") as output:
         # Its own process group: stopped as a terminal's Ctrl-C stops make and the stack under it.

@@ -277,7 +277,12 @@ def test_an_upload_that_cannot_be_published_is_dropped_and_a_new_upload_is_asked
     )
     waiting = stack.condition("retry-upload", "ArtifactResolved")
     assert waiting["reason"] == "WaitingForUserUpload"
-    assert "UnsupportedSource" in waiting["message"]
+    # One level of cause, no parenthesis inside a parenthesis, the weights refusal said once.
+    assert waiting["message"].startswith(
+        "the uploaded file could not be published (UnsupportedSource): the tar archive holds no "
+        "safetensors or GGUF weights; expected a GGUF or safetensors file"
+    ), waiting["message"]
+    assert waiting["message"].count("safetensors or GGUF weights") == 1
     assert stack.events("PublicationFailed", name="retry-upload")
     assert stack.keys("uploads/") == {}
 

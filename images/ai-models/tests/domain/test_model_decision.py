@@ -208,7 +208,10 @@ def test_upload_that_cannot_be_published_asks_for_a_new_upload_instead_of_failin
     outcome = PublicationOutcome(ModelReason.UNSUPPORTED_SOURCE, "no weights in the archive")
     seen = dataclasses.replace(PUBLISHING, upload_source=True, job=job(d.JobPhase.FAILED, outcome=outcome))
     assert decide(seen) == d.RejectUpload(
-        "UnsupportedSource: no weights in the archive", DIGEST, requeue=POLICY.upload_poll_seconds
+        "no weights in the archive",
+        DIGEST,
+        requeue=POLICY.upload_poll_seconds,
+        reason=ModelReason.UNSUPPORTED_SOURCE,
     )
 
 

@@ -342,7 +342,8 @@ def _choose(entries: Mapping[str, Entry], *, archive: str) -> dict[str, Entry]:
     candidates = {path: entry for path, entry in unwrapped.items() if kept(path)}
     selection = select_files(candidates)
     if not selection.accepted:
-        raise unsupported(f"the {archive} holds no safetensors or GGUF weights ({selection.refusal})")
+        # The selection's own refusal says the same about a repository; once is enough.
+        raise unsupported(f"the {archive} holds no safetensors or GGUF weights")
     conflict = path_conflict(selection.files)
     if conflict is not None:
         raise _conflicting(archive, *conflict)

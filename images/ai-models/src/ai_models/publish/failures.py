@@ -55,11 +55,9 @@ def source_failure(error: ProviderError) -> PublicationFailure:
 
 
 def unsupported(cause: str) -> PublicationFailure:
-    """An uploaded payload that is not a model; `cause` names the member or the limit, never a store path."""
-    return PublicationFailure(
-        ModelReason.UNSUPPORTED_SOURCE,
-        f"the uploaded payload cannot be published: {cause}; expected {ACCEPTED_DESCRIPTION}",
-    )
+    """An uploaded payload that is not a model; `cause` names the member or the limit, never a store path.
+    The controller's message already says that the upload could not be published: this is the why."""
+    return PublicationFailure(ModelReason.UNSUPPORTED_SOURCE, f"{cause}; expected {ACCEPTED_DESCRIPTION}")
 
 
 def store_failure(error: ObjectStoreError) -> PublicationFailure:

@@ -125,7 +125,7 @@ def _final_selection(writer: ArtifactWriter) -> Selection:
     """One weights format (and one GGUF variant) among the unpacked files, as for a repository."""
     selection = select_files(item.path for item in writer.files)
     if not selection.accepted:
-        raise unsupported(f"the archive holds no safetensors or GGUF weights ({selection.refusal})")
+        raise unsupported("the archive holds no safetensors or GGUF weights")
     left_out = [item.path for item in writer.files if item.path not in set(selection.files)]
     if left_out:
         logger.info(

@@ -285,6 +285,7 @@ class RejectUpload:
     detail: str
     digest: str
     requeue: float | None = None
+    reason: ModelReason = ModelReason.PUBLICATION_FAILED
 
 
 @dataclasses.dataclass(frozen=True)
@@ -402,7 +403,7 @@ def _job_failed(seen: ModelObservation, outcome: PublicationOutcome | None, *, p
     if outcome is not None and outcome.reason in FAILURE_REASONS:
         reason = outcome.reason
     if seen.upload_source:
-        return RejectUpload(f"{reason}: {detail}", digest, requeue=policy.upload_poll_seconds)
+        return RejectUpload(detail, digest, requeue=policy.upload_poll_seconds, reason=reason)
     return Fail(
         reason,
         _noted(seen, detail),

@@ -58,7 +58,12 @@ def reject_upload(action: RejectUpload, *, ctx: StepContext, subject: Subject) -
     ctx.notify.published("failed")
     remove_upload(ctx, subject)
     release_reservation(ctx, subject)
-    message = f"the uploaded file could not be published ({action.detail}); upload a model file again"
+    # One level: the reason, then the cause as the publisher gave it, then what to do. The cause
+    # was once wrapped in parentheses inside parentheses, which read as a stack trace.
+    message = (
+        f"the uploaded file could not be published ({action.reason}): {action.detail}; "
+        "upload a model file again"
+    )
     ctx.objects.event(subject.obj, type_="Warning", reason=ModelEvent.PUBLICATION_FAILED, message=message)
     # A new payload is a new start: the attempts of the rejected one do not count against it.
     return await_upload(AwaitUpload(action.requeue), ctx=ctx, subject=subject, note=message, fresh_start=True)

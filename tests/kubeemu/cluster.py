@@ -30,6 +30,7 @@ from kubeemu.builtin_schemas import builtin_schemas
 from kubeemu.clock import rfc3339
 from kubeemu.conversion import to_served, to_storage
 from kubeemu.crdvalidation import FieldError
+from kubeemu.jobdefaults import JOB_STORAGE, default_job_selector
 from kubeemu.jsonutil import jsoncopy
 from kubeemu.metavalidation import validate_metadata
 from kubeemu.patching import (
@@ -281,6 +282,8 @@ class Cluster:
             meta["uid"] = str(uuid.uuid4())
             meta["creationTimestamp"] = rfc3339()
             meta["generation"] = 1
+            if rtype.storage_key == JOB_STORAGE:
+                default_job_selector(obj)
             if rtype.storage_key == CRD_STORAGE:
                 obj = self._prepare_crd(obj)
             if options.dry_run:

@@ -22,6 +22,7 @@ from kubeemu.cluster import Cluster, WriteOptions, WriteResult
 from kubeemu.jsonutil import dumps, loads_checking_duplicates
 from kubeemu.openapi import OpenAPIDocuments
 from kubeemu.patching import APPLY_PATCH_YAML, JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH
+from kubeemu.podlogs import PodLogSource, serve_log
 from kubeemu.requestinfo import RequestInfo, parse_request
 from kubeemu.resources import ResourceType
 from kubeemu.selectors import parse_field_selector, parse_label_selector
@@ -46,6 +47,8 @@ class AppState:
     server_address: str = ""
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
     watches: set[WatchSubscription] = field(default_factory=set)
+    # Where Pods' logs are (pods/{name}/log); None: no Pod has one.
+    pod_logs: PodLogSource | None = None
 
 
 STATE: web.AppKey[AppState] = web.AppKey("kubeemu_state", AppState)
@@ -275,6 +278,18 @@ async def _resource(
         raise errors.path_not_found()
     namespace = info.namespace if rtype.namespaced else ""
     name = info.parts[1] if len(info.parts) > 1 else ""
+    if info.subresource == "log" and info.verb == "get":
+        pod = cluster.get(rtype, namespace=namespace, name=name)
+
+        def read_pod() -> dict[str, Any] | None:
+            try:
+                return cluster.get(rtype, namespace=namespace, name=name)
+            except errors.APIError:
+                return None
+
+        return await serve_log(
+            request, pod=pod, source=state.pod_logs, read_pod=read_pod, stopping=state.stopping
+        )
     if rtype.virtual or info.subresource == "token":
         return await _review(state, request, info, rtype, identity, namespace=namespace, name=name)
     negotiated = negotiate(request.headers.get("Accept"))

@@ -28,6 +28,7 @@ from kubeemu.cluster import Cluster
 from kubeemu.handlers import STATE, AppState, error_middleware, handle
 from kubeemu.kubeconfig import api_client, kubeconfig_document
 from kubeemu.openapi import OpenAPIDocuments
+from kubeemu.podlogs import PodLogSource
 from kubeemu.tlscert import self_signed
 
 log = logging.getLogger("kubeemu")
@@ -48,6 +49,7 @@ def build_app(
     *,
     bookmark_interval: float = DEFAULT_BOOKMARK_INTERVAL,
     admission: MutatingAdmission | None = None,
+    pod_logs: PodLogSource | None = None,
 ) -> web.Application:
     app = web.Application(middlewares=[error_middleware], client_max_size=64 * 1024 * 1024)
     state = AppState(
@@ -55,6 +57,7 @@ def build_app(
         openapi=OpenAPIDocuments(cluster.registry),
         bookmark_interval=bookmark_interval,
         admission=admission or MutatingAdmission(cluster),
+        pod_logs=pod_logs,
     )
     app[STATE] = state
     app.router.add_route("*", "/{tail:.*}", handle)
@@ -84,8 +87,10 @@ class EmulatorServer:
         port: int = 0,
         tls: bool = True,
         bookmark_interval: float = DEFAULT_BOOKMARK_INTERVAL,
+        pod_logs: PodLogSource | None = None,
     ) -> None:
         self.cluster = cluster or Cluster()
+        self.pod_logs = pod_logs  # where Pods' logs are (`kubectl logs`), see kubeemu.podlogs
         self.host = host
         self.port = port
         self.tls = tls
@@ -139,7 +144,12 @@ class EmulatorServer:
             loop.close()
 
     async def _serve(self) -> None:
-        app = build_app(self.cluster, bookmark_interval=self._bookmark_interval, admission=self.admission)
+        app = build_app(
+            self.cluster,
+            bookmark_interval=self._bookmark_interval,
+            admission=self.admission,
+            pod_logs=self.pod_logs,
+        )
         self._runner = web.AppRunner(app, handler_cancellation=True, access_log=None, shutdown_timeout=2.0)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port, ssl_context=self._ssl)
@@ -196,10 +206,11 @@ async def serve_forever(
     bookmark_interval: float = DEFAULT_BOOKMARK_INTERVAL,
     ready: asyncio.Future[str] | None = None,
     admission: MutatingAdmission | None = None,
+    pod_logs: PodLogSource | None = None,
 ) -> None:
     """Serve until `stop` is set (the standalone and `make dev` entry points); `admission` carries
     the Service routes of admission webhooks (`MutatingAdmission.route_service`)."""
-    app = build_app(cluster, bookmark_interval=bookmark_interval, admission=admission)
+    app = build_app(cluster, bookmark_interval=bookmark_interval, admission=admission, pod_logs=pod_logs)
     runner = web.AppRunner(app, handler_cancellation=True, access_log=None, shutdown_timeout=2.0)
     await runner.setup()
     site = web.TCPSite(runner, host, port, ssl_context=ssl_context)

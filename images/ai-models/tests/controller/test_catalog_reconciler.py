@@ -288,6 +288,26 @@ def test_a_source_without_opt_in_is_reported_once_and_waits_for_a_change(bed: Be
     assert bed.events == []
 
 
+def test_an_opt_in_in_another_case_and_a_bad_request_are_answered_while_waiting(bed: Bed) -> None:
+    """`catalog-sync=enabled` is there but is not the opt-in: the message says the value must be
+    Enabled (not "add the annotation"); a request that is not a timestamp is named too."""
+    bed.create(
+        "lowercase",
+        opted_in=False,
+        annotations={
+            "ai.deckhouse.io/catalog-sync": "enabled",
+            "ai.deckhouse.io/catalog-sync-requested-at": "now",
+        },
+    )
+    assert bed.leader().reconcile("lowercase") is None
+    message = bed.condition("lowercase", "Indexing")["message"]
+    assert bed.condition("lowercase", "Indexing")["reason"] == "WaitingForOptIn"
+    assert "ai.deckhouse.io/catalog-sync is 'enabled'; the value must be exactly Enabled" in message
+    assert "add the annotation" not in message
+    assert "catalog-sync-requested-at='now' is not an RFC 3339 timestamp" in message
+    assert bed.hub.count() == 0
+
+
 def test_a_failed_pass_is_counted_in_the_status_and_a_new_leader_keeps_the_backoff(bed: Bed) -> None:
     bed.hub.error_next(1000, status=503)
     bed.create("flaky")

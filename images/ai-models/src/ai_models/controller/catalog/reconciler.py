@@ -31,9 +31,13 @@ from kubernetes.client.exceptions import ApiException
 from ai_models.controller.catalog import lifecycle, passes
 from ai_models.controller.catalog.context import CatalogRuntime
 from ai_models.controller.catalog.status import SourceStatusWriter, observe
-from ai_models.domain.catalog.outcomes import invalid_sync_request, waiting_for_opt_in
-from ai_models.domain.catalog.schedule import Action, decide
-from ai_models.names import CATALOG_SYNC_ANNOTATION, CATALOG_SYNC_ENABLED
+from ai_models.domain.catalog.outcomes import StatusChange, invalid_sync_request, waiting_for_opt_in
+from ai_models.domain.catalog.schedule import Action, decide, parse_sync_request
+from ai_models.names import (
+    CATALOG_SYNC_ANNOTATION,
+    CATALOG_SYNC_ENABLED,
+    CATALOG_SYNC_REQUESTED_AT_ANNOTATION,
+)
 
 log = logging.getLogger(__name__)
 ECHO_TIMEOUT_SECONDS = 10.0
@@ -146,8 +150,7 @@ class CatalogSourceReconciler:
                 lifecycle.clean_up(self.runtime, obj)
                 return None
             elif action is Action.WAIT_FOR_OPT_IN:
-                served = bool((obj.get("status") or {}).get("servedGeneration"))
-                self._writer(obj).apply(waiting_for_opt_in(served=served), now=now)
+                self._writer(obj).apply(_waiting_for_opt_in(obj), now=now)
                 return None
             elif action is Action.SLEEP:
                 if decision.invalid_sync_request is not None:
@@ -192,3 +195,16 @@ class CatalogSourceReconciler:
             return not opted_in or bool(meta.get("deletionTimestamp")) or meta.get("generation") != generation
 
         return should_stop
+
+
+def _waiting_for_opt_in(obj: Mapping[str, Any]) -> StatusChange:
+    """What a source without the opt-in shows: an opt-in written another way (`enabled`) and a
+    request that is not a timestamp are answered now, not only once the source opts in."""
+    annotations = obj["metadata"].get("annotations") or {}
+    written = annotations.get(CATALOG_SYNC_ANNOTATION)
+    request = parse_sync_request(annotations.get(CATALOG_SYNC_REQUESTED_AT_ANNOTATION))
+    return waiting_for_opt_in(
+        served=bool((obj.get("status") or {}).get("servedGeneration")),
+        value=None if written is None else str(written),
+        invalid_request=request.invalid,
+    )

@@ -51,23 +51,44 @@ class StatusChange:
     event: EventNote | None = None
 
 
-def waiting_for_opt_in(*, served: bool) -> StatusChange:
-    message = f"add the annotation {CATALOG_SYNC_ANNOTATION}={CATALOG_SYNC_ENABLED} to start indexing"
+def waiting_for_opt_in(
+    *, served: bool, value: str | None = None, invalid_request: str | None = None
+) -> StatusChange:
+    """`value`: the opt-in annotation as written, when it is there but is not the opt-in;
+    `invalid_request`: a request annotation that is not a timestamp, said now rather than after
+    the opt-in (a sleeping source says it with an Event, see `invalid_sync_request`)."""
+    if value is None:
+        message = f"add the annotation {CATALOG_SYNC_ANNOTATION}={CATALOG_SYNC_ENABLED} to start indexing"
+    else:
+        # The annotation is there (`enabled`, `true`, ...): "add it" would read as if it were not.
+        message = (
+            f"the annotation {CATALOG_SYNC_ANNOTATION} is {_quoted(value)}; the value must be exactly "
+            f"{CATALOG_SYNC_ENABLED} (case-sensitive) to start indexing"
+        )
+    if invalid_request is not None:
+        message += f"; {_bad_request_note(invalid_request)}"
     conditions = {INDEXING: ConditionValue(False, Reason.WAITING_FOR_OPT_IN, message)}
     if not served:
         conditions[READY] = ConditionValue(False, Reason.WAITING_FOR_OPT_IN, message)
     return StatusChange(conditions=conditions)
 
 
+def _quoted(value: str) -> str:
+    return repr(value if len(value) <= QUOTED_VALUE_LIMIT else value[:QUOTED_VALUE_LIMIT] + "...")
+
+
+def _bad_request_note(value: str) -> str:
+    return (
+        f"the annotation {CATALOG_SYNC_REQUESTED_AT_ANNOTATION}={_quoted(value)} is not an RFC 3339 "
+        "timestamp, so no pass was requested; set it to the current time, e.g. "
+        f"{CATALOG_SYNC_REQUESTED_AT_ANNOTATION}=$(date -u +%FT%TZ)"
+    )
+
+
 def invalid_sync_request(value: str) -> StatusChange:
     """The request annotation holds something that is not a timestamp: no pass was requested, and
     the admin learns why (the Indexing condition and a Warning Event), instead of waiting for one."""
-    quoted = value if len(value) <= QUOTED_VALUE_LIMIT else value[:QUOTED_VALUE_LIMIT] + "..."
-    message = (
-        f"the annotation {CATALOG_SYNC_REQUESTED_AT_ANNOTATION}={quoted!r} is not an RFC 3339 timestamp, "
-        "so no pass was requested; set it to the current time, e.g. "
-        f"{CATALOG_SYNC_REQUESTED_AT_ANNOTATION}=$(date -u +%FT%TZ)"
-    )
+    message = _bad_request_note(value)
     return StatusChange(
         conditions={INDEXING: ConditionValue(False, Reason.INVALID_SYNC_REQUEST, message)},
         event=EventNote(WARNING, Event.INVALID_SYNC_REQUEST, message),

@@ -905,6 +905,16 @@ class Cluster:
                 meta = _meta(obj)
                 self.store.remove(storage_key, meta.get("namespace", ""), meta["name"])
 
+    def restore(
+        self, resource_version: int, objects: dict[str, list[dict[str, Any]]], deleted_uids: Iterable[str]
+    ) -> None:
+        """Load a saved state (`Store.snapshot`, see `kubeemu.persistence`): the objects as they
+        were, resourceVersions continuing after the saved one, the saved CRDs' resources served."""
+        with self.store.lock:
+            self.store.restore(resource_version, objects, deleted_uids)
+            for crd in objects.get(CRD_STORAGE, []):
+                self._register_crd(crd)
+
     def load_crds(self, manifests: Iterable[Mapping[str, Any]]) -> None:
         for manifest in manifests:
             self.apply(manifest)

@@ -56,6 +56,8 @@ class Store:
         # The uids of deleted objects: a dependent created for one of them is garbage.
         self._deleted_uids: set[str] = set()
         self._rv = 0
+        # Events before this resourceVersion are not in the log (a restored store has none).
+        self._history_starts = 0
 
     @property
     def resource_version(self) -> int:
@@ -116,6 +118,41 @@ class Store:
             self._emit(key, event)
             return event
 
+    def snapshot(self) -> tuple[int, dict[str, list[dict[str, Any]]], list[str]]:
+        """(resourceVersion, storage key -> objects, uids of deleted objects): what `restore` takes.
+
+        The objects are the stored ones (never mutated in place), so the caller may serialize them
+        outside the lock."""
+        with self.lock:
+            objects = {key: list(bucket.values()) for key, bucket in self._objects.items() if bucket}
+            return self._rv, objects, sorted(self._deleted_uids)
+
+    def restore(
+        self, resource_version: int, objects: dict[str, list[dict[str, Any]]], deleted_uids: Iterable[str]
+    ) -> None:
+        """Put saved objects back as they were (their resourceVersions kept, no watch events: a
+        restarted apiserver has no watchers yet) and continue the counter after the saved one, so
+        every later write gets a resourceVersion no earlier state had. An object already stored
+        under the same key and name is replaced."""
+        with self.lock:
+            for key, saved in objects.items():
+                bucket = self._objects.setdefault(key, {})
+                for obj in saved:
+                    meta = _meta(obj)
+                    ident = (meta.get("namespace") or "", meta["name"])
+                    old = bucket.get(ident)
+                    if old is not None:
+                        self._uids.pop(_meta(old).get("uid", ""), None)
+                    bucket[ident] = obj
+                    if isinstance(meta.get("uid"), str):
+                        self._uids[meta["uid"]] = (key, *ident)
+                    self._reindex_owners((key, *ident), old, obj)
+                    self._rv = max(self._rv, int(meta.get("resourceVersion") or 0))
+            self._deleted_uids.update(deleted_uids)
+            self._rv = max(self._rv, resource_version)
+            # A watch resuming from before the restore would miss what happened in between.
+            self._history_starts = self._rv
+
     def key_of_uid(self, uid: str) -> ObjectKey | None:
         with self.lock:
             return self._uids.get(uid)
@@ -153,8 +190,9 @@ class Store:
                 objects, rv = self.list_objects(key)
                 initial = [WatchEvent("ADDED", int(_meta(o)["resourceVersion"]), o) for o in objects]
             else:
-                if since < self._evicted_up_to.get(key, 0):
-                    raise errors.expired(f"too old resource version: {since} ({self._evicted_up_to[key]})")
+                oldest = max(self._evicted_up_to.get(key, 0), self._history_starts)
+                if since < oldest:
+                    raise errors.expired(f"too old resource version: {since} ({oldest})")
                 initial = [e for e in self._log.get(key, ()) if e.rv > since]
                 rv = self._rv
             self._subscribers.setdefault(key, set()).add(subscriber)

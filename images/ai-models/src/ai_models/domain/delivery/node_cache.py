@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from typing import Final
 
 from ai_models.domain.delivery.claim_layout import OBJECTS_DIR, STAGING_DIR, object_dir
+from ai_models.domain.sizes import size_text
 
 REFS_DIR: Final = "refs"
 QUARANTINE_DIR: Final = "quarantine"
@@ -142,18 +143,6 @@ def make_room(
         f"after evicting every unused tree ({holders}); raise delivery.nodeCache.size, free disk "
         "space on the node, or schedule the workload to another node"
     )
-
-
-def size_text(count: int) -> str:
-    """Bytes for people: exact below 1 KiB, else one decimal in the largest binary unit."""
-    if count < 1024:
-        return f"{count} B"
-    value = float(count)
-    for unit in ("KiB", "MiB", "GiB", "TiB"):
-        value /= 1024
-        if value < 1024 or unit == "TiB":
-            return f"{value:.1f} {unit}"
-    raise AssertionError("unreachable")
 
 
 def progress(done: int, total: int) -> str:

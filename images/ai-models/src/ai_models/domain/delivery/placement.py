@@ -21,8 +21,8 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
-from ai_models.domain.delivery.node_cache import size_text
 from ai_models.domain.models.reference import ModelKey
+from ai_models.domain.sizes import size_text
 from ai_models.names import NODE_CACHE_READY_LABEL, NODE_CACHE_REPORT_ANNOTATION
 
 READY_VALUE: Final = "true"

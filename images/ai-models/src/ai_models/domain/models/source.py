@@ -13,7 +13,7 @@ import urllib.parse
 from collections.abc import Mapping
 from typing import Any
 
-from ai_models.names import ModelKind
+from ai_models.names import ModelKind, SourceType
 
 DEFAULT_REVISION = "main"
 HUGGING_FACE_HOSTS = frozenset({"huggingface.co", "www.huggingface.co", "hf.co", "www.hf.co"})
@@ -147,3 +147,19 @@ def catalog_source_of(obj: Mapping[str, Any]) -> str | None:
     catalog = ((obj.get("spec") or {}).get("source") or {}).get("catalog")
     name = catalog.get("sourceName") if isinstance(catalog, Mapping) else None
     return name if isinstance(name, str) and name else None
+
+
+_SPEC_SOURCE_TYPES = {
+    "url": SourceType.HUGGING_FACE,
+    "upload": SourceType.UPLOAD,
+    "catalog": SourceType.CATALOG,
+}
+
+
+def spec_source_type(obj: Mapping[str, Any]) -> SourceType | None:
+    """`status.source.resolvedType` as the spec already says it (the one source kind set), so a
+    Model shows its SOURCE from its first status, a failed one included; None while the spec sets
+    no kind or more than one (the failure message says so)."""
+    source = (obj.get("spec") or {}).get("source") or {}
+    given = [kind for key, kind in _SPEC_SOURCE_TYPES.items() if source.get(key) is not None]
+    return given[0] if len(given) == 1 else None

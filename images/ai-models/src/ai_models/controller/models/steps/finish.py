@@ -17,6 +17,7 @@ from ai_models.domain.artifacts.manifest import ArtifactManifest
 from ai_models.domain.artifacts.profile import missing_facts
 from ai_models.domain.models import status as situations
 from ai_models.domain.models.decision import Finish
+from ai_models.domain.sizes import size_text
 from ai_models.domain.text import counted
 from ai_models.names import ModelEvent, SourceType
 
@@ -75,6 +76,7 @@ def _ready(ctx: StepContext, subject: Subject, manifest: ArtifactManifest) -> No
                 "uri": uri,
                 "digest": manifest.digest,
                 "sizeBytes": manifest.size_bytes,
+                "size": size_text(manifest.size_bytes),
             },
             "resolved": resolved,
             **no_failures(),

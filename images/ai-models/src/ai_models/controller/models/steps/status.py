@@ -12,6 +12,7 @@ from ai_models.adapters.kube.ledger_store import LedgerStoreError
 from ai_models.controller.models.steps.context import StepContext, Subject
 from ai_models.domain.models import status as situations
 from ai_models.domain.models.decision import Dependency
+from ai_models.domain.models.source import spec_source_type
 from ai_models.names import ModelStatus
 
 log = logging.getLogger(__name__)
@@ -33,6 +34,11 @@ def show(
         now=ctx.clock(),
     )
     patch.update(extra or {})
+    source = status.get("source") or {}
+    if "source" not in patch and not source.get("resolvedType") and (kind := spec_source_type(obj)):
+        # The kind is known from the spec before anything is fetched: SOURCE shows it from the first
+        # status on, a Model that fails before publishing included (Ready adds the revision).
+        patch["source"] = {**source, "resolvedType": kind.value}
     write(ctx, subject, patch)
 
 

@@ -32,7 +32,7 @@ STATUS: dict[str, Any] = {
         "uri": "s3://ai-models/artifacts/namespaced/team-a/llama/abab",
         "digest": DIGEST,
         "sizeBytes": 4096,
-        "size": "4.0 KiB",  # for kubectl; the lookup contract carries sizeBytes only
+        "size": "4.0 KiB",
     },
     "resolved": {
         "format": "GGUF",
@@ -105,7 +105,7 @@ def test_a_ready_model_as_other_modules_see_it(api_cluster: Any, internal: httpx
         "name": "llama",
         "uid": owner.uid,
         "phase": "Ready",
-        "artifact": {key: value for key, value in STATUS["artifact"].items() if key != "size"},
+        "artifact": STATUS["artifact"],
         "resolved": STATUS["resolved"],
         "conditions": STATUS["conditions"],
         "delivery": {

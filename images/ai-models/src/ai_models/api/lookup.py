@@ -57,9 +57,6 @@ def lookup_answer(found: ModelObject, *, module_namespace: str) -> ModelLookup:
     ref = found.ref
     status = found.status
     artifact = status.get("artifact")
-    if isinstance(artifact, Mapping):
-        # `size` is sizeBytes for people (kubectl's SIZE); the contract carries the exact bytes only.
-        artifact = {key: value for key, value in artifact.items() if key != "size"}
     conditions = [
         condition
         for item in status.get("conditions") or []

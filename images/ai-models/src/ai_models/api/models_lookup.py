@@ -64,6 +64,7 @@ class ArtifactView(Shape):
     uri: str
     digest: str = Field(pattern=DIGEST_PATTERN)
     size_bytes: int | None = Field(default=None, alias="sizeBytes", ge=0)
+    size: str | None = Field(default=None, max_length=32)
 
 
 class ResolvedProfile(Shape):

@@ -119,7 +119,9 @@ def test_an_upload_is_stored_recorded_and_reserved(
     response = http.put(upload_path(token_for(owner)), params={"filename": "llama-q4.gguf"}, content=GGUF)
     assert response.status_code == 201, response.text
     receipt = response.json()
-    assert set(receipt) == {"sizeBytes", "sha256", "format", "receivedAt"}
+    # The name kept as given: no note.
+    assert set(receipt) == {"sizeBytes", "sha256", "format", "receivedAt", "filename"}
+    assert receipt["filename"] == "llama-q4.gguf"
     assert receipt["sizeBytes"] == len(GGUF)
     assert receipt["sha256"] == hashlib.sha256(GGUF).hexdigest()
     assert receipt["format"] == "GGUF"
@@ -193,6 +195,25 @@ def test_the_file_name_may_come_from_content_disposition(
     )
     assert response.status_code == 201, response.text
     assert record_from_json(store.get_bytes(upload_record_key(owner))).filename == "tiny.gguf"
+    assert response.json()["filenameNote"] == (
+        "'../../etc/tiny.gguf' is stored as 'tiny.gguf': only the last segment of a path is kept"
+    )
+
+
+def test_a_name_that_is_not_kept_is_explained_in_the_answer(
+    cluster: Any, http: httpx.Client, store: DirectoryStore
+) -> None:
+    """`?filename=my%20model%20(v2).gguf` becomes model.gguf: the answer says so, and why."""
+    owner = waiting(cluster, "spaced", namespace=NAMESPACE)
+    response = http.put(
+        upload_path(token_for(owner)), params={"filename": "my model (v2).gguf"}, content=GGUF
+    )
+    assert response.status_code == 201, response.text
+    receipt = response.json()
+    assert receipt["filename"] == "model.gguf"
+    assert receipt["filenameNote"].startswith("'my model (v2).gguf' is stored as 'model.gguf': a stored ")
+    assert "so the default name is used" in receipt["filenameNote"]
+    assert record_from_json(store.get_bytes(upload_record_key(owner))).filename == "model.gguf"
 
 
 def test_content_decides_not_the_name(cluster: Any, http: httpx.Client, store: DirectoryStore) -> None:
@@ -211,6 +232,9 @@ def test_content_decides_not_the_name(cluster: Any, http: httpx.Client, store: D
     assert accepted.status_code == 201, accepted.text
     assert accepted.json()["format"] == "GGUF"
     assert record_from_json(store.get_bytes(upload_record_key(gguf_owner))).filename == "weights.bin.gguf"
+    assert accepted.json()["filenameNote"] == (
+        "'weights.bin' is stored as 'weights.bin.gguf': the extension follows the content (GGUF)"
+    )
 
 
 def test_a_chunked_upload_needs_content_length_when_a_budget_is_set(

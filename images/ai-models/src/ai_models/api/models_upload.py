@@ -22,3 +22,6 @@ class UploadReceipt(Shape):
     sha256: str = Field(pattern=SHA256_HEX_PATTERN)
     format: PayloadFormat
     received_at: datetime.datetime = Field(alias="receivedAt")
+    filename: str
+    # Present only when `filename` is not the name the uploader gave: says why.
+    filename_note: str | None = Field(default=None, alias="filenameNote")

@@ -36,4 +36,6 @@ async def upload_model(
 ) -> Response:
     name = filename or disposition_filename(content_disposition)
     receipt = await state.uploads.receive(token=token, request=request, filename=name)
-    return Response(receipt.model_dump_json(by_alias=True), status_code=201, media_type=JSON)
+    return Response(
+        receipt.model_dump_json(by_alias=True, exclude_none=True), status_code=201, media_type=JSON
+    )

@@ -55,7 +55,13 @@ from ai_models.api.upload_claims import CLAIM_LEASE_SECONDS, ClaimKeeper, Upload
 from ai_models.api.upload_ledger import UploadLedger, describe_owner, size_text
 from ai_models.api.upload_pace import Pace, PaceFailure, UploadLimits
 from ai_models.domain.artifacts.layout import upload_payload_key, upload_record_key
-from ai_models.domain.artifacts.sniff import ACCEPTED_DESCRIPTION, SNIFF_BYTES, safe_filename, sniff
+from ai_models.domain.artifacts.sniff import (
+    ACCEPTED_DESCRIPTION,
+    SNIFF_BYTES,
+    filename_note,
+    safe_filename,
+    sniff,
+)
 from ai_models.domain.artifacts.upload_record import UploadRecord, record_to_json
 from ai_models.domain.models.reference import ModelKey
 from ai_models.domain.storage.ledger import Owner
@@ -340,11 +346,12 @@ class Uploads:
         if await request.is_disconnected():
             raise _incomplete(ClientGone("the client closed the connection before the upload was recorded"))
         received_at = self._clock().replace(microsecond=0)
+        stored_name = safe_filename(filename, payload_format)
         record = UploadRecord(
             sha256=stored.sha256,
             size_bytes=stored.size_bytes,
             format=payload_format,
-            filename=safe_filename(filename, payload_format),
+            filename=stored_name,
             received_at=received_at.isoformat().replace("+00:00", "Z"),
         )
         await self._in_store(self._store.put_bytes, upload_record_key(owner), record_to_json(record))
@@ -361,7 +368,12 @@ class Uploads:
             },
         )
         return UploadReceipt(
-            sizeBytes=stored.size_bytes, sha256=stored.sha256, format=payload_format, receivedAt=received_at
+            sizeBytes=stored.size_bytes,
+            sha256=stored.sha256,
+            format=payload_format,
+            receivedAt=received_at,
+            filename=stored_name,
+            filenameNote=filename_note(filename, stored_name, payload_format),
         )
 
     async def _head(self, body: PacedBody) -> bytes:

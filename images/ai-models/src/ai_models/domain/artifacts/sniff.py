@@ -56,8 +56,11 @@ _EXTENSIONS = {
 }
 
 
+_SINGLE_FILE_FORMATS = frozenset({PayloadFormat.GGUF, PayloadFormat.SAFETENSORS})
+
+
 def default_filename(payload_format: PayloadFormat) -> str:
-    stem = "model" if payload_format in (PayloadFormat.GGUF, PayloadFormat.SAFETENSORS) else "upload"
+    stem = "model" if payload_format in _SINGLE_FILE_FORMATS else "upload"
     return stem + _EXTENSIONS[payload_format]
 
 
@@ -73,6 +76,27 @@ def safe_filename(name: str | None, payload_format: PayloadFormat) -> str:
     if not _SAFE_SEGMENT.fullmatch(base) or not _SAFE_SEGMENT.fullmatch(stored):
         return default_filename(payload_format)
     return stored
+
+
+def filename_note(name: str | None, stored: str, payload_format: PayloadFormat) -> str | None:
+    """Why the recorded name is not the one the uploader gave, for the upload's answer; None when
+    it is (or when no name was given). A silent rename reads as a lost name."""
+    if not name or name == stored or payload_format not in _SINGLE_FILE_FORMATS:
+        return None  # an archive's own name is never published: its members are
+    base = posixpath.basename(name.replace("\\", "/"))
+    reasons = []
+    if base != name:
+        reasons.append("only the last segment of a path is kept")
+    extension = _EXTENSIONS[payload_format]
+    candidate = base if base.lower().endswith(extension) else base + extension
+    if candidate != stored:  # the base name was not safe: safe_filename fell back to the default
+        reasons.append(
+            "a stored name may hold only letters, digits, '.', '_', '+' and '-', start with a letter "
+            "or a digit and be at most 200 characters long, so the default name is used"
+        )
+    elif stored != base:
+        reasons.append(f"the extension follows the content ({payload_format.value})")
+    return f"{name!r} is stored as {stored!r}: {' and '.join(reasons)}"
 
 
 def safe_member_path(path: str) -> str | None:

@@ -49,8 +49,9 @@ bench: install
 csi-sanity: install
 	PYTHONPATH=tests $(BIN)/python -m csi.sanity $(or $(CSI_SANITY),$(error set CSI_SANITY to the csi-sanity binary))
 
+# A restart keeps the cluster's objects and artifacts in .dev/; `make dev FRESH=1` starts empty.
 dev: install
-	PYTHONPATH=tests $(BIN)/python -m testbed.devstack
+	PYTHONPATH=tests $(if $(filter-out 0,$(FRESH)),AI_MODELS_DEV_FRESH=1 )$(BIN)/python -m testbed.devstack
 
 clean:
 	rm -rf $(VENV) .dev out

@@ -12,7 +12,14 @@ Writes `<out>/kubeconfig` (one context per identity), `<out>/env` (shell: KUBECO
 CA file, `AI_MODELS_TOKEN_*` and `AI_MODELS_API_URL`) and `<out>/ca.crt`, prints example commands,
 and serves until Ctrl-C/SIGTERM (exit 0; the files stay). `<out>` is `AI_MODELS_DEV_DIR` or
 `--out-dir` (default `.dev` in the repository); the port is `AI_MODELS_DEV_PORT` or `--port`
-(default 18443, 0 = any).
+(default 18443, 0 = any). Every port (`AI_MODELS_DEV_*_PORT`, see `port_settings`) is checked
+first: a taken one ends the stack at once, naming its variable; the banner comes only once every
+component listens.
+
+The emulator's objects are saved to `<out>/cluster-state.json` while it runs and loaded at the next
+start (as etcd keeps a cluster's, resourceVersions continuing), so a restart keeps the Models and
+the artifacts of `<out>/store` together; `--fresh` (`AI_MODELS_DEV_FRESH=1`, `make dev FRESH=1`)
+removes the state and the store first and starts empty.
 
 Also runs the module's controller and api as their ServiceAccounts with a directory store in
 `<out>/store` (logs in `<out>/logs/`), and the test bed's Job runner (`testbed.jobrunner`) that runs
@@ -40,6 +47,7 @@ import json
 import logging
 import os
 import shlex
+import shutil
 import signal
 import sys
 import tempfile
@@ -55,12 +63,13 @@ from kubeemu.authn import Identity, new_token
 from kubeemu.cluster import Cluster
 from kubeemu.crds import load_crd_manifests
 from kubeemu.kubeconfig import kubeconfig_document, write_kubeconfig
+from kubeemu.persistence import StateFileError, StateWriter, restore_state
 from kubeemu.server import serve_forever, tls_context
 from support.devcomponents import DevPorts, start_components, start_job_runner
 from support.module_install import install_rbac
 from support.module_tls import with_internal_tls
 from support.node_cache_plugin import plugin_process
-from support.processes import ModuleProcess
+from support.processes import ModuleProcess, ProcessExited
 from support.render import RenderedChart, render_chart
 from support.values import MINIMAL_SETTINGS, module_values
 from testbed.access_levels import grant_access_level
@@ -71,6 +80,7 @@ from testbed.csi_kubelet import (
     require_bind_mounts,
     unmount_under,
 )
+from testbed.dev_ports import DevStackError, PortSetting, check_ports, component_failed
 from testbed.jobrunner import ServedCluster
 from testbed.module import module_cluster_simulation
 
@@ -89,6 +99,11 @@ SHARED_PVC, NODE_CACHE = "SharedPVC", "NodeCache"
 DEV_CACHE_NODES = ("dev-node-a", "dev-node-b")
 DEV_NODE_GROUP = {"node.deckhouse.io/group": "model-cache"}
 DEV_CACHE_SIZE = "20Gi"
+# The emulator's objects across restarts (as etcd keeps a cluster's), see kubeemu.persistence.
+STATE_FILE = "cluster-state.json"
+# What `--fresh` removes from the out directory: the cluster's state and everything that belongs to
+# it (artifacts, the api's index, Pod and volume directories, logs); the client files are rewritten.
+FRESH_ENTRIES = (STATE_FILE, "store", "api-index", "jobs", "volumes", "nodes", "logs", "config")
 
 
 @dataclass
@@ -136,9 +151,15 @@ def module_rbac_objects(rendered: RenderedChart | None = None) -> list[dict[str,
 
 
 def build_stack(
-    *, out_dir: Path, crd_dir: Path = REPO_ROOT / "crds", delivery_mode: str = SHARED_PVC
+    *,
+    out_dir: Path,
+    crd_dir: Path = REPO_ROOT / "crds",
+    delivery_mode: str = SHARED_PVC,
+    state_file: Path | None = None,
 ) -> DevStack:
-    """The emulated cluster with everything the module expects, and the dev identities bound."""
+    """The emulated cluster with everything the module expects, and the dev identities bound; with
+    `state_file`, the objects saved there by the last run first (the module's own objects are then
+    applied over them, from this checkout's chart and CRDs)."""
     dev = [
         DevIdentity(
             "cluster-admin",
@@ -156,6 +177,21 @@ def build_stack(
         ),
     ]
     cluster = Cluster(identities=[d.identity for d in dev])
+    if state_file is not None:
+        try:
+            restored = restore_state(cluster, state_file)
+        except StateFileError as error:
+            raise DevStackError(
+                f"cannot restore the cluster: {error}; start empty with `make dev FRESH=1` "
+                "(AI_MODELS_DEV_FRESH=1)"
+            ) from None
+        if restored is not None:
+            log.info(
+                "restored %d objects from %s (resourceVersion %d)",
+                restored.count,
+                state_file,
+                restored.resource_version,
+            )
     cluster.load_crds(load_crd_manifests(crd_dir))
     for namespace in (PLATFORM_NAMESPACE, MODULE_NAMESPACE):
         cluster.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
@@ -279,11 +315,69 @@ carries the opt-in annotation:
   kubectl get modelcatalogsources -w
   curl -s -H "Authorization: Bearer $AI_MODELS_TOKEN_USER" \\
     'http://127.0.0.1:{api_port}/api/catalog-import/v1/models?q=qwen&pageSize=5'
+The cluster's objects are kept in {out}/{STATE_FILE} (with the artifacts in {out}/store): a restart
+of `make dev` brings them back; `make dev FRESH=1` starts empty (new tokens each run: source the env
+file again after a restart).
 Stop with Ctrl-C.
 """
 
 
-async def run_stack(stack: DevStack, *, host: str, port: int, ports: DevPorts, stop: asyncio.Event) -> None:
+def port_settings(args: argparse.Namespace) -> list[PortSetting]:
+    """Every listener of the stack with the variable (and option) that sets its port."""
+    return [
+        PortSetting("AI_MODELS_DEV_PORT", "--port", "the Kubernetes API (emulator)", args.port),
+        PortSetting(
+            "AI_MODELS_DEV_CONTROLLER_HEALTH_PORT",
+            "--controller-health-port",
+            "the controller's probes",
+            args.controller_health_port,
+        ),
+        PortSetting(
+            "AI_MODELS_DEV_CONTROLLER_METRICS_PORT",
+            "--controller-metrics-port",
+            "the controller's metrics",
+            args.controller_metrics_port,
+        ),
+        PortSetting("AI_MODELS_DEV_API_PORT", "--api-port", "the api", args.api_port),
+        PortSetting(
+            "AI_MODELS_DEV_API_METRICS_PORT", "--api-metrics-port", "the api's metrics", args.api_metrics_port
+        ),
+    ]
+
+
+def wait_listening(processes: list[ModuleProcess]) -> None:
+    """Block until every listener of the components has logged the address it bound (the api's own
+    port is known already): the banner comes after all of them."""
+    for process in processes:
+        if process.args[0] == "controller":
+            process.health_port()
+            process.metrics_port()
+        elif process.args[0] == "api":
+            process.metrics_port()
+
+
+def fresh_start(out_dir: Path) -> None:
+    """Remove the last run's cluster state and what belongs to it (`FRESH_ENTRIES`)."""
+    unmount_under(out_dir / "nodes")  # a killed NodeCache run may leave its pods' mounts
+    for entry in FRESH_ENTRIES:
+        path = out_dir / entry
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink(missing_ok=True)
+    log.info("starting empty: removed the cluster state and the store under %s", out_dir)
+
+
+async def run_stack(
+    stack: DevStack,
+    *,
+    host: str,
+    port: int,
+    ports: DevPorts,
+    stop: asyncio.Event,
+    settings: list[PortSetting] | None = None,
+    state_file: Path | None = None,
+) -> None:
     context, ca_file = tls_context(stack.out_dir / "tls")
     loop = asyncio.get_running_loop()
     ready: asyncio.Future[str] = loop.create_future()
@@ -302,8 +396,16 @@ async def run_stack(stack: DevStack, *, host: str, port: int, ports: DevPorts, s
     waiting: set[asyncio.Future[Any]] = {server, ready}
     await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
     if not ready.done():
-        await server  # it failed before binding (e.g. the port is taken): raise its error
+        try:
+            await server  # it failed before binding (e.g. the port is taken): raise its error
+        except OSError as error:
+            raise DevStackError(
+                f"the dev stack cannot start: the Kubernetes API cannot listen on {host}:{port} "
+                f"({error.strerror or error}): set AI_MODELS_DEV_PORT to a free port (or 0 for any)"
+            ) from None
     url = ready.result()
+    # From here on every write is saved (at most twice a second and once at the end).
+    writer = StateWriter(stack.cluster.store, state_file).start() if state_file is not None else None
     # Before the env file appears (it means "ready"): the stack can run Jobs from the start.
     runner = start_job_runner(
         cluster=stack.cluster, url=url, ca_pem=ca_file.read_text(), out_dir=stack.out_dir
@@ -320,17 +422,28 @@ async def run_stack(stack: DevStack, *, host: str, port: int, ports: DevPorts, s
     processes: list[ModuleProcess] = []
     try:
         # The api first: the controller's upload URLs and the env file name the port it bound.
-        components = await asyncio.to_thread(
-            start_components,
-            out_dir=stack.out_dir,
-            url=url,
-            ca_pem=ca_file.read_text(),
-            service_accounts=stack.service_accounts,
-            ports=ports,
-            chart=stack.chart,
-            controller_env=controller_delivery_env(stack.delivery_mode),
-        )
-        processes = components.processes
+        try:
+            components = await asyncio.to_thread(
+                start_components,
+                out_dir=stack.out_dir,
+                url=url,
+                ca_pem=ca_file.read_text(),
+                service_accounts=stack.service_accounts,
+                ports=ports,
+                chart=stack.chart,
+                controller_env=controller_delivery_env(stack.delivery_mode),
+            )
+            processes = components.processes
+            await asyncio.to_thread(wait_listening, processes)
+        except (ProcessExited, AssertionError, TimeoutError) as error:
+            failed = next((p for p in processes if not p.running()), None)
+            name = failed.name if failed is not None else "a component"
+            raise component_failed(
+                name,
+                error,
+                log_file=str(failed.log_path if failed is not None else stack.out_dir / "logs"),
+                settings=settings or [],
+            ) from None
         if components.webhook_port is not None:
             admission.route_service(MODULE_NAMESPACE, CONTROLLER_SERVICE, components.webhook_port)
         for node in cache_nodes:
@@ -357,6 +470,9 @@ async def run_stack(stack: DevStack, *, host: str, port: int, ports: DevPorts, s
         # Last: the controller may create Jobs until it stops; their processes go with the runner.
         await asyncio.to_thread(runner.close)
         log.info("job runner stopped")
+        if writer is not None:
+            await asyncio.to_thread(writer.close)
+            log.info("cluster state saved to %s", state_file)
 
 
 def dev_cache_nodes(out_dir: Path) -> list[CsiNode]:
@@ -448,6 +564,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--debug", action="store_true", help="log one line per API request")
     parser.add_argument(
+        "--fresh",
+        action="store_true",
+        default=os.environ.get("AI_MODELS_DEV_FRESH", "") not in ("", "0", "false"),
+        help="start with an empty cluster and store (AI_MODELS_DEV_FRESH=1, `make dev FRESH=1`); "
+        "by default a restart keeps the last run's objects and artifacts",
+    )
+    parser.add_argument(
         "--delivery-mode",
         choices=(SHARED_PVC, NODE_CACHE),
         default=os.environ.get("AI_MODELS_DEV_DELIVERY_MODE", SHARED_PVC),
@@ -485,19 +608,34 @@ async def _main(args: argparse.Namespace) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    settings = port_settings(args)
+    check_ports(settings)  # before anything starts: a taken port ends the stack at once
+    # The env file appears when the stack is ready: the last run's must not say so meanwhile.
+    (args.out_dir / "env").unlink(missing_ok=True)
+    if args.fresh:
+        fresh_start(args.out_dir)
     if args.delivery_mode == NODE_CACHE:
         try:
             require_bind_mounts(args.out_dir / "nodes")
         except MountsNotPermitted as refused:
             raise SystemExit(f"NodeCache mode cannot start: {refused}") from None
-    stack = build_stack(out_dir=args.out_dir, delivery_mode=args.delivery_mode)
+    state_file = args.out_dir / STATE_FILE
+    stack = build_stack(out_dir=args.out_dir, delivery_mode=args.delivery_mode, state_file=state_file)
     ports = DevPorts(
         controller_health=args.controller_health_port,
         controller_metrics=args.controller_metrics_port,
         api=args.api_port,
         api_metrics=args.api_metrics_port,
     )
-    await run_stack(stack, host="127.0.0.1", port=args.port, ports=ports, stop=stop)
+    await run_stack(
+        stack,
+        host="127.0.0.1",
+        port=args.port,
+        ports=ports,
+        stop=stop,
+        settings=settings,
+        state_file=state_file,
+    )
     log.info("dev stack stopped")
 
 
@@ -506,7 +644,11 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s %(message)s")
     logging.getLogger("kubeemu").setLevel(logging.DEBUG if args.debug else logging.INFO)
     logging.getLogger("testbed").setLevel(logging.DEBUG if args.debug else logging.INFO)
-    asyncio.run(_main(args))
+    try:
+        asyncio.run(_main(args))
+    except DevStackError as error:
+        print(f"make dev: {error}", file=sys.stderr, flush=True)
+        return 1
     return 0
 
 

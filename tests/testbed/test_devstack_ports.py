@@ -1,0 +1,62 @@
+"""`make dev` with one of its ports taken: it ends at once, naming the `AI_MODELS_DEV_*` variable to
+change, without a traceback and without saying it is up."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from testbed.dev_ports import DevStackError, PortSetting, check_ports
+from testbed.devstack import parse_args, port_settings
+
+REPO = Path(__file__).resolve().parents[2]
+# Every listener the stack has (a new one is covered as soon as `port_settings` lists it).
+PORT_VARIABLES = tuple(setting.variable for setting in port_settings(parse_args([])))
+
+
+@pytest.mark.parametrize("variable", PORT_VARIABLES)
+def test_a_taken_port_ends_the_dev_stack_at_once_naming_its_variable(tmp_path: Path, variable: str) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env = {
+            **os.environ,
+            **dict.fromkeys(PORT_VARIABLES, "0"),
+            variable: str(port),
+            "AI_MODELS_DEV_DIR": str(tmp_path / "dev"),
+            "PYTHONPATH": str(REPO / "tests"),
+        }
+        env.pop("KUBECONFIG", None)
+        ended = subprocess.run(
+            [sys.executable, "-m", "testbed.devstack"],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+    assert ended.returncode == 1
+    assert f"port {port} for" in ended.stderr
+    assert f"set {variable} to a free port" in ended.stderr
+    assert "Traceback" not in ended.stderr
+    assert "is up" not in ended.stdout
+    assert not (tmp_path / "dev" / "env").exists()
+
+
+def test_one_port_set_for_two_listeners_is_refused_naming_both_variables() -> None:
+    with pytest.raises(DevStackError, match=r"AI_MODELS_DEV_API_PORT.*AI_MODELS_DEV_API_METRICS_PORT"):
+        check_ports(
+            [
+                PortSetting("AI_MODELS_DEV_API_PORT", "--api-port", "the api", 18999),
+                PortSetting(
+                    "AI_MODELS_DEV_API_METRICS_PORT", "--api-metrics-port", "the api's metrics", 18999
+                ),
+            ]
+        )

@@ -4,6 +4,7 @@ change, without a traceback and without saying it is up."""
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -60,3 +61,15 @@ def test_one_port_set_for_two_listeners_is_refused_naming_both_variables() -> No
                 ),
             ]
         )
+
+
+def test_the_readme_lists_every_variable_the_dev_stack_reads() -> None:
+    source = (REPO / "tests" / "testbed" / "devstack.py").read_text()
+    read = set(re.findall(r'os\.environ\.get\(\s*"(AI_MODELS_DEV_[A-Z_]+)"', source))
+    assert set(PORT_VARIABLES) <= read
+    rows = {
+        found.group(1)
+        for line in (REPO / "README.md").read_text().splitlines()
+        if (found := re.match(r"\| `(AI_MODELS_DEV_[A-Z_]+)` \|", line))
+    }
+    assert read - rows == set(), "README.md's table of AI_MODELS_DEV_* variables misses these"

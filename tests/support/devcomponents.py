@@ -158,12 +158,13 @@ def start_components(
     ports: DevPorts,
     chart: RenderedChart | None = None,
     controller_env: Mapping[str, str] | None = None,
+    api_env: Mapping[str, str] | None = None,
 ) -> DevComponents:
     """Start the api, then the controller (its upload URLs name the port the api bound); blocks
     until the api listens. `HF_ENDPOINT` (a Hub or a mirror) is what the module setting
     `sources.huggingFace.endpoint` sets in a cluster. With the rendered `chart`, the controller also
     gets the files of its ConfigMap volumes (see `mounted_config_maps`); `controller_env` adds its
-    module settings (the delivery mode)."""
+    module settings (the delivery mode), `api_env` the api's (its internal listener, a budget)."""
     logs = out_dir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     store = out_dir / "store"
@@ -208,6 +209,7 @@ def start_components(
             "AI_MODELS_POD_NAME": "api-dev",
             "AI_MODELS_API_METRICS_PORT": str(ports.api_metrics),
             "AI_MODELS_API_INDEX_DIR": str((out_dir / "api-index").resolve()),
+            **dict(api_env or {}),
         },
         log_path=logs / "api.log",
     ).start()
@@ -223,6 +225,9 @@ def start_components(
             **mounted,
             # Upload URLs in status.upload point at the local api, so curl can use them as shown.
             "AI_MODELS_UPLOAD_IN_CLUSTER_URL": f"http://127.0.0.1:{api_port}",
+            # status.upload.external too: in a cluster the public domain's Ingress leads to the same
+            # listener; the dev stack has no Ingress, so its external URL is the api's own.
+            "AI_MODELS_UPLOAD_PUBLIC_URL": f"http://127.0.0.1:{api_port}",
             "KUBECONFIG": str(kubeconfig("controller")),
             "AI_MODELS_POD_NAME": "controller-dev",
             "AI_MODELS_CONTROLLER_HEALTH_PORT": str(ports.controller_health),

@@ -37,6 +37,10 @@ ServiceAccount with its cache under `<out>/nodes/<node>/cache`, and the test bed
 (`testbed.csi_kubelet`), which publishes the pods' model volumes over each node's plugin socket:
 real read-only bind mounts under `<out>/nodes/<node>/kubelet/pods/`, so this mode needs root (or a
 user and mount namespace: `unshare -rm`). What is still mounted there is unmounted at the end.
+
+What the guides describe can be tried too (`testbed.dev_features`): the internal lookup API over TLS
+with the module CA (`AI_MODELS_DEV_API_INTERNAL_PORT`, default 18444), a storage budget
+(`AI_MODELS_DEV_CAPACITY_LIMIT`), `kubectl logs` of the Jobs' Pods, and `status.upload.external`.
 """
 
 from __future__ import annotations
@@ -80,6 +84,8 @@ from testbed.csi_kubelet import (
     require_bind_mounts,
     unmount_under,
 )
+from testbed.dev_features import BudgetRefused, DevFeatures, bound_lookup_port, checked_budget, features_help
+from testbed.dev_pod_logs import job_pod_logs
 from testbed.dev_ports import DevStackError, PortSetting, check_ports, component_failed
 from testbed.jobrunner import ServedCluster
 from testbed.module import module_cluster_simulation
@@ -123,6 +129,8 @@ class DevStack:
     service_accounts: dict[str, Identity] = field(default_factory=dict)
     chart: RenderedChart | None = None
     delivery_mode: str = SHARED_PVC
+    # The lookup API, a budget, Pod logs, status.upload.external (testbed.dev_features).
+    features: DevFeatures = field(default_factory=DevFeatures)
 
 
 def delivery_settings(mode: str) -> dict[str, Any]:
@@ -156,6 +164,7 @@ def build_stack(
     crd_dir: Path = REPO_ROOT / "crds",
     delivery_mode: str = SHARED_PVC,
     state_file: Path | None = None,
+    features: DevFeatures | None = None,
 ) -> DevStack:
     """The emulated cluster with everything the module expects, and the dev identities bound; with
     `state_file`, the objects saved there by the last run first (the module's own objects are then
@@ -176,6 +185,7 @@ def build_stack(
             namespace="default",
         ),
     ]
+    features = features or DevFeatures()
     cluster = Cluster(identities=[d.identity for d in dev])
     if state_file is not None:
         try:
@@ -198,7 +208,9 @@ def build_stack(
     # With the certificates the internal TLS hook issues: the controller serves the delivery
     # webhook, which the emulator calls as the API server would.
     chart = render_chart(
-        with_internal_tls(module_values({**MINIMAL_SETTINGS, **delivery_settings(delivery_mode)}))
+        with_internal_tls(
+            module_values(features.settings({**MINIMAL_SETTINGS, **delivery_settings(delivery_mode)}))
+        )
     )
     for obj in module_rbac_objects(chart):
         cluster.apply(obj)
@@ -215,10 +227,13 @@ def build_stack(
         service_accounts=service_accounts,
         chart=chart,
         delivery_mode=delivery_mode,
+        features=features,
     )
 
 
-def write_client_files(stack: DevStack, *, url: str, ca_pem: str, api_port: int) -> None:
+def write_client_files(
+    stack: DevStack, *, url: str, ca_pem: str, api_port: int, extra_env: dict[str, str] | None = None
+) -> None:
     out = stack.out_dir
     out.mkdir(parents=True, exist_ok=True)
     ca_file = out / "ca.crt"
@@ -243,6 +258,7 @@ def write_client_files(stack: DevStack, *, url: str, ca_pem: str, api_port: int)
         # Where the `ai-models` CLI finds the module's api (uploads, catalog import).
         f"export AI_MODELS_API_URL={shlex.quote(f'http://127.0.0.1:{api_port}')}",
         *(f"export {d.env_var}={shlex.quote(d.identity.token)}" for d in stack.identities),
+        *(f"export {key}={shlex.quote(value)}" for key, value in (extra_env or {}).items()),
     ]
     # Written last and renamed into place: its appearance means the stack is ready.
     partial = out / "env.partial"
@@ -282,7 +298,7 @@ materialize Jobs run as local processes, the pods' view of each volume is a dire
 """
 
 
-def banner(stack: DevStack, url: str, *, api_port: int) -> str:
+def banner(stack: DevStack, url: str, *, api_port: int, extra: str = "") -> str:
     out = stack.out_dir
     return f"""
 ai-models dev stack is up: {url}
@@ -309,8 +325,8 @@ update the model (every User reads the URL; $AI_MODELS_TOKEN_USER gets 403):
   kubectl apply -f docs/examples/model-upload.yaml
   url=$(kubectl get model my-finetune -n default -o jsonpath='{{.status.upload.inCluster}}')
   curl -T ./model.gguf -H "Authorization: Bearer $AI_MODELS_TOKEN_CLUSTER_ADMIN" "$url"
-{delivery_help(stack)}A catalog source indexes from HF_ENDPOINT (default https://huggingface.co) once it
-carries the opt-in annotation:
+{delivery_help(stack)}{extra}A catalog source indexes from HF_ENDPOINT (default https://huggingface.co)
+once it carries the opt-in annotation:
   kubectl apply -f docs/examples/modelcatalogsource-hf.yaml
   kubectl get modelcatalogsources -w
   curl -s -H "Authorization: Bearer $AI_MODELS_TOKEN_USER" \\
@@ -341,6 +357,12 @@ def port_settings(args: argparse.Namespace) -> list[PortSetting]:
         PortSetting("AI_MODELS_DEV_API_PORT", "--api-port", "the api", args.api_port),
         PortSetting(
             "AI_MODELS_DEV_API_METRICS_PORT", "--api-metrics-port", "the api's metrics", args.api_metrics_port
+        ),
+        PortSetting(
+            "AI_MODELS_DEV_API_INTERNAL_PORT",
+            "--api-internal-port",
+            "the api's internal lookup API",
+            args.api_internal_port,
         ),
     ]
 
@@ -391,6 +413,7 @@ async def run_stack(
             ssl_context=context,
             ready=ready,
             admission=admission,
+            pod_logs=job_pod_logs(stack.out_dir / "jobs"),  # `kubectl logs` of the Jobs' Pods
         )
     )
     waiting: set[asyncio.Future[Any]] = {server, ready}
@@ -431,7 +454,11 @@ async def run_stack(
                 service_accounts=stack.service_accounts,
                 ports=ports,
                 chart=stack.chart,
-                controller_env=controller_delivery_env(stack.delivery_mode),
+                controller_env={
+                    **controller_delivery_env(stack.delivery_mode),
+                    **stack.features.controller_env(),
+                },
+                api_env=stack.features.api_env(stack.chart, out_dir=stack.out_dir) if stack.chart else None,
             )
             processes = components.processes
             await asyncio.to_thread(wait_listening, processes)
@@ -456,8 +483,16 @@ async def run_stack(
                 api_port=components.api_port,
             )
             processes.append(plugin)
-        write_client_files(stack, url=url, ca_pem=ca_file.read_text(), api_port=components.api_port)
-        print(banner(stack, url, api_port=components.api_port), flush=True)
+        lookup_port = await asyncio.to_thread(bound_lookup_port, processes)
+        write_client_files(
+            stack,
+            url=url,
+            ca_pem=ca_file.read_text(),
+            api_port=components.api_port,
+            extra_env=stack.features.client_env(out_dir=stack.out_dir, lookup_port=lookup_port),
+        )
+        extra = features_help(stack.features, out_dir=stack.out_dir, lookup_port=lookup_port)
+        print(banner(stack, url, api_port=components.api_port, extra=extra), flush=True)
         await server
     finally:
         for process in processes:
@@ -595,6 +630,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="the catalog API on 127.0.0.1 (0 = any free port; the env file and the banner name it)",
     )
     parser.add_argument(
+        "--api-internal-port",
+        type=int,
+        default=int(os.environ.get("AI_MODELS_DEV_API_INTERNAL_PORT", "18444")),
+        help="the api's internal lookup API (TLS, module CA) on 127.0.0.1 (0 = any free port)",
+    )
+    parser.add_argument(
+        "--capacity-limit",
+        default=os.environ.get("AI_MODELS_DEV_CAPACITY_LIMIT") or None,
+        help="the storage budget, the setting artifacts.capacityLimit (e.g. 10Mi; default none)",
+    )
+    parser.add_argument(
         "--api-metrics-port",
         type=int,
         default=int(os.environ.get("AI_MODELS_DEV_API_METRICS_PORT", "18083")),
@@ -620,7 +666,13 @@ async def _main(args: argparse.Namespace) -> None:
         except MountsNotPermitted as refused:
             raise SystemExit(f"NodeCache mode cannot start: {refused}") from None
     state_file = args.out_dir / STATE_FILE
-    stack = build_stack(out_dir=args.out_dir, delivery_mode=args.delivery_mode, state_file=state_file)
+    try:
+        features = DevFeatures(budget=checked_budget(args.capacity_limit), lookup_port=args.api_internal_port)
+    except BudgetRefused as refused:
+        raise SystemExit(f"the dev stack cannot start: {refused}") from None
+    stack = build_stack(
+        out_dir=args.out_dir, delivery_mode=args.delivery_mode, state_file=state_file, features=features
+    )
     ports = DevPorts(
         controller_health=args.controller_health_port,
         controller_metrics=args.controller_metrics_port,

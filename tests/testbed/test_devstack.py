@@ -54,6 +54,7 @@ def run_devstack(
         "HF_ENDPOINT": fake_hub.url,
         "AI_MODELS_DEV_API_PORT": "0",
         "AI_MODELS_DEV_API_METRICS_PORT": "0",
+        "AI_MODELS_DEV_API_INTERNAL_PORT": "0",
         "AI_MODELS_DEV_PORT": "0",
         "AI_MODELS_DEV_CONTROLLER_HEALTH_PORT": "0",
         "AI_MODELS_DEV_CONTROLLER_METRICS_PORT": "0",

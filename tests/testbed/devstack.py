@@ -330,7 +330,7 @@ once it carries the opt-in annotation:
   kubectl apply -f docs/examples/modelcatalogsource-hf.yaml
   kubectl get modelcatalogsources -w
   curl -s -H "Authorization: Bearer $AI_MODELS_TOKEN_USER" \\
-    'http://127.0.0.1:{api_port}/api/catalog-import/v1/models?q=qwen&pageSize=5'
+    "$AI_MODELS_API_URL/api/catalog-import/v1/models?q=qwen&pageSize=5"   # the api, port {api_port}
 The cluster's objects are kept in {out}/{STATE_FILE} (with the artifacts in {out}/store): a restart
 of `make dev` brings them back; `make dev FRESH=1` starts empty (new tokens each run: source the env
 file again after a restart).

@@ -57,8 +57,8 @@ def lookup_url(port: int) -> str:
 def lookup_help(*, out_dir: Path, port: int) -> str:
     """The banner's lines on the lookup API."""
     return f"""The internal lookup API (TLS, certificate of {LOOKUP_HOST} signed by the module CA
-{out_dir}/{CA_FILE}; {INTERNAL_PORT_VARIABLE} sets its port):
-  curl -s --cacert "$AI_MODELS_DEV_MODULE_CA_FILE" --resolve {LOOKUP_HOST}:{port}:127.0.0.1 \\
+{out_dir}/{CA_FILE}; port {port}, {INTERNAL_PORT_VARIABLE} sets it):
+  curl -s --cacert "$AI_MODELS_DEV_MODULE_CA_FILE" --resolve "$AI_MODELS_LOOKUP_RESOLVE" \\
     -H "Authorization: Bearer $AI_MODELS_TOKEN_USER" \\
     "$AI_MODELS_LOOKUP_URL?kind=Model&namespace=default&name=qwen3-0-6b"
 """

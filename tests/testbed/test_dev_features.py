@@ -115,6 +115,7 @@ spec: {source: {upload: {}}}
     assert answer.status == 200, answer.data
     found = json.loads(answer.data)
     assert (found["uid"], found["phase"]) == (tiny["metadata"]["uid"], "Ready")
+    assert found["artifact"]["digest"] == tiny["status"]["artifact"]["digest"]
     # ... and not by the emulator's CA: it is the module's own.
     with pytest.raises(urllib3.exceptions.SSLError):
         lookup(
@@ -159,6 +160,10 @@ spec: {source: {upload: {}}}
     process.terminate()
     assert process.wait(timeout=30) == 0
     banner = process.communicate(timeout=10)[0]
-    assert f"--resolve {LOOKUP_HOST}:" in banner
+    assert '--resolve "$AI_MODELS_LOOKUP_RESOLVE"' in banner
+    assert (
+        env["AI_MODELS_LOOKUP_RESOLVE"]
+        == f"{LOOKUP_HOST}:{urllib3.util.parse_url(env['AI_MODELS_LOOKUP_URL']).port}:127.0.0.1"
+    )
     assert f"The storage budget is {BUDGET}" in banner
     assert "logs job/publish-" in banner

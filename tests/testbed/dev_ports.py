@@ -70,11 +70,18 @@ def check_ports(settings: Iterable[PortSetting], *, host: str = "127.0.0.1") -> 
 def component_failed(
     component: str, error: BaseException, *, log_file: str, settings: Iterable[PortSetting]
 ) -> DevStackError:
-    """A component that exited (or never listened) while the stack started: the error names its
-    log and the port variables it was given (a port taken between the check and its start)."""
-    variables = ", ".join(f"{s.variable}={s.port}" for s in settings)
+    """A component that exited (or never listened) while the stack started. Called once the
+    components are stopped: a port of `settings` taken now (by another program, between the check
+    and the component's bind) is named with its variable; otherwise the error names the log."""
+    settings = list(settings)
     first_line = str(error).splitlines()[0] if str(error) else type(error).__name__
+    try:
+        check_ports(settings)
+    except DevStackError as taken:
+        detail = str(taken).split("\n", 1)[1].strip() if "\n" in str(taken) else str(taken)
+        return DevStackError(
+            f"the dev stack cannot start: {component} did not come up: {detail}; see {log_file}"
+        )
     return DevStackError(
-        f"the dev stack cannot start: {component} did not come up ({first_line}); see {log_file}. "
-        f"Its ports: {variables}; if one is taken, set that variable to a free port (or 0)"
+        f"the dev stack cannot start: {component} did not come up ({first_line}); see {log_file}"
     )

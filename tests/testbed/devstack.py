@@ -464,12 +464,16 @@ async def run_stack(
             await asyncio.to_thread(wait_listening, processes)
         except (ProcessExited, AssertionError, TimeoutError) as error:
             failed = next((p for p in processes if not p.running()), None)
-            name = failed.name if failed is not None else "a component"
+            # start_components kills what it started when one fails; ProcessExited names its args.
+            component = failed.args[0] if failed is not None else str(error).split(" ", 1)[0]
+            for process in processes:
+                await asyncio.to_thread(process.kill)  # their ports free, the check names a taken one
             raise component_failed(
-                name,
+                f"ai-models {component}",
                 error,
-                log_file=str(failed.log_path if failed is not None else stack.out_dir / "logs"),
-                settings=settings or [],
+                log_file=str(stack.out_dir / "logs" / f"{component}.log"),
+                # The emulator listens on its own port by now.
+                settings=[s for s in settings or [] if s.variable != "AI_MODELS_DEV_PORT"],
             ) from None
         if components.webhook_port is not None:
             admission.route_service(MODULE_NAMESPACE, CONTROLLER_SERVICE, components.webhook_port)

@@ -349,6 +349,7 @@ def test_paths_are_the_contract_constants() -> None:
         models.ENTRY_PATH,
         models.STORAGE_SUMMARY_PATH,
         models.CONTRACT_PATH,
+        models.LEGACY_CONTRACT_PATH,
         models.HEALTH_PATH,
         models.READY_PATH,
     }

@@ -251,7 +251,15 @@ def _page_tokens_are_issued_not_guessed(_context: Any, failure: Any, case: Any, 
         and "pageToken" in (case.query or {})
         and _problem_type(response) == "urn:ai-models:problem:invalid-page-token"
     )
-    return not (refused_token and type(failure).__name__ == "RejectedPositiveData")
+    # Likewise a `source` filter must name a served source (D146): any name matching the pattern is
+    # "schema-valid", and the api refuses one it does not serve as an unknown parameter.
+    refused_source = (
+        response.status_code == 400
+        and "source" in (case.query or {})
+        and _problem_type(response) == "urn:ai-models:problem:invalid-parameter"
+        and "is not a source this api serves" in response.text
+    )
+    return not ((refused_token or refused_source) and type(failure).__name__ == "RejectedPositiveData")
 
 
 @serving_schema.hook("filter_failure")

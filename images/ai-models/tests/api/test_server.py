@@ -79,11 +79,13 @@ def test_the_served_document_is_the_contract_and_needs_no_token(
     start_api: Any, store: DirectoryStore
 ) -> None:
     api = start_api(store)
-    with httpx.Client(base_url=api.url, timeout=10) as http:
-        response = http.get("/openapi.json")
-    assert response.status_code == 200
-    assert response.headers["content-type"] == "application/json"
-    assert response.json() == contract_document()
+    # At the API's own prefix, as every API serves its contract, and where it was first served.
+    for path in ("/api/catalog-import/v1/openapi.json", "/openapi.json"):
+        with httpx.Client(base_url=api.url, timeout=10) as http:
+            response = http.get(path)
+        assert response.status_code == 200, path
+        assert response.headers["content-type"] == "application/json"
+        assert response.json() == contract_document()
 
 
 def test_errors_are_problem_documents(api_cluster: Any, start_api: Any, store: DirectoryStore) -> None:

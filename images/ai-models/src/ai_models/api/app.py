@@ -28,6 +28,7 @@ from ai_models.api.problems import PROBLEM_MEDIA_TYPE, ApiProblem, invalid_param
 from ai_models.api.state import ApiState
 from ai_models.names import (
     CATALOG_IMPORT_API_PREFIX,
+    INTERNAL_API_PREFIX,
     MODELS_LOOKUP_PATH,
     SERVING_API_PREFIX,
     UPLOAD_API_PREFIX,
@@ -47,13 +48,21 @@ def problem_response(problem: ApiProblem) -> Response:
     )
 
 
-def _parameter_problem(error: RequestValidationError) -> ApiProblem:
+def contract_of(path: str) -> str:
+    """The contract document of the API `path` belongs to (each API serves its own)."""
+    for prefix in (CATALOG_IMPORT_API_PREFIX, UPLOAD_API_PREFIX, SERVING_API_PREFIX, INTERNAL_API_PREFIX):
+        if path == prefix or path.startswith(prefix + "/"):
+            return f"{prefix}/openapi.json"
+    return f"{CATALOG_IMPORT_API_PREFIX}/openapi.json"
+
+
+def _parameter_problem(error: RequestValidationError, *, path: str) -> ApiProblem:
     parts = []
     for item in error.errors():
         where = [str(part) for part in item.get("loc", ())]
         place, name = (where[0], ".".join(where[1:])) if len(where) > 1 else ("request", ".".join(where))
         parts.append(f"{place} parameter {name}: {item.get('msg', 'invalid')}")
-    return invalid_parameter("; ".join(parts) + "; see /openapi.json for the accepted values")
+    return invalid_parameter("; ".join(parts) + f"; see {contract_of(path)} for the accepted values")
 
 
 PUBLIC_PATHS = (
@@ -87,9 +96,9 @@ async def _on_problem(_request: Request, error: Exception) -> Response:
     return problem_response(error)
 
 
-async def _on_validation(_request: Request, error: Exception) -> Response:
+async def _on_validation(request: Request, error: Exception) -> Response:
     assert isinstance(error, RequestValidationError)
-    return problem_response(_parameter_problem(error))
+    return problem_response(_parameter_problem(error, path=request.url.path))
 
 
 def _on_http(not_found: str) -> Any:

@@ -15,7 +15,7 @@ from ai_models.api.index_schema import text_terms
 from ai_models.api.ledger_view import LedgerView
 from ai_models.api.models import SEARCH_PATH, SOURCES_PATH, EntryLocator, SearchQuery, Source, SourceList
 from ai_models.api.paging import Cursor, decode_token, encode_token, fingerprint
-from ai_models.api.problems import not_found
+from ai_models.api.problems import invalid_parameter, not_found, not_ready
 from ai_models.api.verdicts import VerdictBook
 
 
@@ -63,6 +63,24 @@ class Catalog:
             )
             body += f',"nextPageToken":{json.dumps(token)}'
         return (body + "}").encode()
+
+    def require_source(self, name: str, *, index_complete: bool) -> None:
+        """Refuse a `source` filter naming no served source, as an unknown parameter is refused: an
+        empty page would say the source has no such models when it does not exist (a typo)."""
+        served = [row.name for row in self._index.sources()]
+        if name in served:
+            return
+        if not index_complete:
+            # Right after a start the replica has not indexed every source yet: it may be one.
+            raise not_ready(
+                f"source {name!r} is not indexed by this replica yet (its first index pass is still "
+                "running); retry in a few seconds"
+            )
+        raise invalid_parameter(
+            f"query parameter source: {name!r} is not a source this api serves; served sources: "
+            f"{', '.join(map(repr, served)) or 'none'} (see {SOURCES_PATH}; a new ModelCatalogSource "
+            "appears there once it has been indexed)"
+        )
 
     def entry(self, locator: EntryLocator) -> bytes:
         found = self._index.entry(locator.source, locator.id)

@@ -29,7 +29,9 @@ SOURCES_PATH: Final = f"{API_PREFIX}/sources"
 # `{id}` takes the rest of the path, so ids keep their `/` (`org/name`).
 ENTRY_PATH: Final = f"{API_PREFIX}/sources/{{source}}/models/{{id}}"
 STORAGE_SUMMARY_PATH: Final = f"{API_PREFIX}/storage-summary"
-CONTRACT_PATH: Final = "/openapi.json"
+CONTRACT_PATH: Final = f"{API_PREFIX}/openapi.json"
+# Where the catalog's contract was first served; kept so existing clients keep working (D146).
+LEGACY_CONTRACT_PATH: Final = "/openapi.json"
 HEALTH_PATH: Final = "/healthz"
 READY_PATH: Final = "/readyz"
 

@@ -42,6 +42,8 @@ State = Annotated[ApiState, Depends(api_state)]
 
 @router.get(SEARCH_PATH)
 def search_models(query: Annotated[SearchQuery, Query()], state: State, _subject: ListAllowed) -> Response:
+    if query.source is not None:
+        state.catalog.require_source(query.source, index_complete=state.first_index_pass_complete.is_set())
     return Response(state.catalog.search(query), media_type=JSON)
 
 

@@ -10,6 +10,7 @@ from ai_models.api.contract import Contract, contract_json
 from ai_models.api.models import (
     CONTRACT_PATH,
     HEALTH_PATH,
+    LEGACY_CONTRACT_PATH,
     READY_PATH,
     Health,
     HealthStatus,
@@ -27,6 +28,7 @@ State = Annotated[ApiState, Depends(api_state)]
 
 
 @router.get(CONTRACT_PATH)
+@router.get(LEGACY_CONTRACT_PATH)
 def get_contract() -> Response:
     return Response(contract_json(Contract.CATALOG_IMPORT), media_type=JSON)
 

@@ -82,7 +82,13 @@ def run_devstack(
         yield process, out
     finally:
         if process.poll() is None:
-            process.kill()
+            # SIGTERM first: the stack stops its components; a SIGKILL would leave them running
+            # (holding their ports) with no parent.
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
         process.communicate(timeout=10)
 
 

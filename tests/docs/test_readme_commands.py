@@ -228,3 +228,20 @@ def test_the_readme_commands_run_against_make_dev(make_dev: Path, fake_hub: Fake
     )
     assert code == 0, f"{failed_block(output)} failed (exit {code}):\n{output[-4000:]}\n{logs}"
     assert "### README.md: every block ran" in output
+
+
+def banner_commands(log: str) -> list[str]:
+    """The command lines of the banner `make dev` printed (indented, between its first and last
+    line); none before it is printed in full."""
+    start, end = log.find("ai-models dev stack is up"), log.find("Stop with Ctrl-C.")
+    if start < 0 or end < 0:
+        return []
+    return [line for line in log[start:end].splitlines() if line.startswith("  ")]
+
+
+def test_the_banner_commands_name_no_port(make_dev: Path) -> None:
+    """What `make dev` prints to try is copied as the README is: its commands use .dev/env's variables."""
+    log = make_dev.parent / "make-dev.log"
+    commands = eventually(lambda: banner_commands(log.read_text()), timeout=10, message="the banner")
+    assert any("$AI_MODELS_API_URL" in line for line in commands)
+    assert not [line for line in commands if HARD_CODED_PORT.search(line)]

@@ -316,7 +316,7 @@ def test_the_stored_manifest_is_what_the_contract_describes() -> None:
     )
     view = models_serving.ArtifactManifestView.model_validate_json(manifest_to_json(manifest))
     assert view.owner.name == "llama"
-    assert view.files[0].etag == "e-1"
+    assert view.files[0].store_version == "e-1"
 
 
 @pytest.mark.parametrize("contract", ALL)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import tracemalloc
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -17,6 +18,7 @@ import httpx
 import pytest
 
 from ai_models.adapters.objectstore import DirectoryStore, ObjectStore, S3Store
+from ai_models.api.models_serving import ArtifactManifestView
 from ai_models.api.ranges import ByteRange, RangeNotSatisfiable, requested_range
 from ai_models.domain.artifacts.layout import artifact_prefix, file_key, manifest_key
 from ai_models.domain.artifacts.manifest import (
@@ -392,3 +394,26 @@ def test_unsatisfiable_ranges(header: str, size: int) -> None:
     with pytest.raises(RangeNotSatisfiable) as raised:
         requested_range(header, size=size)
     assert raised.value.content_range == f"bytes */{size}"
+
+
+def test_a_manifest_stored_with_etag_is_served_with_store_version(
+    api_cluster: Any, store: DirectoryStore, http: httpx.Client
+) -> None:
+    """The store's per-file token is not called `etag` (D146): a file's HTTP ETag is its sha256."""
+    owner, digest, _ = publish(api_cluster, store, "older", FILES, namespace=NAMESPACE)
+    older = json.loads(store.get_bytes(manifest_key(owner, digest)))
+    for item in older["files"]:
+        item["etag"] = f'"store-{item["path"]}"'  # as manifests written before D146 say it
+    store.put_bytes(manifest_key(owner, digest), json.dumps(older).encode())
+
+    served = http.get(f"{base(owner)}/manifest")
+    assert served.status_code == 200, served.text
+    files = served.json()["files"]
+    assert all("etag" not in item for item in files)
+    assert {item["path"]: item["storeVersion"] for item in files} == {
+        path: f'"store-{path}"' for path in FILES
+    }
+    ArtifactManifestView.model_validate_json(served.content)
+    for item in files:
+        head = http.head(f"{base(owner)}/files/{item['path']}")
+        assert head.headers["etag"] == quoted(item["sha256"])

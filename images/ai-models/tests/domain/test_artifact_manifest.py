@@ -91,7 +91,9 @@ def test_the_stored_form_is_camel_case_json_with_the_schema_and_total_size() -> 
         "size": 9_085_657,
         "sha256": sha("tokenizer"),
     }
-    assert stored["files"][0]["etag"] == '"abc"'
+    # The store's version token is not the HTTP ETag the serving API sends, nor called one (D146).
+    assert stored["files"][0]["storeVersion"] == '"abc"'
+    assert all("etag" not in item for item in stored["files"])
     assert stored["publishedAt"] == "2026-01-02T03:04:05Z"
     assert stored["resolved"]["parameterCount"] == 1_235_814_400
     assert document(UPLOAD_MANIFEST)["source"] == {"type": "Upload", "uploadSha256": sha("payload")}
@@ -118,7 +120,7 @@ def test_optional_fields_may_be_absent() -> None:
     stored = document()
     del stored["resolved"]
     for item in stored["files"]:
-        item.pop("etag", None)
+        item.pop("storeVersion", None)
     stored["source"] = {"type": "Catalog"}
     read = manifest_from_json(encoded(stored))
     assert read.resolved == {}
@@ -214,3 +216,13 @@ def test_any_field_replaced_by_any_json_reads_or_is_a_format_error(replacements:
         return
     assert isinstance(read, ArtifactManifest)
     assert read.size_bytes == sum(item.size for item in read.files)
+
+
+def test_a_manifest_written_with_etag_reads_its_store_version() -> None:
+    older = document()
+    for item in older["files"]:
+        if "storeVersion" in item:
+            item["etag"] = item.pop("storeVersion")
+    read = manifest_from_json(encoded(older))
+    assert read == HUB_MANIFEST
+    assert manifest_to_json(read) == manifest_to_json(HUB_MANIFEST)

@@ -1,7 +1,8 @@
 """The serving API's shapes (contract: `openapi/serving.yaml`), checked against it by the tests.
 
-The manifest is served as stored; `ArtifactManifestView` pins what the publisher's
-`manifest_to_json` writes, so the contract describes the bytes clients receive.
+The manifest is served as the publisher's `manifest_to_json` writes it (a manifest stored by an
+older publisher is served in today's form); `ArtifactManifestView` pins that form, so the contract
+describes the bytes clients receive.
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ class ArtifactFileView(Shape):
     path: str
     size: int = Field(ge=0)
     sha256: str = Field(pattern=SHA256_HEX_PATTERN)
-    etag: str | None = None
+    store_version: str | None = Field(default=None, alias="storeVersion")
 
 
 class ArtifactManifestView(Shape):

@@ -46,7 +46,12 @@ from ai_models.api.ranges import (
     requested_range,
 )
 from ai_models.domain.artifacts.layout import file_key, manifest_key
-from ai_models.domain.artifacts.manifest import ArtifactFile, ManifestFormatError, manifest_from_json
+from ai_models.domain.artifacts.manifest import (
+    ArtifactFile,
+    ManifestFormatError,
+    manifest_from_json,
+    manifest_to_json,
+)
 from ai_models.domain.models.reference import ModelKey
 from ai_models.names import ModelPhase
 
@@ -216,8 +221,12 @@ class ArtifactServer:
             raise store_failed(
                 error, f"cannot read {what}: the object store failed (the api replica logged the cause)"
             ) from error
+        # Served in today's form: the same bytes for a manifest written so, and an older one's
+        # per-file `etag` becomes `storeVersion` (D146), as the contract names it.
         served = ServedManifest(
-            body=body, etag=quoted(digest), files={item.path: item for item in manifest.files}
+            body=manifest_to_json(manifest),
+            etag=quoted(digest),
+            files={item.path: item for item in manifest.files},
         )
         with self._lock:
             self._manifests[key] = served

@@ -1,8 +1,11 @@
 """The artifact manifest: what an artifact contains, written last by the publisher.
 
 An artifact exists only once its manifest does; files without one are a publication that did not
-finish. Each file records its size, sha256 and the store's version token (`etag`) at write time,
-so the inventory pass notices a file that went missing or was replaced without re-reading it.
+finish. Each file records its size, sha256 and the store's version token at write time
+(`storeVersion`: the object store's own ETag), so the inventory pass notices a file that went
+missing or was replaced without re-reading it. It is not called `etag` in the document: the HTTP
+ETag the serving API sends for a file is its sha256 in quotes, another value (D146); manifests
+written before say `etag`, and are read the same.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ from ai_models.domain.storage.ledger import Owner
 from ai_models.names import SourceType
 
 MANIFEST_SCHEMA = 1
+STORE_VERSION = "storeVersion"
+_OLD_STORE_VERSION = "etag"  # what manifests written before D146 call it
 
 
 class ManifestFormatError(ValueError):
@@ -27,7 +32,7 @@ class ArtifactFile:
     path: str  # relative to the artifact's `files/`, `/`-separated
     size: int
     sha256: str  # hex
-    etag: str | None = None
+    etag: str | None = None  # the object store's ETag at write time; `storeVersion` in the document
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,7 +77,7 @@ def manifest_to_json(manifest: ArtifactManifest) -> bytes:
         "source": source,
         "files": [
             {"path": item.path, "size": item.size, "sha256": item.sha256}
-            | ({"etag": item.etag} if item.etag is not None else {})
+            | ({STORE_VERSION: item.etag} if item.etag is not None else {})
             for item in manifest.files
         ],
         "sizeBytes": manifest.size_bytes,
@@ -105,7 +110,7 @@ def manifest_from_json(data: bytes) -> ArtifactManifest:
                     path=str(item["path"]),
                     size=int(item["size"]),
                     sha256=str(item["sha256"]),
-                    etag=item.get("etag"),
+                    etag=item.get(STORE_VERSION, item.get(_OLD_STORE_VERSION)),
                 )
                 for item in document["files"]
             ),

@@ -20,9 +20,9 @@ from ai_models.domain.delivery.node_cache import (
     progress,
     reference_record,
     same_report,
-    size_text,
     stamps_record,
 )
+from ai_models.domain.sizes import size_text
 
 MIB = 1024 * 1024
 DIGEST = "sha256:" + "a" * 64

@@ -107,9 +107,11 @@ DEV_NODE_GROUP = {"node.deckhouse.io/group": "model-cache"}
 DEV_CACHE_SIZE = "20Gi"
 # The emulator's objects across restarts (as etcd keeps a cluster's), see kubeemu.persistence.
 STATE_FILE = "cluster-state.json"
+# The dev identities' tokens, kept with the state (the env file exports them).
+TOKENS_FILE = "tokens.json"
 # What `--fresh` removes from the out directory: the cluster's state and everything that belongs to
 # it (artifacts, the api's index, Pod and volume directories, logs); the client files are rewritten.
-FRESH_ENTRIES = (STATE_FILE, "store", "api-index", "jobs", "volumes", "nodes", "logs", "config")
+FRESH_ENTRIES = (STATE_FILE, TOKENS_FILE, "store", "api-index", "jobs", "volumes", "nodes", "logs", "config")
 
 
 @dataclass
@@ -145,6 +147,26 @@ def delivery_settings(mode: str) -> dict[str, Any]:
     return {}
 
 
+def kept_tokens(path: Path, names: tuple[str, ...]) -> dict[str, str]:
+    """A token per identity name: the ones saved at `path` by the last run, new ones for the rest
+    (saved for the next run, readable by the owner only)."""
+    try:
+        saved = json.loads(path.read_text())
+    except (FileNotFoundError, ValueError):
+        saved = {}
+    if not isinstance(saved, dict):
+        saved = {}
+    tokens = {name: str(saved.get(name) or new_token()) for name in names}
+    if tokens != saved:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(path.name + ".partial")
+        partial.unlink(missing_ok=True)
+        with os.fdopen(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as stream:
+            stream.write(json.dumps(tokens))
+        partial.replace(path)
+    return tokens
+
+
 def module_rbac_objects(rendered: RenderedChart | None = None) -> list[dict[str, Any]]:
     """The module's ClusterRoles (user-authz levels and rbacv2), rendered from the chart with Helm
     (or taken from `rendered`)."""
@@ -169,18 +191,26 @@ def build_stack(
     """The emulated cluster with everything the module expects, and the dev identities bound; with
     `state_file`, the objects saved there by the last run first (the module's own objects are then
     applied over them, from this checkout's chart and CRDs)."""
+    names = ("dev-cluster-admin", "dev-user", "dev-namespace-user")
+    # Kept with the state: a shell that sourced the env file goes on working after a restart.
+    tokens = kept_tokens(out_dir / TOKENS_FILE, names) if state_file is not None else {}
     dev = [
         DevIdentity(
             "cluster-admin",
             "AI_MODELS_TOKEN_CLUSTER_ADMIN",
-            Identity(name="dev-cluster-admin", token=new_token()),
+            Identity(name=names[0], token=tokens.get(names[0]) or new_token()),
             "ClusterAdmin",
         ),
-        DevIdentity("user", "AI_MODELS_TOKEN_USER", Identity(name="dev-user", token=new_token()), "User"),
+        DevIdentity(
+            "user",
+            "AI_MODELS_TOKEN_USER",
+            Identity(name=names[1], token=tokens.get(names[1]) or new_token()),
+            "User",
+        ),
         DevIdentity(
             "namespace-user",
             "AI_MODELS_TOKEN_NAMESPACE_USER",
-            Identity(name="dev-namespace-user", token=new_token()),
+            Identity(name=names[2], token=tokens.get(names[2]) or new_token()),
             "User",
             namespace="default",
         ),
@@ -332,8 +362,7 @@ once it carries the opt-in annotation:
   curl -s -H "Authorization: Bearer $AI_MODELS_TOKEN_USER" \\
     "$AI_MODELS_API_URL/api/catalog-import/v1/models?q=qwen&pageSize=5"   # the api, port {api_port}
 The cluster's objects are kept in {out}/{STATE_FILE} (with the artifacts in {out}/store): a restart
-of `make dev` brings them back; `make dev FRESH=1` starts empty (new tokens each run: source the env
-file again after a restart).
+of `make dev` brings them back, with the same tokens; `make dev FRESH=1` starts empty.
 Stop with Ctrl-C.
 """
 

@@ -16,7 +16,7 @@ from fakes.hub_corpus import repository
 from fakes.model_files import safetensors_bytes
 from support.eventually import eventually
 from testbed.devstack import STATE_FILE, parse_args, port_settings
-from testbed.test_devstack import run_devstack, run_kubectl
+from testbed.test_devstack import env_of, run_devstack, run_kubectl
 
 INVENTORY_DONE = "inventory pass confirmed the ledger"
 
@@ -82,11 +82,15 @@ def test_a_restart_keeps_objects_and_artifacts_and_fresh_starts_empty(
         stored = artifact_files(out)
         assert any(name.endswith("model.safetensors") for name in stored), stored
         eventually(lambda: inventory_passes(out), timeout=30, message="the first run's inventory pass")
+        tokens = {k: v for k, v in env_of(out).items() if k.startswith("AI_MODELS_TOKEN_")}
+        assert len(tokens) == 3
     assert (out / STATE_FILE).is_file()
 
     # A restart is a restart: the same object (uid, status), its artifact kept by the inventory.
     with dev_stack(tmp_path, fake_hub) as (_, out):
         after = model(out, "tiny")
+        # A shell that sourced the env file before the restart goes on working.
+        assert {k: v for k, v in env_of(out).items() if k.startswith("AI_MODELS_TOKEN_")} == tokens
         assert after["metadata"]["uid"] == before["metadata"]["uid"]
         assert after["status"]["phase"] == "Ready"
         assert after["status"]["artifact"] == before["status"]["artifact"]
@@ -114,4 +118,5 @@ def test_a_restart_keeps_objects_and_artifacts_and_fresh_starts_empty(
         gone = run_kubectl(out, "get", "models", "-A", "-o", "name")
         assert gone.returncode == 0, gone.stderr
         assert gone.stdout.strip() == ""
-        assert artifact_files(out) == [] if (out / "store" / "artifacts").exists() else True
+        assert env_of(out)["AI_MODELS_TOKEN_USER"] != tokens["AI_MODELS_TOKEN_USER"]
+        assert artifact_files(out) == []

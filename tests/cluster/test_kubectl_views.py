@@ -106,7 +106,7 @@ def test_catalog_sources_show_the_ready_reason(kubectl: Kubectl) -> None:
             {
                 "type": "Ready",
                 "status": "False",
-                "reason": "SyncDisabled",
+                "reason": "WaitingForOptIn",
                 "message": "add the annotation",
                 "lastTransitionTime": "2026-01-01T00:00:00Z",
             }
@@ -123,7 +123,7 @@ def test_catalog_sources_show_the_ready_reason(kubectl: Kubectl) -> None:
     )
     table = kubectl("get", "mcs").stdout
     assert _header(table) == SOURCE_COLUMNS
-    assert "SyncDisabled" in table.splitlines()[1].split()
+    assert "WaitingForOptIn" in table.splitlines()[1].split()
     assert _header(kubectl("get", "mcs", "-o", "wide").stdout) == [*SOURCE_COLUMNS, "MESSAGE"]
 
 

@@ -24,12 +24,15 @@ def fake_hub_corpus() -> list[FakeModel]:
     return make_corpus(120, seed=3)
 
 
-def ai_models(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def ai_models(
+    *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [str(ENTRY_POINT), *args],
         capture_output=True,
         text=True,
         env={**os.environ, **(env or {})},
+        cwd=cwd,
         timeout=120,
         check=False,
     )
@@ -59,6 +62,16 @@ def test_index_writes_a_served_generation_and_reports_it(fake_hub: FakeHub, tmp_
     expected = len([model for model in fake_hub.models if not model.gated])
     assert manifest["models"] == expected
     assert f"{expected} models of local indexed into {store}" in result.stdout
+
+
+def test_a_relative_store_is_the_directory_under_the_working_one(fake_hub: FakeHub, tmp_path: Path) -> None:
+    source = write_source(tmp_path, {"provider": "HuggingFace", "huggingFace": {"endpoint": fake_hub.url}})
+    indexed = ai_models("catalog", "index", "--source", str(source), "--store", "store", cwd=tmp_path)
+    assert indexed.returncode == 0, indexed.stderr
+    assert (tmp_path / "store" / "catalog" / "local" / "manifest.json").is_file()
+    found = ai_models("catalog", "search", "--store", "store", "--json", cwd=tmp_path)
+    assert found.returncode == 0, found.stderr
+    assert json.loads(found.stdout)
 
 
 def test_index_of_the_documented_source_uses_the_endpoint_given(fake_hub: FakeHub, tmp_path: Path) -> None:

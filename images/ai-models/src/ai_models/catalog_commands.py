@@ -57,6 +57,11 @@ def add_verbose_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def store_directory(value: str) -> Path:
+    """`--store` as given, relative to the working directory like any path on a command line."""
+    return Path(value).expanduser().resolve()
+
+
 def add_index_parser(commands: Any) -> None:
     parser = commands.add_parser(
         "index",
@@ -69,7 +74,9 @@ def add_index_parser(commands: Any) -> None:
         ),
     )
     parser.add_argument("--source", required=True, type=Path, metavar="FILE", help="ModelCatalogSource YAML")
-    parser.add_argument("--store", required=True, type=Path, metavar="DIR", help="directory of the store")
+    parser.add_argument(
+        "--store", required=True, type=store_directory, metavar="DIR", help="directory of the store"
+    )
     parser.add_argument(
         "--endpoint",
         help=(
@@ -204,7 +211,9 @@ def add_search_parser(commands: Any) -> None:
             "unknown."
         ),
     )
-    parser.add_argument("--store", required=True, type=Path, metavar="DIR", help="directory of the store")
+    parser.add_argument(
+        "--store", required=True, type=store_directory, metavar="DIR", help="directory of the store"
+    )
     parser.add_argument("--q", help="full-text query over id, author, tags, task, library, architecture")
     parser.add_argument("--source", help="only this catalog source")
     parser.add_argument("--pipeline-tag", help="only models with this pipeline tag")

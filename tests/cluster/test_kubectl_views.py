@@ -1,6 +1,7 @@
 """What `kubectl get` shows of the module's kinds (issue 16): the columns a user watching a
 publication needs by default (phase, progress, source, readable size, reason), the rest with
-`-o wide`; the controller fills SOURCE from the first status (a failed Model too) and SIZE at Ready."""
+`-o wide`; the controller fills SOURCE from the first status (a failed Model too) and SIZE at Ready;
+each kind answers to its short name."""
 
 from __future__ import annotations
 
@@ -125,6 +126,27 @@ def test_catalog_sources_show_the_ready_reason(kubectl: Kubectl) -> None:
     assert _header(table) == SOURCE_COLUMNS
     assert "WaitingForOptIn" in table.splitlines()[1].split()
     assert _header(kubectl("get", "mcs", "-o", "wide").stdout) == [*SOURCE_COLUMNS, "MESSAGE"]
+
+
+# The short names (D130): discovery carries each CRD's shortNames, and kubectl resolves them.
+def test_kubectl_gets_each_kind_by_its_short_name(kubectl: Kubectl) -> None:
+    kubectl("apply", "-f", "-", input=OBJECTS)
+    names = "jsonpath={range .items[*]}{.kind}/{.metadata.name} {end}"
+    assert kubectl("get", "mdl", "-A", "-o", names).stdout.split() == ["Model/qwen"]
+    assert kubectl("get", "cmdl", "-o", names).stdout.split() == ["ClusterModel/bge"]
+    assert kubectl("get", "mcs", "-o", names).stdout.split() == ["ModelCatalogSource/huggingface"]
+    assert kubectl("get", "mcs", "huggingface", "-o", "name").stdout.strip() == (
+        "modelcatalogsource.ai.deckhouse.io/huggingface"
+    )
+
+
+def test_api_resources_list_the_short_names(kubectl: Kubectl) -> None:
+    listed = kubectl("api-resources", "--api-group=ai.deckhouse.io", "--no-headers").stdout.splitlines()
+    rows = {line.split()[0]: line.split() for line in listed}
+    assert set(rows) == {"models", "clustermodels", "modelcatalogsources"}
+    assert rows["models"][1] == "mdl"
+    assert rows["clustermodels"][1] == "cmdl"
+    assert rows["modelcatalogsources"][1] == "mcs"
 
 
 TINY = repository(

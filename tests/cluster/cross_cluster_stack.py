@@ -67,8 +67,10 @@ class CrossClusterStack:
         token_secret: str = TOKEN_SECRET,
         ca_bundle: str | None = None,
         opted_in: bool = True,
+        opt_in_value: str = names.CATALOG_SYNC_ENABLED,
     ) -> dict[str, Any]:
-        """An AIModels ModelCatalogSource in the consuming cluster, opted in to sync unless told not to."""
+        """An AIModels ModelCatalogSource in the consuming cluster, opted in to sync unless told not to
+        (`opt_in_value`: what the opt-in annotation says, to write a wrong one)."""
         settings: dict[str, Any] = {
             "endpoint": endpoint or self.serving_endpoint,
             "tokenSecretRef": {"name": token_secret},
@@ -80,9 +82,7 @@ class CrossClusterStack:
             "kind": "ModelCatalogSource",
             "metadata": {
                 "name": name,
-                "annotations": {names.CATALOG_SYNC_ANNOTATION: names.CATALOG_SYNC_ENABLED}
-                if opted_in
-                else {},
+                "annotations": {names.CATALOG_SYNC_ANNOTATION: opt_in_value} if opted_in else {},
             },
             "spec": {"provider": names.CatalogProvider.AI_MODELS.value, "aiModels": settings},
         }

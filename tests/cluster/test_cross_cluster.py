@@ -194,6 +194,12 @@ def test_a_source_without_the_opt_in_never_calls_the_other_cluster(clusters: Cro
 
     assert "ai.deckhouse.io/catalog-sync=Enabled" in condition["message"]
 
+    # Written, but not as the opt-in: the message says what it must be, not to add it.
+    clusters.ai_models_source("wrong-case", opt_in_value="enabled")
+    clusters.model_from("wrong-case", "wrong-case", "shared-llama")
+    condition = clusters.wait_reason("wrong-case", "CatalogEntryNotFound")
+    assert "is 'enabled'; the value must be exactly Enabled (case-sensitive)" in condition["message"]
+
 
 def test_a_model_waits_while_the_cluster_model_there_is_not_ready(clusters: CrossClusterStack) -> None:
     serving = clusters.serving

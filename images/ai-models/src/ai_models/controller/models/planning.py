@@ -35,6 +35,7 @@ from ai_models.domain.artifacts.layout import upload_record_key
 from ai_models.domain.artifacts.manifest import ArtifactManifest
 from ai_models.domain.artifacts.sizing import chosen_files, reserved_bytes
 from ai_models.domain.artifacts.upload_record import UploadRecord, UploadRecordError, record_from_json
+from ai_models.domain.catalog.outcomes import wrong_opt_in
 from ai_models.domain.models.plan import AwaitingUpload, Deferred, Outcome, Plan, Refused
 from ai_models.domain.models.source import (
     CatalogSource,
@@ -294,11 +295,16 @@ class Planner:
         """
         name, entry = source.source_name, source.entry_name
         annotations = (catalog_source.get("metadata") or {}).get("annotations") or {}
-        if annotations.get(CATALOG_SYNC_ANNOTATION) != CATALOG_SYNC_ENABLED:
+        opt_in = annotations.get(CATALOG_SYNC_ANNOTATION)
+        if opt_in != CATALOG_SYNC_ENABLED:
+            problem = (
+                f"it needs the annotation {CATALOG_SYNC_ANNOTATION}={CATALOG_SYNC_ENABLED}"
+                if opt_in is None
+                else wrong_opt_in(str(opt_in))
+            )
             return Refused(
                 ModelReason.CATALOG_ENTRY_NOT_FOUND,
-                f"ModelCatalogSource {name!r} does not call its provider: it needs the annotation "
-                f"{CATALOG_SYNC_ANNOTATION}={CATALOG_SYNC_ENABLED}",
+                f"ModelCatalogSource {name!r} does not call its provider: {problem}",
             )
         settings = (catalog_source.get("spec") or {}).get("aiModels") or {}
         endpoint = str(settings.get("endpoint") or "")

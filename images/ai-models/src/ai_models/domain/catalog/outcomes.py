@@ -61,16 +61,21 @@ def waiting_for_opt_in(
         message = f"add the annotation {CATALOG_SYNC_ANNOTATION}={CATALOG_SYNC_ENABLED} to start indexing"
     else:
         # The annotation is there (`enabled`, `true`, ...): "add it" would read as if it were not.
-        message = (
-            f"the annotation {CATALOG_SYNC_ANNOTATION} is {_quoted(value)}; the value must be exactly "
-            f"{CATALOG_SYNC_ENABLED} (case-sensitive) to start indexing"
-        )
+        message = f"{wrong_opt_in(value)} to start indexing"
     if invalid_request is not None:
         message += f"; {_bad_request_note(invalid_request)}"
     conditions = {INDEXING: ConditionValue(False, Reason.WAITING_FOR_OPT_IN, message)}
     if not served:
         conditions[READY] = ConditionValue(False, Reason.WAITING_FOR_OPT_IN, message)
     return StatusChange(conditions=conditions)
+
+
+def wrong_opt_in(value: str) -> str:
+    """The opt-in annotation is there with `value`, which is not the opt-in: what it must be."""
+    return (
+        f"the annotation {CATALOG_SYNC_ANNOTATION} is {_quoted(value)}; the value must be exactly "
+        f"{CATALOG_SYNC_ENABLED} (case-sensitive)"
+    )
 
 
 def _quoted(value: str) -> str:

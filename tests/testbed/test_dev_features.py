@@ -5,10 +5,8 @@ publication Pod, and `status.upload.external`."""
 from __future__ import annotations
 
 import json
-import os
 import ssl
 import subprocess
-import sys
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -24,11 +22,9 @@ from fakes.model_files import safetensors_bytes
 from support.eventually import eventually
 from testbed.dev_budget import CAPACITY_VARIABLE
 from testbed.dev_lookup import LOOKUP_HOST
-from testbed.devstack import parse_args, port_settings
-from testbed.test_devstack import REPO, env_of, run_devstack, run_kubectl
+from testbed.test_devstack import env_of, refused_start, run_devstack, run_kubectl
 
 BUDGET = "64Ki"
-PORT_VARIABLES = [setting.variable for setting in port_settings(parse_args([]))]
 
 
 @pytest.fixture
@@ -174,23 +170,7 @@ spec: {source: {upload: {}}}
 
 
 def test_a_budget_that_is_no_quantity_stops_the_dev_stack_naming_the_variable(tmp_path: Path) -> None:
-    env = {
-        **os.environ,
-        CAPACITY_VARIABLE: "lots",
-        "AI_MODELS_DEV_DIR": str(tmp_path / "dev"),
-        "PYTHONPATH": str(REPO / "tests"),
-        **dict.fromkeys(PORT_VARIABLES, "0"),
-    }
-    env.pop("KUBECONFIG", None)
-    ended = subprocess.run(
-        [sys.executable, "-m", "testbed.devstack"],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    ended = refused_start(tmp_path / "dev", timeout=60, **{CAPACITY_VARIABLE: "lots"})
     assert ended.returncode == 1
     assert f"{CAPACITY_VARIABLE}='lots' is not a storage budget" in ended.stderr
     assert "Traceback" not in ended.stderr

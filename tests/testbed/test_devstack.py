@@ -25,10 +25,33 @@ from fakes.model_files import GGML_F32, gguf_bytes, safetensors_bytes
 from kubeemu.pytest_fixtures import KUBECTL
 from support.eventually import eventually
 from testbed.csi_kubelet import is_mount_point, mount_points, unmount_under
-from testbed.devstack import DEV_CACHE_NODES, report_jsonpath
+from testbed.devstack import DEV_CACHE_NODES, parse_args, port_settings, report_jsonpath
 from testbed.module import module_image
 
 REPO = Path(__file__).resolve().parents[2]
+# Every listener of the stack on a free port (a new listener is covered once port_settings lists it).
+ANY_PORT = {setting.variable: "0" for setting in port_settings(parse_args([]))}
+
+
+def devstack_env(out: Path, **extra_env: str) -> dict[str, str]:
+    """The environment of a dev stack writing into `out`: any free ports, no outer kubeconfig."""
+    tests = str(REPO / "tests")
+    env = {**os.environ, **ANY_PORT, "AI_MODELS_DEV_DIR": str(out), "PYTHONPATH": tests, **extra_env}
+    env.pop("KUBECONFIG", None)
+    return env
+
+
+def refused_start(out: Path, *, timeout: float, **extra_env: str) -> subprocess.CompletedProcess[str]:
+    """A dev stack start that must end at once (a bad setting): its exit status and output."""
+    return subprocess.run(
+        [sys.executable, "-m", "testbed.devstack"],
+        cwd=REPO,
+        env=devstack_env(out, **extra_env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 @pytest.fixture
@@ -49,21 +72,9 @@ def run_devstack(
     tmp_path: Path, fake_hub: FakeHub, **extra_env: str
 ) -> Iterator[tuple[subprocess.Popen[str], Path]]:
     out = tmp_path / "dev"
-    env = {
-        **os.environ,
-        "HF_ENDPOINT": fake_hub.url,
-        "AI_MODELS_DEV_API_PORT": "0",
-        "AI_MODELS_DEV_API_METRICS_PORT": "0",
-        "AI_MODELS_DEV_API_INTERNAL_PORT": "0",
-        "AI_MODELS_DEV_PORT": "0",
-        "AI_MODELS_DEV_CONTROLLER_HEALTH_PORT": "0",
-        "AI_MODELS_DEV_CONTROLLER_METRICS_PORT": "0",
-        "AI_MODELS_DEV_DIR": str(out),
-        "PYTHONPATH": str(REPO / "tests"),
-        "AI_MODELS_DEV_DELIVERY_MODE": "SharedPVC",
-        **extra_env,
-    }
-    env.pop("KUBECONFIG", None)
+    env = devstack_env(
+        out, **{"HF_ENDPOINT": fake_hub.url, "AI_MODELS_DEV_DELIVERY_MODE": "SharedPVC", **extra_env}
+    )
     process = subprocess.Popen(
         [sys.executable, "-m", "testbed.devstack"],
         cwd=REPO,

@@ -4,11 +4,8 @@ change, without a traceback and without saying it is up."""
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,10 +13,9 @@ import pytest
 from support.devcomponents import DevPorts
 from testbed.dev_ports import DevStackError, PortSetting, check_ports
 from testbed.devstack import STATE_FILE, build_stack, parse_args, port_settings, run_stack
+from testbed.test_devstack import ANY_PORT, REPO, refused_start
 
-REPO = Path(__file__).resolve().parents[2]
-# Every listener the stack has (a new one is covered as soon as `port_settings` lists it).
-PORT_VARIABLES = tuple(setting.variable for setting in port_settings(parse_args([])))
+PORT_VARIABLES = tuple(ANY_PORT)
 
 
 @pytest.mark.parametrize("variable", PORT_VARIABLES)
@@ -28,23 +24,7 @@ def test_a_taken_port_ends_the_dev_stack_at_once_naming_its_variable(tmp_path: P
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        env = {
-            **os.environ,
-            **dict.fromkeys(PORT_VARIABLES, "0"),
-            variable: str(port),
-            "AI_MODELS_DEV_DIR": str(tmp_path / "dev"),
-            "PYTHONPATH": str(REPO / "tests"),
-        }
-        env.pop("KUBECONFIG", None)
-        ended = subprocess.run(
-            [sys.executable, "-m", "testbed.devstack"],
-            cwd=REPO,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=False,
-        )
+        ended = refused_start(tmp_path / "dev", timeout=30, **{variable: str(port)})
     assert ended.returncode == 1
     assert f"port {port} for" in ended.stderr
     assert f"set {variable} to a free port" in ended.stderr

@@ -15,7 +15,7 @@ from fakes.hub import FakeHub
 from fakes.hub_corpus import repository
 from fakes.model_files import safetensors_bytes
 from support.eventually import eventually
-from testbed.devstack import STATE_FILE, parse_args, port_settings
+from testbed.devstack import STATE_FILE
 from testbed.test_devstack import env_of, run_devstack, run_kubectl
 
 INVENTORY_DONE = "inventory pass confirmed the ledger"
@@ -27,9 +27,7 @@ def dev_stack(tmp_path: Path, fake_hub: FakeHub, **env: str) -> Iterator[tuple[s
     # The stack removes the last run's env file as it starts; removed here first, the file's
     # appearance means this run is ready.
     (tmp_path / "dev" / "env").unlink(missing_ok=True)
-    # Every listener on a free port (a stack of another test may hold a default one).
-    any_port = {setting.variable: "0" for setting in port_settings(parse_args([]))}
-    runs = run_devstack(tmp_path, fake_hub, **{**any_port, **env})
+    runs = run_devstack(tmp_path, fake_hub, **env)
     process, out = next(runs)
     try:
         yield process, out

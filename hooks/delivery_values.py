@@ -14,7 +14,8 @@ from typing import Any
 
 from deckhouse import hook
 
-from ai_models.domain.storage.prerequisites import DeliveryMode, StorageInputs, resolve_storage_class
+from ai_models.domain.delivery.mode import DeliveryMode
+from ai_models.domain.storage.prerequisites import StorageInputs, resolve_storage_class
 from lib.storage import STORAGE_CLASS_JQ, storage_class_facts
 from lib.values import QUEUE, dig, filter_results, internal, setting
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 from deckhouse import hook
@@ -117,11 +118,11 @@ def _mark(ctx: hook.Context, namespace: str, name: str, since: str | None) -> No
     )
 
 
-def main(ctx: hook.Context) -> None:
-    now = dt.datetime.now(dt.UTC)
+def _users(snapshots: Mapping[str, Any]) -> dict[str, list[ClaimUser]]:
+    """What references claims, by namespace: the workloads and Pods of the snapshots."""
     users: dict[str, list[ClaimUser]] = {}
     for name, *_ in WORKLOADS:
-        for item in filter_results(ctx.snapshots, name):
+        for item in filter_results(snapshots, name):
             user = ClaimUser(
                 namespace=str(item.get("namespace") or ""),
                 uid=str(item.get("uid") or ""),
@@ -129,19 +130,30 @@ def main(ctx: hook.Context) -> None:
                 owner_uids=frozenset(str(uid) for uid in item.get("owners") or []),
             )
             users.setdefault(user.namespace, []).append(user)
+    return users
+
+
+def _claim(item: dict[str, Any]) -> SharedClaim:
+    return SharedClaim(
+        namespace=str(item.get("namespace") or ""),
+        name=str(item.get("name") or ""),
+        labels={str(key): str(value) for key, value in (item.get("labels") or {}).items()},
+        owner_uids=frozenset(str(uid) for uid in item.get("owners") or []),
+        deleting=bool(item.get("deleting")),
+        uid=str(item.get("uid") or ""),
+    )
+
+
+def main(ctx: hook.Context) -> None:
+    now = dt.datetime.now(dt.UTC)
+    users = _users(ctx.snapshots)
     for item in filter_results(ctx.snapshots, CLAIMS):
-        claim = SharedClaim(
-            namespace=str(item.get("namespace") or ""),
-            name=str(item.get("name") or ""),
-            labels={str(key): str(value) for key, value in (item.get("labels") or {}).items()},
-            owner_uids=frozenset(str(uid) for uid in item.get("owners") or []),
-            deleting=bool(item.get("deleting")),
-            uid=str(item.get("uid") or ""),
-        )
+        claim = _claim(item)
         if not claim.namespace or not claim.name:
             continue
         since = parse_timestamp(item.get("since"))
-        referenced = claim_referenced(claim, users.get(claim.namespace, ()))
+        namespace_users = users.get(claim.namespace, [])
+        referenced = claim_referenced(claim, namespace_users)
         verdict = claim_verdict(claim, referenced=referenced, first_unreferenced=since, now=now, grace=GRACE)
         if verdict.staleness is Staleness.STALE:
             print(
@@ -157,7 +169,7 @@ def main(ctx: hook.Context) -> None:
         elif (
             verdict.staleness is Staleness.IN_USE
             and item.get("since") is not None
-            and not claim.owner_uids & {user.uid for user in users.get(claim.namespace, ())}
+            and not claim.owner_uids & {user.uid for user in namespace_users}
         ):
             # While its workload exists the mark is the delivery controller's (D100): it marks a
             # claim the workload no longer uses, and removing that mark here would restart its grace.

@@ -22,7 +22,8 @@ from typing import Any
 
 from deckhouse import hook
 
-from ai_models.domain.storage.prerequisites import DeliveryMode, StorageInputs, evaluate
+from ai_models.domain.delivery.mode import DeliveryMode
+from ai_models.domain.storage.prerequisites import StorageInputs, evaluate
 from ai_models.names import (
     SHARED_PVC_LABEL,
     SHARED_PVC_LABEL_VALUE,

@@ -10,7 +10,8 @@ import pytest
 from pydantic import ValidationError
 
 from ai_models.controller.settings import ControllerSettings
-from ai_models.domain.storage.prerequisites import DeliveryMode, StorageClassSource
+from ai_models.domain.delivery.mode import DeliveryMode
+from ai_models.domain.storage.prerequisites import StorageClassSource
 from ai_models.settings import LogLevel
 from support.docs import documented_objects
 from support.paths import OPENAPI_DIR

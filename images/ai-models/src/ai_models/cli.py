@@ -27,7 +27,7 @@ def _version(_args: argparse.Namespace, _settings: Settings) -> int:
 
 
 def _controller(_args: argparse.Namespace, _settings: Settings) -> int:
-    # Imported here: kopf and the kubernetes client take a second to import, `version` should not.
+    # Imported here: the kubernetes client takes a second to import, `version` should not.
     from ai_models.controller.main import run  # noqa: PLC0415
     from ai_models.controller.settings import ControllerSettings  # noqa: PLC0415
 

@@ -1,4 +1,5 @@
-"""Every externally visible name of the module, defined once (ARCHITECTURE.md is the contract).
+"""Every externally visible name of the module, defined once (docs/internal/ARCHITECTURE.md says
+where each lives).
 
 Code, tests and documentation tests import these constants instead of repeating the strings.
 """
@@ -165,8 +166,8 @@ NODE_CACHE_VOLUME_PREFIX: Final = "ai-models-cache-"
 
 
 class DeliveryReason(enum.StrEnum):
-    """The delivery report's reasons (ARCHITECTURE.md section 4, delivery surface); the Events on the
-    workload carry the same reasons."""
+    """The delivery report's reasons (docs/internal/ARCHITECTURE.md §4, delivery surface); the Events
+    on the workload carry the same reasons."""
 
     DELIVERED = "Delivered"
     MODEL_NOT_READY = "ModelNotReady"
@@ -217,7 +218,8 @@ class ModelConditionType(enum.StrEnum):
 
 
 class ModelReason(enum.StrEnum):
-    """Condition reasons of Model and ClusterModel (ARCHITECTURE.md section 4); each is set somewhere."""
+    """Condition reasons of Model and ClusterModel (docs/internal/ARCHITECTURE.md §4); each is set
+    somewhere."""
 
     PENDING = "Pending"
     WAITING_FOR_USER_UPLOAD = "WaitingForUserUpload"
@@ -317,7 +319,7 @@ CA_COMMON_NAME: Final = "ai-models-ca"
 ARTIFACTS_CA_SECRET: Final = "ai-models-artifacts-ca"
 # The publisher pod template Helm renders for the controller (mounted into it).
 PUBLISHER_TEMPLATE_CONFIGMAP: Final = "ai-models-publisher-template"
-# The storage ledger (ARCHITECTURE.md section 6) and the labels of that Secret.
+# The storage ledger (docs/internal/ARCHITECTURE.md §6) and the labels of that Secret.
 STORAGE_ACCOUNTING_SECRET: Final = "ai-models-storage-accounting"
 STORAGE_ACCOUNTING_COMPONENT: Final = "storage-accounting"
 NAME_LABEL: Final = "app.kubernetes.io/name"
@@ -334,7 +336,7 @@ ARTIFACT_DIGEST_ANNOTATION: Final = "ai.deckhouse.io/artifact-digest"
 PUBLICATION_JOB_PREFIX: Final = "publish-"
 PUBLICATION_TOKEN_SECRET_SUFFIX: Final = "-token"
 
-# Public, serving and internal HTTP APIs (ARCHITECTURE.md section 5).
+# Public, serving and internal HTTP APIs (docs/internal/ARCHITECTURE.md §5).
 CATALOG_IMPORT_API_PREFIX: Final = "/api/catalog-import/v1"
 SERVING_API_PREFIX: Final = "/api/serving/v1"
 INTERNAL_API_PREFIX: Final = "/api/internal/v1"

@@ -17,11 +17,8 @@ from ai_models.controller.models.jobs import (
     TERMINATION_MESSAGE_PATH,
     JobApi,
     JobLimits,
-    JobState,
     PodTemplateError,
-    is_running,
     job_name,
-    job_state,
     label_value,
     load_pod_template,
     owner_key,
@@ -31,6 +28,7 @@ from ai_models.controller.models.jobs import (
     token_env,
     token_secret,
 )
+from ai_models.domain.jobs import JobState, is_running, job_state
 from ai_models.domain.models.reference import ModelKey
 from ai_models.domain.publication.request import FileSpec, HuggingFacePublication
 from ai_models.domain.storage.ledger import Owner

@@ -14,7 +14,9 @@ from typing import Any
 import jsonpatch
 import pytest
 
-from ai_models.controller.admission.workloads import Unreadable, WorkloadAdmission
+from ai_models.controller.delivery.admission import WorkloadAdmission
+from ai_models.controller.delivery.shared_pvc import SharedPVCAdmission, SharedPVCSettings
+from ai_models.controller.delivery.strategy import Unreadable
 from ai_models.domain.delivery.claims import claim_name
 from ai_models.domain.delivery.contract import Workload, WorkloadKind
 from ai_models.domain.delivery.template import applied, gated
@@ -102,7 +104,10 @@ class Cluster:
         return self.claims.get((namespace, name))
 
     def admission(self) -> WorkloadAdmission:
-        return WorkloadAdmission(read_model=self.model, read_claim=self.claim)
+        policy = SharedPVCSettings(api_url="").policy
+        return WorkloadAdmission(
+            read_model=self.model, strategy=SharedPVCAdmission(read_claim=self.claim, policy=policy)
+        )
 
 
 def admitted(cluster: Cluster, request: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, ...]]:

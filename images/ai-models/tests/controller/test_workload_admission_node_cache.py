@@ -12,11 +12,14 @@ from typing import Any
 
 import jsonpatch
 
-from ai_models.controller.admission.workloads import Unreadable, WorkloadAdmission
+from ai_models.controller.delivery.admission import WorkloadAdmission
+from ai_models.controller.delivery.node_cache import NodeCacheAdmission
+from ai_models.controller.delivery.shared_pvc import SharedPVCAdmission, SharedPVCSettings
+from ai_models.controller.delivery.strategy import Unreadable
+from ai_models.domain.delivery.mode import DeliveryMode
 from ai_models.domain.delivery.placement import NodeCacheSeen
 from ai_models.domain.delivery.template import applied, cache_volumes, gated, node_cache_volume
 from ai_models.domain.models.reference import ModelKey
-from ai_models.domain.storage.prerequisites import DeliveryMode
 from ai_models.names import (
     DELIVERY_SCHEDULING_GATE,
     MODEL_ANNOTATION,
@@ -82,8 +85,7 @@ class Cluster:
     def admission(self, *, size: int | None = 10 * GIB) -> WorkloadAdmission:
         return WorkloadAdmission(
             read_model=self.model,
-            read_claim=self.claim,
-            node_cache=NodeCacheSeen(selector=GPU, size_bytes=size),
+            strategy=NodeCacheAdmission(settings=NodeCacheSeen(selector=GPU, size_bytes=size)),
         )
 
 
@@ -195,7 +197,10 @@ def test_in_shared_pvc_mode_a_hand_written_node_cache_volume_is_gated_with_the_f
     obj["spec"]["template"]["spec"]["volumes"] = [
         {"name": "weights", "csi": {"driver": NODE_CACHE_DRIVER, "volumeAttributes": {}}}
     ]
-    shared_pvc = WorkloadAdmission(read_model=cluster.model, read_claim=cluster.claim)
+    shared_pvc = WorkloadAdmission(
+        read_model=cluster.model,
+        strategy=SharedPVCAdmission(read_claim=cluster.claim, policy=SharedPVCSettings(api_url="").policy),
+    )
 
     answer = shared_pvc(review(obj))
     admitted_obj = jsonpatch.apply_patch(review(obj)["object"], list(answer.patch))

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from ai_models.domain.delivery.mode import DeliveryMode
 from ai_models.domain.storage.prerequisites import (
     ClaimPhase,
-    DeliveryMode,
     PrerequisitesReason,
     SharedClaimFacts,
     StorageClassFacts,
@@ -245,11 +245,22 @@ def test_every_reason_is_reachable() -> None:
 
 
 def test_the_evaluator_uses_only_the_standard_library() -> None:
-    # Helm hooks import it from lib/python without the runtime's dependencies.
+    # Helm hooks import it with the ai_models package but without the runtime's dependencies: it
+    # and the module's own modules it imports (transitively) use nothing else.
     from ai_models.domain.storage import prerequisites  # noqa: PLC0415
 
-    source = Path(prerequisites.__file__).read_text(encoding="utf-8")
-    imports = {
-        line.split()[1].split(".")[0] for line in source.splitlines() if line.startswith(("import ", "from "))
-    }
+    package = Path(prerequisites.__file__).parents[2]
+    pending, seen, imports = ["ai_models.domain.storage.prerequisites"], set(), set()
+    while pending:
+        module = pending.pop()
+        seen.add(module)
+        source = (package.parent / (module.replace(".", "/") + ".py")).read_text(encoding="utf-8")
+        for line in source.splitlines():
+            if line.startswith(("import ", "from ")):
+                name = line.split()[1]
+                if name.startswith("ai_models."):
+                    pending.extend([name] if name not in seen else [])
+                else:
+                    imports.add(name.split(".")[0])
     assert imports <= {"__future__", "dataclasses", "enum", "collections"}
+    assert seen == {"ai_models.domain.storage.prerequisites", "ai_models.domain.delivery.mode"}

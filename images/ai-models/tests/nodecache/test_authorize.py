@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ai_models.domain.delivery.decision import ModelSeen
+from ai_models.domain.delivery.workload_models import ModelSeen
 from ai_models.domain.models.reference import ModelKey
 from ai_models.names import (
     KUBELET_EPHEMERAL,

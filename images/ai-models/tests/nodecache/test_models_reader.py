@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from ai_models.domain.delivery.decision import ModelSeen
+from ai_models.domain.delivery.workload_models import ModelSeen
 from ai_models.domain.models.reference import ModelKey
 from ai_models.names import ModelKind, ModelPhase
 from ai_models.nodecache.models import ModelReader, ModelsUnreadable

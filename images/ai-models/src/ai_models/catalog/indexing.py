@@ -21,7 +21,8 @@ import dataclasses
 import datetime
 import logging
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from ai_models.adapters.hub import HubModel, HubPage
 from ai_models.adapters.objectstore import ObjectStore
@@ -35,11 +36,17 @@ from ai_models.catalog.layout import (
 )
 from ai_models.catalog.lister import ListingClient, PageLister
 from ai_models.catalog.records import build_record, listing_metadata, wants_config
-from ai_models.catalog.reuse import ServedFacts, encode_keys, reuse_key, reuse_name, reused_record
+from ai_models.catalog.reuse import (
+    ServedFacts,
+    encode_keys,
+    reuse_key,
+    reuse_name,
+    reused_record,
+)
 from ai_models.catalog.sizes import wants_size
 from ai_models.catalog.source import SourceSpec
 from ai_models.domain.catalog.filters import CatalogFilter
-from ai_models.domain.catalog.record import CatalogRecord, ProviderMetadata
+from ai_models.domain.catalog.record import CatalogRecord, ProviderMetadata, ResourceFacts
 
 logger = logging.getLogger(__name__)
 
@@ -156,6 +163,59 @@ def _resumed(*, spec: SourceSpec, store: ObjectStore, resume: Checkpoint) -> _Pa
     return _PassState(generation=resume.generation, position=position, written=len(seen), seen=seen)
 
 
+def _page_records(
+    spec: SourceSpec,
+    candidates: Sequence[tuple[HubModel, ProviderMetadata]],
+    *,
+    reused: Mapping[str, ResourceFacts],
+    configs: Mapping[str, Mapping[str, Any] | None],
+    sizes: Mapping[str, int | None],
+    quota: int | None,
+    indexed_at: datetime.datetime,
+) -> tuple[list[CatalogRecord], int]:
+    """The page's records: each built from the listing (or reused from the served generation), kept
+    when the source's parameter range admits it, at most `quota`; and how many it did not admit."""
+    records: list[CatalogRecord] = []
+    out_of_range = 0
+    for model, metadata in candidates:
+        if quota is not None and len(records) >= quota:
+            break
+        facts = reused.get(model.id)
+        if facts is not None:
+            record = reused_record(
+                source=spec.name, model_id=model.id, metadata=metadata, resources=facts, indexed_at=indexed_at
+            )
+        else:
+            record = build_record(
+                source=spec.name,
+                model=model,
+                config=configs.get(model.id),
+                indexed_at=indexed_at,
+                weights_bytes=sizes.get(model.id),
+            )
+        if spec.catalog_filter.admits_parameters(record.resources.parameter_count):
+            records.append(record)
+        else:
+            out_of_range += 1
+    return records, out_of_range
+
+
+def _write_chunk(
+    store: ObjectStore,
+    spec: SourceSpec,
+    state: _PassState,
+    records: Sequence[CatalogRecord],
+    *,
+    keys: Mapping[str, str | None],
+) -> None:
+    offset_keys = {record.id: key for record in records if (key := keys[record.id]) is not None}
+    prefix = generation_prefix(spec.name, state.generation)
+    # Keys first: a served chunk always has its keys, and a rewrite after a crash replaces both.
+    store.put_bytes(prefix + reuse_name(state.written), encode_keys(offset_keys))
+    data = "".join(record.to_json() + "\n" for record in records).encode()
+    store.put_bytes(chunk_key(spec.name, state.generation, state.written), data)
+
+
 def _index_page(
     *,
     spec: SourceSpec,
@@ -192,35 +252,12 @@ def _index_page(
     )
     # A size for every entry the Hub can size: one file-list request per model the listing leaves unsized.
     sizes = hub.fetch_sizes([model for model in fetch if wants_size(model, authenticated=authenticated)])
-    indexed_at = clock()
-    records: list[CatalogRecord] = []
-    for model, metadata in candidates:
-        if quota is not None and len(records) >= quota:
-            break
-        facts = reused.get(model.id)
-        if facts is not None:
-            record = reused_record(
-                source=spec.name, model_id=model.id, metadata=metadata, resources=facts, indexed_at=indexed_at
-            )
-        else:
-            record = build_record(
-                source=spec.name,
-                model=model,
-                config=configs.get(model.id),
-                indexed_at=indexed_at,
-                weights_bytes=sizes.get(model.id),
-            )
-        if source_filter.admits_parameters(record.resources.parameter_count):
-            records.append(record)
-        else:
-            rejected += 1
+    records, out_of_range = _page_records(
+        spec, candidates, reused=reused, configs=configs, sizes=sizes, quota=quota, indexed_at=clock()
+    )
+    rejected += out_of_range
     if records:
-        offset_keys = {record.id: key for record in records if (key := keys[record.id]) is not None}
-        prefix = generation_prefix(spec.name, state.generation)
-        # Keys first: a served chunk always has its keys, and a rewrite after a crash replaces both.
-        store.put_bytes(prefix + reuse_name(state.written), encode_keys(offset_keys))
-        data = "".join(record.to_json() + "\n" for record in records).encode()
-        store.put_bytes(chunk_key(spec.name, state.generation, state.written), data)
+        _write_chunk(store, spec, state, records, keys=keys)
     written = state.written + len(records)
     logger.debug(
         "catalog page indexed",

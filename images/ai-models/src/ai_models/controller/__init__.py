@@ -1,1 +1,2 @@
-"""The controller process: one leader (Lease-elected) runs the kopf operator; followers wait."""
+"""The controller process: one leader (Lease-elected) runs the reconcilers and passes; every replica serves
+the admission webhook; followers wait for the Lease."""

@@ -13,10 +13,10 @@ from prometheus_client.registry import Collector
 
 from ai_models.adapters.kube.pages import page_items
 from ai_models.controller.settings import ControllerSettings
-from ai_models.domain.delivery.decision import PROVISIONING_FAILED_EVENT
+from ai_models.domain.delivery.claim_facts import PROVISIONING_FAILED_EVENT
+from ai_models.domain.delivery.mode import DeliveryMode
 from ai_models.domain.delivery.read_write_many import claim_facts, needs_events
 from ai_models.domain.storage.prerequisites import (
-    DeliveryMode,
     PrerequisitesVerdict,
     SharedClaimFacts,
     StorageClassFacts,

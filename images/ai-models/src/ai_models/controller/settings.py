@@ -9,7 +9,7 @@ from typing import Any, Final
 
 from pydantic import Field, field_validator
 
-from ai_models.domain.storage.prerequisites import DeliveryMode
+from ai_models.domain.delivery.mode import DeliveryMode
 from ai_models.names import (
     API_IN_CLUSTER_URL,
     CONTROLLER_LEASE,

@@ -24,7 +24,7 @@ from collections.abc import Mapping
 
 from ai_models.domain.artifacts.layout import is_artifact_digest
 from ai_models.domain.delivery.contract import is_object_name
-from ai_models.domain.delivery.decision import ModelSeen
+from ai_models.domain.delivery.workload_models import ModelSeen
 from ai_models.domain.models.reference import ModelKey
 from ai_models.names import (
     KUBELET_EPHEMERAL,

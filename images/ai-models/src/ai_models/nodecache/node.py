@@ -36,7 +36,7 @@ from typing import Final, NoReturn, Protocol, assert_never
 import grpc
 
 from ai_models.csi import csi_pb2, csi_pb2_grpc
-from ai_models.domain.delivery.decision import ModelSeen
+from ai_models.domain.delivery.workload_models import ModelSeen
 from ai_models.domain.models.reference import ModelKey
 from ai_models.nodecache.authorize import Grant, Refusal, Refused, authorize, kubelet_pod, wanted_model
 from ai_models.nodecache.cache import CacheRequest, CacheState, Failed, Ready, Unfit, Waiting

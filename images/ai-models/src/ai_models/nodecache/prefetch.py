@@ -20,7 +20,7 @@ from typing import Any, Final, Protocol
 
 from ai_models.adapters.kube.informer import Informer
 from ai_models.adapters.kube.resources import PODS
-from ai_models.domain.delivery.decision import ModelSeen
+from ai_models.domain.delivery.workload_models import ModelSeen
 from ai_models.domain.models.reference import ModelKey
 from ai_models.names import NODE_CACHE_DRIVER
 from ai_models.nodecache.authorize import PodIdentity, Refused, authorize, wanted_model

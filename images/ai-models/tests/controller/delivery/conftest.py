@@ -31,12 +31,14 @@ from ai_models.api.settings import ApiSettings
 from ai_models.controller.delivery.jobs import MATERIALIZER_CONTAINER
 from ai_models.controller.delivery.observe import observation
 from ai_models.controller.delivery.runtime import DeliveryRuntime
-from ai_models.controller.delivery.steps import DeliverySettings
+from ai_models.controller.delivery.shared_pvc import SharedPVCDelivery, SharedPVCSettings
 from ai_models.controller.prerequisites import read_inputs
 from ai_models.controller.runtime import Manager
 from ai_models.controller.settings import ControllerSettings
+from ai_models.domain.delivery.claim_facts import ClaimFacts
 from ai_models.domain.delivery.claims import claim_storage_class
-from ai_models.domain.delivery.decision import admit
+from ai_models.domain.delivery.modes.shared_pvc import SharedPVC
+from ai_models.domain.delivery.verdict import admit
 from ai_models.domain.models.reference import ModelKey
 from ai_models.names import (
     DELIVERY_MESSAGE_ANNOTATION,
@@ -57,6 +59,12 @@ from testbed.simulation import ClusterSimulation
 from testbed.volumes import StorageClassBehaviour
 
 NAMESPACE = "team-a"
+
+
+def utcnow() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
+
+
 MATERIALIZER_IMAGE = "registry.example/ai-models/materializer@sha256:" + "0" * 64
 RWX = StorageClassBehaviour(name="testbed-rwx", default=True)
 
@@ -104,7 +112,7 @@ class DeliveryStack:
 
     def deployment(self, name: str, *, models: str, replicas: int = 2) -> dict[str, Any]:
         """A Deployment naming `models`, with the pod template the admission webhook writes at
-        CREATE (`decision.admit`: complete and gated for Ready models, gated otherwise)."""
+        CREATE (`verdict.admit`: complete and gated for Ready models, gated otherwise)."""
         return self.apply_workload("Deployment", name, models=models, replicas=replicas)
 
     def apply_workload(self, kind: str, name: str, *, models: str, replicas: int = 2) -> dict[str, Any]:
@@ -128,11 +136,17 @@ class DeliveryStack:
             "spec": spec,
         }
         keys = [ModelKey(ModelKind.MODEL, NAMESPACE, item) for item in models.split(",")]
-        admitted = admit(observation(obj, models={key: self.model_of(key) for key in keys}))
+        admitted = self.admitted_template(obj, keys)
         if admitted is not None:
             parent = obj["spec"]["jobTemplate"]["spec"] if kind == "CronJob" else obj["spec"]
             parent["template"] = admitted
         return self.emulator.apply(obj)
+
+    def admitted_template(self, obj: Mapping[str, Any], keys: list[ModelKey]) -> dict[str, Any] | None:
+        """The pod template the admission webhook admits `obj` with (SharedPVC, no claim yet: the
+        verdict on it as admission sees it)."""
+        seen = observation(obj, models={key: self.model_of(key) for key in keys}, facts=ClaimFacts())
+        return admit(seen, SharedPVC(SharedPVCSettings(api_url="").policy), now=utcnow()).template
 
     def workload(self, name: str, *, kind: str = "Deployment") -> dict[str, Any]:
         plural = {"Deployment": "deployments", "StatefulSet": "statefulsets", "CronJob": "cronjobs"}[kind]
@@ -203,12 +217,16 @@ def _start(
     runtime = DeliveryRuntime(
         api_client=controller_client,
         model_of=model_of,
-        storage_class=lambda: claim_storage_class(read_inputs(controller_client, settings)),
-        materializer_template=materializer_template if template is None else lambda: template,
-        settings=DeliverySettings(
-            api_url=server.url,
-            max_concurrent_materializations=limit,
-            materialization_retry=datetime.timedelta(seconds=2),
+        strategy=lambda informers: SharedPVCDelivery(
+            controller_client,
+            informers=informers,
+            settings=SharedPVCSettings(
+                api_url=server.url,
+                max_concurrent_materializations=limit,
+                materialization_retry=datetime.timedelta(seconds=2),
+            ),
+            storage_class=lambda: claim_storage_class(read_inputs(controller_client, settings)),
+            materializer_template=materializer_template if template is None else lambda: template,
         ),
         events=EventRecorder(controller_client),
         resync_seconds=None,

@@ -17,17 +17,19 @@ import pytest
 
 from ai_models.adapters.kube.informer import Informer
 from ai_models.adapters.kube.resources import CLUSTER_MODELS, MODELS
+from ai_models.controller.delivery.node_cache import NodeCacheDelivery
 from ai_models.controller.delivery.observe import observation
 from ai_models.controller.delivery.runtime import DeliveryRuntime
 from ai_models.controller.delivery.steps import DeliverySettings
 from ai_models.controller.runtime import Manager
 from ai_models.domain.delivery.claims import Artifact, claim_manifest
 from ai_models.domain.delivery.contract import workload_of
-from ai_models.domain.delivery.decision import admit
+from ai_models.domain.delivery.mode import DeliveryMode
+from ai_models.domain.delivery.modes.node_cache import NodeCache
 from ai_models.domain.delivery.placement import NodeCacheSeen
 from ai_models.domain.delivery.template import applied, cache_volumes, gated, node_cache_volume, strip
+from ai_models.domain.delivery.verdict import admit
 from ai_models.domain.models.reference import ModelKey
-from ai_models.domain.storage.prerequisites import DeliveryMode
 from ai_models.names import (
     DELIVERY_MESSAGE_ANNOTATION,
     DELIVERY_REASON_ANNOTATION,
@@ -90,10 +92,9 @@ class Stack:
         seen = observation(
             obj,
             models={key: self.models[key.kind].get(key.namespace, key.name) for key in keys},
-            mode=DeliveryMode.NODE_CACHE,
-            node_cache=NodeCacheSeen(selector=GPU, size_bytes=100 * GIB),
+            facts=NodeCacheSeen(selector=GPU, size_bytes=100 * GIB),
         )
-        admitted = admit(seen)
+        admitted = admit(seen, NodeCache(), now=datetime.datetime.now(datetime.UTC)).template
         if admitted is not None:
             obj["spec"]["template"] = admitted
         return self.emulator.apply(obj)
@@ -144,24 +145,13 @@ def node_cache_delivery(kube_emulator: RunningEmulator) -> Iterator[Stack]:
         def model_of(key: ModelKey) -> Mapping[str, Any] | None:
             return models[key.kind].get(key.namespace, key.name)
 
-        def no_storage_class() -> Any:
-            raise AssertionError("NodeCache delivery asked for a StorageClass")
-
-        def no_materializer() -> Mapping[str, Any]:
-            raise AssertionError("NodeCache delivery asked for the materializer template")
-
         runtime = DeliveryRuntime(
             api_client=client,
             model_of=model_of,
-            storage_class=no_storage_class,
-            materializer_template=no_materializer,
-            settings=DeliverySettings(
-                api_url="http://127.0.0.1:1",
-                claim_grace=datetime.timedelta(0),
-                mode=DeliveryMode.NODE_CACHE,
-                node_cache_size_bytes=100 * GIB,
-                node_cache_selector=GPU,
+            strategy=lambda informers: NodeCacheDelivery(
+                client, settings=NodeCacheSeen(selector=GPU, size_bytes=100 * GIB)
             ),
+            settings=DeliverySettings(claim_grace=datetime.timedelta(0)),
             resync_seconds=None,
         )
         manager = Manager(sync_timeout_seconds=10)
@@ -185,8 +175,9 @@ def test_node_cache_mode_delivers_without_claim_or_job_once_the_model_is_ready(
     node_cache_delivery: Stack,
 ) -> None:
     stack = node_cache_delivery
-    assert stack.runtime.informers.jobs is None
-    assert stack.runtime.informers.volumes is None
+    followed = {informer.name for informer in stack.runtime.all_informers()}
+    assert "node-cache-nodes" in followed
+    assert not followed & {"delivery-volumes", "materialize-jobs"}
     stack.node("gpu-1", labels={**GPU, NODE_CACHE_READY_LABEL: "true"}, limit=50 * GIB)
     stack.node("cpu-1", labels={}, limit=GIB)  # not selected: its small cache limits nothing
     owner = create_model(stack.emulator, "llama", namespace=NAMESPACE)

@@ -9,33 +9,35 @@ from typing import Any
 
 import pytest
 
-from ai_models.controller.delivery.informers import claim_volume, models_named, trim_volume, trim_workload
+from ai_models.controller.delivery.informers import claim_volume, models_named, trim_workload
 from ai_models.controller.delivery.jobs import (
     CLAIM_MOUNT,
     MATERIALIZER_CONTAINER,
-    JobLimits,
     materialization_seen,
     materialize_job,
     token_secret,
     workload_of_job,
 )
 from ai_models.controller.delivery.keys import WorkloadKey
-from ai_models.controller.delivery.observe import fills, model_seen, observation
+from ai_models.controller.delivery.observe import observation
 from ai_models.controller.delivery.runtime import claim_owners
+from ai_models.controller.delivery.shared_pvc import claim_facts, fills, trim_volume
 from ai_models.controller.delivery.steps.pods import owned_by
+from ai_models.controller.models.jobs import JobLimits
 from ai_models.controller.models.slots import SlotKeeper, namespaced_job_name
+from ai_models.domain.delivery.claim_facts import ClaimFacts
 from ai_models.domain.delivery.claims import Artifact, ClassChoice, claim_manifest, claim_name
 from ai_models.domain.delivery.contract import DeliveryRequest, Workload, WorkloadKind
-from ai_models.domain.delivery.decision import (
-    JobState,
-    Policy,
-    decide,
-)
+from ai_models.domain.delivery.effects import CreateClaim, UngatePods
 from ai_models.domain.delivery.materialization import (
     MaterializationOutcome,
     MaterializationRequest,
     RequestedArtifact,
 )
+from ai_models.domain.delivery.modes.shared_pvc import Policy, SharedPVC
+from ai_models.domain.delivery.verdict import DeliveryObservation, Verdict, decide
+from ai_models.domain.delivery.workload_models import ModelSeen
+from ai_models.domain.jobs import JobState
 from ai_models.domain.models.reference import ModelKey
 from ai_models.names import (
     COMPONENT_LABEL,
@@ -57,6 +59,21 @@ KEY = ModelKey(ModelKind.MODEL, "team-a", "llama")
 WORKLOAD = Workload(WorkloadKind.DEPLOYMENT, "team-a", "web", "uid-web")
 CLAIM = claim_name(WORKLOAD, [DIGEST])
 IMMEDIATE = ClassChoice("rwx", binding_mode="Immediate")
+
+
+def observed(
+    obj: dict[str, Any], *, models: dict[ModelKey, Any], **facts: Any
+) -> DeliveryObservation[ClaimFacts]:
+    """The SharedPVC observation of `obj` from the objects read for it (`claim_facts`)."""
+    return observation(obj, models=models, facts=claim_facts(**facts))
+
+
+def decided(seen: DeliveryObservation[ClaimFacts]) -> Verdict | None:
+    return decide(seen, SharedPVC(POLICY), now=NOW)
+
+
+def model_seen(key: ModelKey, obj: dict[str, Any] | None) -> ModelSeen:
+    return ModelSeen.of(key, obj)
 
 
 def deployment(**annotations: str) -> dict[str, Any]:
@@ -123,24 +140,25 @@ def test_a_model_read_from_its_status_gives_phase_digest_and_size() -> None:
 
 
 def test_a_workload_with_a_ready_model_and_no_claim_is_observed_for_a_claim_to_be_made() -> None:
-    seen = observation(deployment(), models={KEY: ready_model()}, storage=IMMEDIATE)
+    seen = observed(deployment(), models={KEY: ready_model()}, storage=IMMEDIATE)
     assert isinstance(seen.request, DeliveryRequest)
     assert seen.workload == WORKLOAD
-    assert seen.claim is None
-    action = decide(seen, policy=POLICY, now=NOW)
+    assert seen.facts.claim is None
+    action = decided(seen)
     assert action is not None
-    assert action.create_claim is not None
-    assert action.create_claim["metadata"]["name"] == CLAIM
+    created = action.effect(CreateClaim)
+    assert created is not None
+    assert created.manifest["metadata"]["name"] == CLAIM
     assert action.report is not None
     assert action.report.reason is DeliveryReason.SHARED_PVC_CLAIM_PENDING
 
 
 def test_a_missing_model_is_observed_as_not_existing() -> None:
-    action = decide(observation(deployment(), models={KEY: None}), policy=POLICY, now=NOW)
+    action = decided(observed(deployment(), models={KEY: None}))
     assert action is not None
     assert action.report is not None
     assert action.report.reason is DeliveryReason.MODEL_NOT_READY
-    assert action.create_claim is None
+    assert action.effect(CreateClaim) is None
     assert action.template is None
 
 
@@ -150,30 +168,30 @@ def test_a_provisioning_failure_is_taken_only_from_events_about_the_claims_uid()
     forged = pending_event(uid="uid-other", message="forged")
     genuine = pending_event(uid="uid-claim", message="no RWX\nvolumes here")
 
-    only_forged = observation(deployment(), models={KEY: ready_model()}, claim=claim, events=[forged])
-    both = observation(deployment(), models={KEY: ready_model()}, claim=claim, events=[forged, genuine])
+    only_forged = observed(deployment(), models={KEY: ready_model()}, claim=claim, events=[forged])
+    both = observed(deployment(), models={KEY: ready_model()}, claim=claim, events=[forged, genuine])
 
-    assert only_forged.provisioning_failure is None
-    assert both.provisioning_failure == "no RWX volumes here"
-    action = decide(both, policy=POLICY, now=NOW)
+    assert only_forged.facts.provisioning_failure is None
+    assert both.facts.provisioning_failure == "no RWX volumes here"
+    action = decided(both)
     assert action is not None
     assert action.report is not None
     assert action.report.reason is DeliveryReason.SHARED_PVC_PROVISIONING_FAILED
 
 
 def test_events_of_a_bound_claim_are_not_read_as_a_failure() -> None:
-    seen = observation(
+    seen = observed(
         deployment(),
         models={KEY: ready_model()},
         claim=bound_claim(),
         events=[pending_event(uid="uid-claim", message="an old failure")],
     )
-    assert seen.provisioning_failure is None
+    assert seen.facts.provisioning_failure is None
 
 
 def test_a_bound_claim_whose_volume_is_gone_is_observed_lost() -> None:
-    seen = observation(deployment(), models={KEY: ready_model()}, claim=bound_claim(), volume_exists=False)
-    action = decide(seen, policy=POLICY, now=NOW)
+    seen = observed(deployment(), models={KEY: ready_model()}, claim=bound_claim(), volume_exists=False)
+    action = decided(seen)
     assert action is not None
     assert action.report is not None
     assert action.report.reason is DeliveryReason.SHARED_PVC_VOLUME_LOST
@@ -181,14 +199,14 @@ def test_a_bound_claim_whose_volume_is_gone_is_observed_lost() -> None:
 
 def test_a_filled_claim_delivers_and_the_slot_count_is_passed_through() -> None:
     filled = bound_claim(**{MATERIALIZED_DIGESTS_ANNOTATION: DIGEST})
-    seen = observation(deployment(), models={KEY: ready_model()}, claim=filled, running=1, limit=1)
-    assert (seen.materializations_running, seen.materializations_limit) == (1, 1)
-    action = decide(seen, policy=POLICY, now=NOW)
+    seen = observed(deployment(), models={KEY: ready_model()}, claim=filled, running=1, limit=1)
+    assert (seen.facts.materializations_running, seen.facts.materializations_limit) == (1, 1)
+    action = decided(seen)
     assert action is not None
     assert action.report is not None
     assert action.report.reason is DeliveryReason.DELIVERED
     assert action.template is not None
-    assert action.ungate_pods
+    assert action.effect(UngatePods) is not None
 
 
 def test_a_workload_is_cached_with_identity_annotations_selector_and_template_only() -> None:

@@ -10,9 +10,10 @@ from typing import Any
 from ai_models.adapters.kube.workloads import Workloads, label_selector
 from ai_models.controller.delivery.informers import DeliveryInformers
 from ai_models.controller.delivery.keys import WorkloadKey
-from ai_models.controller.delivery.observe import Observer, Subject, observation
+from ai_models.controller.delivery.observe import observation
+from ai_models.controller.delivery.shared_pvc import SharedPVCDelivery, SharedPVCSettings
 from ai_models.controller.delivery.steps.pods import ungate_pods
-from ai_models.controller.models.slots import SlotKeeper
+from ai_models.controller.delivery.strategy import Subject
 from ai_models.domain.delivery.claims import ClassChoice
 from ai_models.domain.delivery.contract import WorkloadKind
 from ai_models.domain.delivery.template import (
@@ -95,7 +96,9 @@ def gates_of(emulator: Any) -> dict[str, list[str]]:
 def subject() -> Subject:
     obj = deployment()
     return Subject(
-        key=WorkloadKey(WorkloadKind.DEPLOYMENT, NAMESPACE, "web"), obj=obj, seen=observation(obj, models={})
+        key=WorkloadKey(WorkloadKind.DEPLOYMENT, NAMESPACE, "web"),
+        obj=obj,
+        seen=observation(obj, models={}, facts=None),
     )
 
 
@@ -190,13 +193,12 @@ def test_a_volume_the_cache_has_not_seen_is_read_before_the_claim_is_called_lost
     )
     api = kube_emulator.api_client()
     informers = DeliveryInformers(api)  # not started: its caches are empty
-    observer = Observer(
-        api_client=api,
+    observer = SharedPVCDelivery(
+        api,
         informers=informers,
-        model_of=lambda key: None,
+        settings=SharedPVCSettings(api_url="http://127.0.0.1:1"),
         storage_class=lambda: ClassChoice(None),
-        slots=SlotKeeper(limit=1, job_cache=list),
-        termination_message=lambda job: None,
+        materializer_template=dict,
     )
 
     def bound_to(volume: str) -> dict[str, Any]:

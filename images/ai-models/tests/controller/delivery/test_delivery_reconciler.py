@@ -15,10 +15,10 @@ import pytest
 from ai_models.adapters.kube.informer import Informer
 from ai_models.adapters.kube.resources import JOBS
 from ai_models.controller.delivery.jobs import SELECTOR
-from ai_models.controller.models.jobs import is_running
 from ai_models.domain.artifacts.layout import file_key
 from ai_models.domain.delivery.claim_layout import completion_record, object_dir
 from ai_models.domain.delivery.template import applied, gated
+from ai_models.domain.jobs import is_running
 from ai_models.domain.models.reference import ModelKey
 from ai_models.names import (
     DELIVERY_SCHEDULING_GATE,

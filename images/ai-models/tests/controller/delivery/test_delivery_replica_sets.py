@@ -9,9 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ai_models.controller.delivery.keys import WorkloadKey
-from ai_models.controller.delivery.observe import observation
 from ai_models.domain.delivery.contract import WorkloadKind
-from ai_models.domain.delivery.decision import admit
 from ai_models.domain.delivery.template import applied, gated
 from ai_models.domain.models.reference import ModelKey
 from ai_models.names import MODEL_ANNOTATION, DeliveryEvent, DeliveryReason, ModelKind
@@ -45,9 +43,9 @@ def users_deployment(*, annotated: bool, node_selector: dict[str, str] | None = 
 
 
 def admitted(stack: Stack, obj: dict[str, Any]) -> dict[str, Any]:
-    """The object as the admission webhook lets it through (`decision.admit`)."""
+    """The object as the admission webhook lets it through (`verdict.admit`)."""
     result = copy.deepcopy(obj)
-    template = admit(observation(result, models={LLAMA: stack.model_of(LLAMA)}))
+    template = stack.admitted_template(result, [LLAMA])
     if template is not None:
         result["spec"]["template"] = template
     return result

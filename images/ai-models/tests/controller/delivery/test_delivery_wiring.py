@@ -13,12 +13,14 @@ from kubernetes import client as k8s
 from ai_models.adapters.kube.events import EventRecorder
 from ai_models.adapters.kube.informer import Informer
 from ai_models.adapters.kube.resources import CLUSTER_MODELS, MODELS
-from ai_models.controller.delivery.informers import label_selector_of
-from ai_models.controller.delivery.wiring import attach_delivery, delivery_settings, node_cache_settings
+from ai_models.controller.delivery.informers import DeliveryInformers
+from ai_models.controller.delivery.node_cache import NodeCacheAdmission, NodeCacheDelivery, label_selector_of
+from ai_models.controller.delivery.shared_pvc import SharedPVCAdmission, SharedPVCDelivery
+from ai_models.controller.delivery.wiring import attach_delivery, delivery_mode
 from ai_models.controller.runtime import Manager
 from ai_models.controller.settings import ControllerSettings
+from ai_models.domain.delivery.mode import DeliveryMode
 from ai_models.domain.delivery.placement import NodeCacheSeen
-from ai_models.domain.storage.prerequisites import DeliveryMode
 from ai_models.names import ModelKind
 
 GIB = 1024**3
@@ -54,16 +56,20 @@ def attached(settings: ControllerSettings) -> Manager:
 
 def test_node_cache_settings_reach_the_reconciler_and_the_webhook(monkeypatch: pytest.MonkeyPatch) -> None:
     settings = node_cache_mode(monkeypatch)
+    api_client = k8s.ApiClient(k8s.Configuration())  # never called: nothing is started
+    wanted = NodeCacheSeen(selector={"node-role.example.com/gpu": ""}, size_bytes=500 * GIB)
 
-    delivery = delivery_settings(settings)
+    mode = delivery_mode(api_client, settings)
+    delivery = mode.delivery(DeliveryInformers(api_client))
+    admission = mode.admission()
 
-    assert delivery.mode is DeliveryMode.NODE_CACHE
-    assert delivery.node_cache_size_bytes == 500 * GIB
-    assert dict(delivery.node_cache_selector) == {"node-role.example.com/gpu": ""}
-    assert node_cache_settings(settings) == NodeCacheSeen(
-        selector={"node-role.example.com/gpu": ""}, size_bytes=500 * GIB
-    )
-    assert node_cache_settings(ControllerSettings(delivery_mode=DeliveryMode.SHARED_PVC)) is None
+    assert isinstance(delivery, NodeCacheDelivery)
+    assert delivery.settings == wanted
+    assert isinstance(admission, NodeCacheAdmission)
+    assert admission.settings == wanted
+    shared = delivery_mode(api_client, ControllerSettings(delivery_mode=DeliveryMode.SHARED_PVC))
+    assert isinstance(shared.delivery(DeliveryInformers(api_client)), SharedPVCDelivery)
+    assert isinstance(shared.admission(), SharedPVCAdmission)
 
 
 def test_node_cache_mode_follows_the_selected_nodes_and_the_claims_but_no_volumes_or_jobs(

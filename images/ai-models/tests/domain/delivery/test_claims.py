@@ -25,12 +25,8 @@ from ai_models.domain.delivery.claims import (
     claims_mounted,
 )
 from ai_models.domain.delivery.contract import Workload, WorkloadKind
-from ai_models.domain.storage.prerequisites import (
-    DeliveryMode,
-    PrerequisitesReason,
-    StorageClassFacts,
-    StorageInputs,
-)
+from ai_models.domain.delivery.mode import DeliveryMode
+from ai_models.domain.storage.prerequisites import PrerequisitesReason, StorageClassFacts, StorageInputs
 from ai_models.names import (
     MODULE,
     MODULE_LABEL,

@@ -8,26 +8,34 @@ from typing import Any
 
 import pytest
 
-from ai_models.domain.delivery.claims import ClassChoice, claim_labels, claim_name, owner_reference
-from ai_models.domain.delivery.contract import DeliveryRequest, InvalidSpec, Workload, WorkloadKind, parse
-from ai_models.domain.delivery.decision import (
-    EVENTS_RECHECK_SECONDS,
-    SLOT_RECHECK_SECONDS,
+from ai_models.domain.delivery import verdict
+from ai_models.domain.delivery.claim_facts import (
+    ClaimFacts,
     ClaimSeen,
-    DeliveryObservation,
-    JobState,
     MaterializationSeen,
-    ModelSeen,
-    Policy,
-    ResolvedModel,
-    StartMaterialization,
-    admit,
-    decide,
     provisioning_failure,
     wanted_claim,
 )
+from ai_models.domain.delivery.claims import ClassChoice, claim_labels, claim_name, owner_reference
+from ai_models.domain.delivery.contract import DeliveryRequest, InvalidSpec, Workload, WorkloadKind, parse
+from ai_models.domain.delivery.effects import (
+    CreateClaim,
+    PatchClaim,
+    RemoveJob,
+    StartMaterialization,
+    UngatePods,
+)
+from ai_models.domain.delivery.modes.shared_pvc import (
+    EVENTS_RECHECK_SECONDS,
+    SLOT_RECHECK_SECONDS,
+    Policy,
+    SharedPVC,
+)
 from ai_models.domain.delivery.report import DeliveryReport, changed, provisioner_text, report_of
 from ai_models.domain.delivery.template import gate, gated, rewrite
+from ai_models.domain.delivery.verdict import DeliveryObservation, Verdict
+from ai_models.domain.delivery.workload_models import ModelSeen, ResolvedModel
+from ai_models.domain.jobs import JobState
 from ai_models.domain.models.reference import ModelKey
 from ai_models.domain.storage.prerequisites import ClaimPhase
 from ai_models.names import (
@@ -116,13 +124,25 @@ BASE = DeliveryObservation(
     template=GATED,
     request=REQUEST,
     models=MODELS,
-    storage=IMMEDIATE,
-    claim=BOUND,
+    facts=ClaimFacts(storage=IMMEDIATE, claim=BOUND),
 )
+FACTS = {field.name for field in dataclasses.fields(ClaimFacts)}
+Seen = DeliveryObservation[ClaimFacts]
 
 
-def with_(**changes: Any) -> DeliveryObservation:
-    return dataclasses.replace(BASE, **changes)
+def with_(**changes: Any) -> Seen:
+    """BASE with `changes`, of the observation or of its SharedPVC facts."""
+    facts = {key: value for key, value in changes.items() if key in FACTS}
+    common = {key: value for key, value in changes.items() if key not in FACTS}
+    return dataclasses.replace(BASE, facts=dataclasses.replace(BASE.facts, **facts), **common)
+
+
+def decide(seen: Seen, *, policy: Policy = POLICY, now: datetime.datetime = NOW) -> Verdict | None:
+    return verdict.decide(seen, SharedPVC(policy), now=now)
+
+
+def admit(seen: Seen) -> dict[str, Any] | None:
+    return verdict.admit(seen, SharedPVC(POLICY), now=NOW).template
 
 
 def model(
@@ -146,7 +166,7 @@ class Expect:
     ungates: bool = False
 
 
-RULES: dict[str, tuple[DeliveryObservation, Expect]] = {
+RULES: dict[str, tuple[Seen, Expect]] = {
     "invalid_spec": (
         with_(request=InvalidSpec(WEB, ("the annotation ai.deckhouse.io/model has an empty model name",))),
         Expect(DeliveryReason.INVALID_SPEC, ("ai.deckhouse.io/model", "empty model name")),
@@ -443,13 +463,15 @@ def test_delivery_rule(rule: str) -> None:
             assert word in action.report.message
     template = {"kept": None, "delivered": DELIVERED_TEMPLATE, "stripped": USERS_TEMPLATE}[expect.template]
     assert action.template == template
-    assert (action.create_claim is not None) == expect.creates_claim
-    assert (action.start_materialization is not None) == expect.starts_job
-    assert action.remove_failed_job == expect.removes_job
-    assert action.remove_finished_job == expect.removes_finished_job
-    assert action.claim_patch == expect.claim_patch
+    assert (action.effect(CreateClaim) is not None) == expect.creates_claim
+    assert (action.effect(StartMaterialization) is not None) == expect.starts_job
+    removed = action.effect(RemoveJob)
+    assert (removed is not None and not removed.finished) == expect.removes_job
+    assert (removed is not None and removed.finished) == expect.removes_finished_job
+    patched = action.effect(PatchClaim)
+    assert (patched.patch if patched is not None else None) == expect.claim_patch
     assert action.requeue == expect.requeue
-    assert action.ungate_pods == expect.ungates
+    assert (action.effect(UngatePods) is not None) == expect.ungates
 
 
 def test_every_shared_pvc_reason_is_reached_by_a_rule() -> None:
@@ -475,16 +497,17 @@ def test_the_claim_created_is_the_one_the_model_set_wants() -> None:
     action = decide(with_(claim=None), policy=POLICY, now=NOW)
 
     assert action is not None
-    assert action.create_claim is not None
-    assert action.create_claim["metadata"]["name"] == wanted_claim(REQUEST, MODELS) == CLAIM
-    assert action.create_claim["spec"]["storageClassName"] == "nfs"
+    created = action.effect(CreateClaim)
+    assert created is not None
+    assert created.manifest["metadata"]["name"] == wanted_claim(REQUEST, MODELS) == CLAIM
+    assert created.manifest["spec"]["storageClassName"] == "nfs"
 
 
 def test_the_materialization_copies_every_model_into_the_claim() -> None:
     action = decide(BASE, policy=POLICY, now=NOW)
 
     assert action is not None
-    assert action.start_materialization == StartMaterialization(CLAIM, RESOLVED)
+    assert action.effect(StartMaterialization) == StartMaterialization(CLAIM, RESOLVED)
 
 
 def test_fixing_the_cluster_returns_to_delivered_without_touching_the_workload() -> None:
@@ -681,7 +704,7 @@ NEW = with_(workload=dataclasses.replace(WEB, uid=""), template=USERS_TEMPLATE, 
         ),
     ],
 )
-def test_admission(seen: DeliveryObservation, expected: dict[str, Any] | None) -> None:
+def test_admission(seen: Seen, expected: dict[str, Any] | None) -> None:
     assert admit(seen) == expected
 
 
@@ -695,4 +718,4 @@ def test_a_deployment_admitted_with_ready_models_is_delivered_without_a_second_t
     assert action.report is not None
     assert action.report.reason is DeliveryReason.DELIVERED
     assert action.template is None
-    assert action.ungate_pods
+    assert action.effect(UngatePods) is not None

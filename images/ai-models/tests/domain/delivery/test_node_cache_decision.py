@@ -11,16 +11,20 @@ from typing import Any
 
 import pytest
 
+from ai_models.domain.delivery import verdict
+from ai_models.domain.delivery.claim_facts import ClaimFacts, ClaimSeen
 from ai_models.domain.delivery.claims import ClassChoice, claim_name
 from ai_models.domain.delivery.contract import DeliveryRequest, InvalidSpec, parse
-from ai_models.domain.delivery.decision import (
-    ClaimSeen,
-    DeliveryObservation,
-    ModelSeen,
-    Policy,
-    admit,
-    decide,
+from ai_models.domain.delivery.effects import (
+    CreateClaim,
+    PatchClaim,
+    RemoveJob,
+    StartMaterialization,
+    UngatePods,
 )
+from ai_models.domain.delivery.mode import DeliveryMode
+from ai_models.domain.delivery.modes.node_cache import NodeCache
+from ai_models.domain.delivery.modes.shared_pvc import Policy, SharedPVC
 from ai_models.domain.delivery.placement import (
     REPORT_MAX_CHARACTERS,
     NodeCacheSeen,
@@ -42,8 +46,10 @@ from ai_models.domain.delivery.template import (
     rewrite_for_node_cache,
     strip,
 )
+from ai_models.domain.delivery.verdict import DeliveryObservation, Verdict
+from ai_models.domain.delivery.workload_models import ModelSeen
 from ai_models.domain.models.reference import ModelKey
-from ai_models.domain.storage.prerequisites import ClaimPhase, DeliveryMode
+from ai_models.domain.storage.prerequisites import ClaimPhase
 from ai_models.names import (
     CLUSTER_MODEL_ANNOTATION,
     MODEL_ANNOTATION,
@@ -106,19 +112,47 @@ DELIVERED = rewrite_for_node_cache(USERS_TEMPLATE, models=CACHED, node_selector=
 CLAIM = claim_name(WEB, [D_QWEN, D_BGE])
 SHARED = rewrite(USERS_TEMPLATE, claim=CLAIM, models=[item.delivered for item in CACHED])
 
-BASE = DeliveryObservation(
+Seen = DeliveryObservation[Any]
+BASE: Seen = DeliveryObservation(
     workload=WEB,
-    mode=DeliveryMode.NODE_CACHE,
-    node_cache=SETTINGS,
+    facts=SETTINGS,
     annotations=OBJ["metadata"]["annotations"],
     template=USERS_TEMPLATE,
     request=REQUEST,
     models=MODELS,
 )
+CLAIM_FACTS = {field.name for field in dataclasses.fields(ClaimFacts)}
 
 
-def with_(**changes: Any) -> DeliveryObservation:
-    return dataclasses.replace(BASE, **changes)
+def with_(
+    *, mode: DeliveryMode | None = None, node_cache: NodeCacheSeen | None = None, **changes: Any
+) -> Seen:
+    """BASE with `changes`; in SharedPVC `mode` (or with a SharedPVC fact), facts of that mode."""
+    return in_mode(BASE, mode=mode, node_cache=node_cache, **changes)
+
+
+def in_mode(
+    seen: Seen, *, mode: DeliveryMode | None = None, node_cache: NodeCacheSeen | None = None, **changes: Any
+) -> Seen:
+    facts = {key: value for key, value in changes.items() if key in CLAIM_FACTS}
+    common = {key: value for key, value in changes.items() if key not in CLAIM_FACTS}
+    if mode is DeliveryMode.SHARED_PVC or facts:
+        return dataclasses.replace(seen, facts=ClaimFacts(**facts), **common)
+    if mode is DeliveryMode.NODE_CACHE or node_cache is not None:
+        return dataclasses.replace(seen, facts=node_cache or SETTINGS, **common)
+    return dataclasses.replace(seen, **common)
+
+
+def rules_of(seen: Seen) -> Any:
+    return SharedPVC(POLICY) if isinstance(seen.facts, ClaimFacts) else NodeCache()
+
+
+def decide(seen: Seen, *, policy: Policy = POLICY, now: datetime.datetime = NOW) -> Verdict | None:
+    return verdict.decide(seen, rules_of(seen), now=now)
+
+
+def admit(seen: Seen) -> dict[str, Any] | None:
+    return verdict.admit(seen, rules_of(seen), now=NOW).template
 
 
 def conflicting(value: str) -> dict[str, Any]:
@@ -142,7 +176,7 @@ class Expect:
     ungates: bool = False
 
 
-RULES: dict[str, tuple[DeliveryObservation, Expect]] = {
+RULES: dict[str, tuple[Seen, Expect]] = {
     "delivered": (
         BASE,
         Expect(
@@ -240,12 +274,9 @@ def test_node_cache_rule(rule: str) -> None:
     template = {"kept": None, "delivered": DELIVERED, "stripped": USERS_TEMPLATE}[expect.template]
     assert action.template == template
     # Nothing of SharedPVC in NodeCache mode: no claim, no Job.
-    assert action.create_claim is None
-    assert action.claim_patch is None
-    assert action.start_materialization is None
-    assert not action.remove_failed_job
-    assert not action.remove_finished_job
-    assert action.ungate_pods == expect.ungates
+    for kind in (CreateClaim, PatchClaim, StartMaterialization, RemoveJob):
+        assert action.effect(kind) is None
+    assert (action.effect(UngatePods) is not None) == expect.ungates
 
 
 def test_every_reason_of_the_node_cache_mode_is_reached_by_a_rule() -> None:
@@ -297,12 +328,12 @@ def test_in_shared_pvc_mode_a_hand_written_node_cache_volume_is_node_cache_deliv
     for word in ("my-model", NODE_CACHE_DRIVER, "switch delivery.mode to NodeCache", "remove the volume"):
         assert word in action.report.message
     assert action.template is None
-    assert action.create_claim is None
+    assert action.effect(CreateClaim) is None
 
 
 def test_in_node_cache_mode_the_same_hand_written_volume_is_the_users_and_delivery_goes_on() -> None:
     action = decide(
-        dataclasses.replace(SHARED_MODE, mode=DeliveryMode.NODE_CACHE, node_cache=SETTINGS),
+        in_mode(SHARED_MODE, mode=DeliveryMode.NODE_CACHE),
         policy=POLICY,
         now=NOW,
     )
@@ -327,7 +358,7 @@ def test_switching_node_cache_back_to_shared_pvc_is_no_node_cache_delivery_disab
     assert action is not None
     assert action.report is not None
     assert action.report.reason is DeliveryReason.SHARED_PVC_CLAIM_PENDING
-    assert action.create_claim is not None
+    assert action.effect(CreateClaim) is not None
     assert action.template is None  # kept (its pods keep running) until the claim is filled
 
 
@@ -378,7 +409,7 @@ NEW = with_(workload=dataclasses.replace(WEB, uid=""), annotations={})
             id="a_conflicting_node_selector_gates",
         ),
         pytest.param(
-            dataclasses.replace(NEW, node_cache=dataclasses.replace(SETTINGS, size_bytes=GIB)),
+            in_mode(NEW, node_cache=dataclasses.replace(SETTINGS, size_bytes=GIB)),
             gate(USERS_TEMPLATE),
             id="models_larger_than_the_cache_size_gate",
         ),
@@ -409,12 +440,12 @@ NEW = with_(workload=dataclasses.replace(WEB, uid=""), annotations={})
         ),
     ],
 )
-def test_admission_in_node_cache_mode(seen: DeliveryObservation, expected: dict[str, Any] | None) -> None:
+def test_admission_in_node_cache_mode(seen: Seen, expected: dict[str, Any] | None) -> None:
     assert admit(seen) == expected
 
 
 def test_admission_does_not_judge_the_nodes_reports_the_controller_does() -> None:
-    seen = dataclasses.replace(NEW, node_cache=reporting(GIB))
+    seen = in_mode(NEW, node_cache=reporting(GIB))
 
     assert admit(seen) == DELIVERED
     action = decide(dataclasses.replace(seen, template=DELIVERED), policy=POLICY, now=NOW)

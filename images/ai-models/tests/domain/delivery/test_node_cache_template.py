@@ -13,6 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ai_models.domain.delivery.contract import WorkloadKind, parse
+from ai_models.domain.delivery.mode import DeliveryMode
 from ai_models.domain.delivery.template import (
     NODE_CACHE_VOLUME_NAME,
     CachedModel,
@@ -29,7 +30,6 @@ from ai_models.domain.delivery.template import (
     strip,
 )
 from ai_models.domain.models.reference import ModelKey
-from ai_models.domain.storage.prerequisites import DeliveryMode
 from ai_models.names import (
     DELIVERY_APPLIED_ANNOTATION,
     MODEL_ANNOTATION,

@@ -10,9 +10,9 @@ import pytest
 
 from ai_models.domain.delivery.claims import claim_labels, owner_reference
 from ai_models.domain.delivery.contract import Workload, WorkloadKind
+from ai_models.domain.delivery.mode import DeliveryMode
 from ai_models.domain.delivery.read_write_many import claim_facts, needs_events
 from ai_models.domain.storage.prerequisites import (
-    DeliveryMode,
     PrerequisitesReason,
     SharedClaimFacts,
     StorageClassFacts,

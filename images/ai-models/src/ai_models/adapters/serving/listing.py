@@ -302,8 +302,3 @@ def _item(raw: object) -> RemoteClusterModel | None:
         revision=revision if isinstance(revision, str) and revision else None,
         resolved=resolved if isinstance(resolved, dict) else {},
     )
-
-
-def page_size_for(chunk_size: int) -> int:
-    """Items asked per page: one page becomes one chunk, within the listing's bound."""
-    return max(1, min(chunk_size, 500))

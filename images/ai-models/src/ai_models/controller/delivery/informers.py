@@ -1,18 +1,15 @@
-"""What the delivery controller follows, cluster-wide, and how little of it it keeps.
+"""What the delivery controller follows in every mode, cluster-wide, and how little of it it keeps.
 
 - the four workload kinds, trimmed to what a pass reads: identity and annotations, the selector (to
   find the Pods to ungate) and the pod template (to compare and rewrite it whole); indexed by the
   models they name, so a Model's change finds its workloads, and by their report's reason, so a
   Node's change finds the workloads that wait for a larger cache;
-- the shared claims (`ai.deckhouse.io/shared-pvc=true`), indexed by owner uid and by volume; in
-  NodeCache mode too, so the claims of an earlier SharedPVC delivery are taken back (D100, D111);
-- SharedPVC mode: PersistentVolumes, name and phase only (whether a bound claim's volume still
-  exists), and the materialize Jobs (their component label), indexed by workload;
-- NodeCache mode: the Nodes `delivery.nodeCache.nodeSelector` selects (a server-side label
-  selector), trimmed to name, labels and the cache report.
+- the shared claims (`ai.deckhouse.io/shared-pvc=true`), indexed by owner uid and by volume: in
+  every mode, so the claims of an earlier SharedPVC delivery are taken back (D100, D111).
 
-Model and ClusterModel objects are not followed here: the controller's Model informers already hold
-them, and the lead hangs `DeliveryRuntime.model_changed` on those.
+A mode follows more itself (`strategy.DeliveryStrategy.informers`). Model and ClusterModel objects
+are not followed here: the controller's Model informers already hold them, and the leader hangs
+`DeliveryRuntime.model_changed` on those.
 """
 
 from __future__ import annotations
@@ -25,21 +22,15 @@ from ai_models.adapters.kube.resources import (
     CRON_JOBS,
     DAEMON_SETS,
     DEPLOYMENTS,
-    JOBS,
-    NODES,
     PERSISTENT_VOLUME_CLAIMS,
-    PERSISTENT_VOLUMES,
     STATEFUL_SETS,
     Resource,
 )
-from ai_models.controller.delivery.jobs import SELECTOR as JOB_SELECTOR
-from ai_models.controller.delivery.jobs import workload_of_job
 from ai_models.controller.delivery.keys import WorkloadKey
 from ai_models.domain.delivery.contract import DeliveryRequest, WorkloadKind, parse
 from ai_models.domain.delivery.report import report_of
 from ai_models.domain.models.reference import ModelKey
-from ai_models.domain.storage.prerequisites import DeliveryMode
-from ai_models.names import NODE_CACHE_REPORT_ANNOTATION, SHARED_PVC_LABEL, SHARED_PVC_LABEL_VALUE
+from ai_models.names import SHARED_PVC_LABEL, SHARED_PVC_LABEL_VALUE
 
 WORKLOAD_RESOURCES: Final[Mapping[WorkloadKind, Resource]] = {
     WorkloadKind.DEPLOYMENT: DEPLOYMENTS,
@@ -52,7 +43,6 @@ BY_MODEL: Final = "model"
 BY_REASON: Final = "reason"
 BY_OWNER_UID: Final = "owner-uid"
 BY_VOLUME: Final = "volume"
-BY_WORKLOAD: Final = "workload"
 # Of a workload's metadata: who it is, the version a patch is guarded by, and what it carries.
 WORKLOAD_METADATA: Final = (
     "name",
@@ -94,34 +84,6 @@ def trim_workload(obj: dict[str, Any]) -> dict[str, Any]:
     return trimmed
 
 
-def trim_volume(obj: dict[str, Any]) -> dict[str, Any]:
-    meta = obj.get("metadata") or {}
-    return {
-        "apiVersion": obj.get("apiVersion"),
-        "kind": obj.get("kind"),
-        "metadata": {"name": meta.get("name")},
-        "status": {"phase": (obj.get("status") or {}).get("phase")},
-    }
-
-
-def trim_node(obj: dict[str, Any]) -> dict[str, Any]:
-    """A Node as placement reads it: its name, labels and cache report (a Node's status, its
-    images above all, is most of its size)."""
-    meta = obj.get("metadata") or {}
-    annotations = meta.get("annotations") or {}
-    trimmed_meta: dict[str, Any] = {"name": meta.get("name"), "labels": meta.get("labels") or {}}
-    if NODE_CACHE_REPORT_ANNOTATION in annotations:
-        trimmed_meta["annotations"] = {
-            NODE_CACHE_REPORT_ANNOTATION: annotations[NODE_CACHE_REPORT_ANNOTATION]
-        }
-    return {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"), "metadata": trimmed_meta}
-
-
-def label_selector_of(selector: Mapping[str, str]) -> str | None:
-    """`delivery.nodeCache.nodeSelector` as a label selector (None selects every Node)."""
-    return ",".join(f"{key}={value}" for key, value in sorted(selector.items())) or None
-
-
 def model_index_value(key: ModelKey) -> str:
     return str(key)
 
@@ -148,24 +110,10 @@ def claim_volume(obj: Mapping[str, Any]) -> Iterable[str]:
     return [str(volume)] if volume else []
 
 
-def job_workload(obj: Mapping[str, Any]) -> Iterable[str]:
-    key = workload_of_job(obj)
-    return [key.index_value] if key is not None else []
-
-
 class DeliveryInformers:
-    """What the delivery reconciler follows in `mode`: `volumes` and `jobs` in SharedPVC mode,
-    `nodes` (those of `node_selector`) in NodeCache mode, None in the other."""
+    """The workloads and the shared claims, followed in every mode."""
 
-    def __init__(
-        self,
-        api_client: Any,
-        *,
-        resync_seconds: float | None = None,
-        mode: DeliveryMode = DeliveryMode.SHARED_PVC,
-        node_selector: Mapping[str, str] | None = None,
-    ) -> None:
-        self.mode = mode
+    def __init__(self, api_client: Any, *, resync_seconds: float | None = None) -> None:
         self.workloads = {
             kind: Informer(
                 api_client,
@@ -184,38 +132,9 @@ class DeliveryInformers:
             label_selector=CLAIM_SELECTOR,
             indexers={BY_OWNER_UID: claim_owner_uids, BY_VOLUME: claim_volume},
         )
-        shared = mode is DeliveryMode.SHARED_PVC
-        self.volumes = (
-            Informer(api_client, PERSISTENT_VOLUMES, name="delivery-volumes", transform=trim_volume)
-            if shared
-            else None
-        )
-        self.jobs = (
-            Informer(
-                api_client,
-                JOBS,
-                name="materialize-jobs",
-                label_selector=JOB_SELECTOR,
-                indexers={BY_WORKLOAD: job_workload},
-            )
-            if shared
-            else None
-        )
-        self.nodes = (
-            None
-            if shared
-            else Informer(
-                api_client,
-                NODES,
-                name="node-cache-nodes",
-                label_selector=label_selector_of(node_selector or {}),
-                transform=trim_node,
-            )
-        )
 
     def all(self) -> list[Informer]:
-        optional = (self.volumes, self.jobs, self.nodes)
-        return [*self.workloads.values(), self.claims, *(informer for informer in optional if informer)]
+        return [*self.workloads.values(), self.claims]
 
     def reporting(self, reason: str) -> list[WorkloadKey]:
         """The workloads whose delivery report has this reason."""
@@ -238,6 +157,3 @@ class DeliveryInformers:
                 meta = obj["metadata"]
                 found.append(WorkloadKey(kind, str(meta.get("namespace") or ""), str(meta["name"])))
         return found
-
-    def jobs_of(self, key: WorkloadKey) -> list[dict[str, Any]]:
-        return self.jobs.by_index(BY_WORKLOAD, key.index_value) if self.jobs is not None else []

@@ -12,22 +12,21 @@ from __future__ import annotations
 
 import base64
 import copy
-import dataclasses
 import datetime
 from collections.abc import Mapping
 from typing import Any, Final
 
 from ai_models.controller.delivery.keys import WorkloadKey
-from ai_models.controller.models.jobs import JobState as PublicationJobState
-from ai_models.controller.models.jobs import job_state, label_value
+from ai_models.controller.models.jobs import JobLimits, label_value
 from ai_models.domain.conditions import parse_timestamp
+from ai_models.domain.delivery.claim_facts import JobRef, MaterializationSeen
 from ai_models.domain.delivery.contract import Workload, WorkloadKind
-from ai_models.domain.delivery.decision import JobState, MaterializationSeen
 from ai_models.domain.delivery.materialization import (
     TOKEN_SECRET_KEY,
     MaterializationOutcome,
     MaterializationRequest,
 )
+from ai_models.domain.jobs import JobState, job_state
 from ai_models.names import (
     COMPONENT_LABEL,
     HERITAGE,
@@ -52,12 +51,6 @@ DOCKER_CONFIG_KEY: Final = ".dockerconfigjson"
 # outcome, 2: bad settings): a new Pod would fail the same way. A killed Pod is retried by the Job.
 FINAL_EXIT_CODES: Final = (1, 2)
 SELECTOR: Final = f"{COMPONENT_LABEL}={MATERIALIZATION_COMPONENT}"
-
-
-@dataclasses.dataclass(frozen=True)
-class JobLimits:
-    backoff_limit: int
-    deadline_seconds: int
 
 
 def job_name(claim: str) -> str:
@@ -221,17 +214,19 @@ def materialization_seen(
     the outcome's own message is kept: a log tail is not reported)."""
     if job is None:
         return MaterializationSeen()
-    if removed_here or (job.get("metadata") or {}).get("deletionTimestamp"):
-        return MaterializationSeen(JobState.GOING_AWAY)
+    meta = job.get("metadata") or {}
+    ref = JobRef(str(meta.get("namespace") or ""), str(meta.get("name") or ""), str(meta.get("uid") or ""))
+    if removed_here or meta.get("deletionTimestamp"):
+        return MaterializationSeen(JobState.GOING_AWAY, job=ref)
     state = job_state(job)
-    if state is PublicationJobState.RUNNING:
-        return MaterializationSeen(JobState.RUNNING)
+    if state is JobState.RUNNING:
+        return MaterializationSeen(JobState.RUNNING, job=ref)
     finished = _finished(job)
-    if state is PublicationJobState.SUCCEEDED:
-        return MaterializationSeen(JobState.SUCCEEDED, finished=finished)
+    if state is JobState.SUCCEEDED:
+        return MaterializationSeen(JobState.SUCCEEDED, finished=finished, job=ref)
     outcome = MaterializationOutcome.from_json(termination_message)
     return MaterializationSeen(
-        JobState.FAILED, message=outcome.message if outcome is not None else "", finished=finished
+        JobState.FAILED, message=outcome.message if outcome is not None else "", finished=finished, job=ref
     )
 
 

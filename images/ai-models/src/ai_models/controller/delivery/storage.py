@@ -1,4 +1,4 @@
-"""The StorageClass a new shared claim gets: the one resolution chain of ARCHITECTURE §7
+"""The StorageClass a new shared claim gets: the one resolution chain of docs/internal/ARCHITECTURE.md §7
 (`domain.delivery.claims.claim_storage_class`) over the cluster's StorageClasses.
 
 Asked only when a workload needs a claim it has not got; the list is kept for a few seconds so a
@@ -16,7 +16,8 @@ from typing import Any, Final
 from ai_models.controller.prerequisites import storage_classes
 from ai_models.controller.settings import ControllerSettings
 from ai_models.domain.delivery.claims import ClassChoice, claim_storage_class
-from ai_models.domain.storage.prerequisites import DeliveryMode, StorageClassFacts, StorageInputs
+from ai_models.domain.delivery.mode import DeliveryMode
+from ai_models.domain.storage.prerequisites import StorageClassFacts, StorageInputs
 
 CACHE_SECONDS: Final = 3.0
 

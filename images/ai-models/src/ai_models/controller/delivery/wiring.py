@@ -1,36 +1,80 @@
-"""Delivery in the controller process, in either mode: the admission webhook on every replica, the
-delivery reconciler on the leader, both from the controller's settings.
+"""Delivery in the controller process: the admission webhook on every replica, the delivery
+reconciler on the leader, both in the mode `delivery.mode` names, chosen here and nowhere else
+(`delivery_mode`).
 
-The webhook reads Models (and in SharedPVC mode claims) directly (a standby replica runs no
-informers); the reconciler reads the Models from the leader's Model informers, which it is hung
-on, so a Model that becomes Ready wakes the workloads that name it.
+The webhook reads Models (and what its mode reads) directly (a standby replica runs no informers);
+the reconciler reads the Models from the leader's Model informers, which it is hung on, so a Model
+that becomes Ready wakes the workloads that name it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ai_models.adapters.kube.events import EventRecorder
 from ai_models.adapters.kube.secrets import Secrets
 from ai_models.controller.admission.server import WebhookServer
-from ai_models.controller.admission.workloads import ClusterReads, WorkloadAdmission
+from ai_models.controller.delivery.admission import ModelReads, WorkloadAdmission
+from ai_models.controller.delivery.informers import DeliveryInformers
 from ai_models.controller.delivery.jobs import DOCKER_CONFIG_KEY, MATERIALIZER_CONTAINER
+from ai_models.controller.delivery.node_cache import NodeCacheAdmission, NodeCacheDelivery
 from ai_models.controller.delivery.runtime import DeliveryRuntime
+from ai_models.controller.delivery.shared_pvc import (
+    ClaimReads,
+    SharedPVCAdmission,
+    SharedPVCDelivery,
+    SharedPVCSettings,
+)
 from ai_models.controller.delivery.steps import DeliverySettings
 from ai_models.controller.delivery.storage import StorageClassChoice
+from ai_models.controller.delivery.strategy import AdmissionStrategy, DeliveryStrategy
 from ai_models.controller.models.jobs import pod_template_from_setting
 from ai_models.controller.models.runtime import ModelRuntime
 from ai_models.controller.runtime import Manager
 from ai_models.controller.settings import ControllerSettings
+from ai_models.domain.delivery.mode import DeliveryMode
 from ai_models.domain.delivery.placement import NodeCacheSeen
 from ai_models.domain.models.reference import ModelKey
-from ai_models.domain.storage.prerequisites import DeliveryMode
 from ai_models.names import MATERIALIZER_TEMPLATE_CONFIGMAP
 
 log = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class DeliveryModeWiring:
+    """The mode the settings name: its leader strategy (made for the informers every mode shares)
+    and its webhook strategy."""
+
+    delivery: Callable[[DeliveryInformers], DeliveryStrategy]
+    admission: Callable[[], AdmissionStrategy]
+
+
+def delivery_mode(api_client: Any, settings: ControllerSettings) -> DeliveryModeWiring:
+    """The one place the delivery mode is tested."""
+    if settings.delivery_mode is DeliveryMode.NODE_CACHE:
+        node_cache = node_cache_settings(settings)
+        return DeliveryModeWiring(
+            delivery=lambda informers: NodeCacheDelivery(api_client, settings=node_cache),
+            admission=lambda: NodeCacheAdmission(settings=node_cache),
+        )
+    shared_pvc = shared_pvc_settings(settings)
+    sources = _Sources(api_client, settings)
+    return DeliveryModeWiring(
+        delivery=lambda informers: SharedPVCDelivery(
+            api_client,
+            informers=informers,
+            settings=shared_pvc,
+            storage_class=StorageClassChoice(api_client, settings),
+            materializer_template=sources.materializer_template,
+            registry_credentials=sources.registry_credentials,
+            module_namespace=settings.namespace,
+        ),
+        admission=lambda: SharedPVCAdmission(read_claim=ClaimReads(api_client), policy=shared_pvc.policy),
+    )
 
 
 def start_webhook(api_client: Any, settings: ControllerSettings) -> WebhookServer | None:
@@ -41,10 +85,9 @@ def start_webhook(api_client: Any, settings: ControllerSettings) -> WebhookServe
             "no admission webhook: %s is not set", ControllerSettings.variable("controller_webhook_cert_dir")
         )
         return None
-    reads = ClusterReads(api_client)
     return WebhookServer(
         admit=WorkloadAdmission(
-            read_model=reads.model, read_claim=reads.claim, node_cache=node_cache_settings(settings)
+            read_model=ModelReads(api_client), strategy=delivery_mode(api_client, settings).admission()
         ),
         address=settings.controller_webhook_address,
         port=settings.controller_webhook_port,
@@ -54,39 +97,33 @@ def start_webhook(api_client: Any, settings: ControllerSettings) -> WebhookServe
     ).start()
 
 
-def node_cache_settings(settings: ControllerSettings) -> NodeCacheSeen | None:
-    """The NodeCache settings in NodeCache mode (no Nodes yet), None in SharedPVC mode."""
-    if settings.delivery_mode is not DeliveryMode.NODE_CACHE:
-        return None
+def node_cache_settings(settings: ControllerSettings) -> NodeCacheSeen:
+    """delivery.nodeCache's selector and size (no Nodes yet)."""
     return NodeCacheSeen(
         selector=dict(settings.delivery_node_cache_selector),
         size_bytes=settings.delivery_node_cache_size_bytes,
     )
 
 
-def delivery_settings(settings: ControllerSettings) -> DeliverySettings:
-    return DeliverySettings(
-        mode=settings.delivery_mode,
-        node_cache_size_bytes=settings.delivery_node_cache_size_bytes,
-        node_cache_selector=dict(settings.delivery_node_cache_selector),
+def shared_pvc_settings(settings: ControllerSettings) -> SharedPVCSettings:
+    return SharedPVCSettings(
         api_url=settings.delivery_api_url,
         max_concurrent_materializations=settings.delivery_max_concurrent_materializations,
         provisioning_deadline=settings.delivery_provisioning_timeout,
         materialization_retry=datetime.timedelta(seconds=settings.delivery_materialization_retry_seconds),
-        claim_grace=datetime.timedelta(seconds=settings.delivery_claim_grace_seconds),
     )
 
 
+def delivery_settings(settings: ControllerSettings) -> DeliverySettings:
+    return DeliverySettings(claim_grace=datetime.timedelta(seconds=settings.delivery_claim_grace_seconds))
+
+
 class _Sources:
-    """What the reconciler reads outside its own caches, from the settings."""
+    """What SharedPVC delivery reads outside its own caches, from the settings."""
 
-    def __init__(self, api_client: Any, settings: ControllerSettings, models: ModelRuntime) -> None:
+    def __init__(self, api_client: Any, settings: ControllerSettings) -> None:
         self._settings = settings
-        self._models = models
         self._secrets = Secrets(api_client)
-
-    def model_of(self, key: ModelKey) -> Mapping[str, Any] | None:
-        return self._models.models_informers[key.kind].get(key.namespace, key.name)
 
     def materializer_template(self) -> Mapping[str, Any]:
         return pod_template_from_setting(
@@ -118,18 +155,18 @@ def attach_delivery(
     events: EventRecorder,
 ) -> DeliveryRuntime:
     """The delivery reconciler on the leader's manager, woken by the Model informers."""
-    sources = _Sources(api_client, settings, models)
+
+    def model_of(key: ModelKey) -> Mapping[str, Any] | None:
+        return models.models_informers[key.kind].get(key.namespace, key.name)
+
     delivery = DeliveryRuntime(
         api_client=api_client,
-        model_of=sources.model_of,
-        storage_class=StorageClassChoice(api_client, settings),
-        materializer_template=sources.materializer_template,
+        model_of=model_of,
+        strategy=delivery_mode(api_client, settings).delivery,
         settings=delivery_settings(settings),
         events=events,
-        module_namespace=settings.namespace,
         workers=settings.delivery_workers,
         resync_seconds=settings.model_resync_seconds,
-        registry_credentials=sources.registry_credentials,
     )
     delivery.attach(manager)
     for informer in models.models_informers.values():

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import enum
 import hashlib
 import re
 from collections.abc import Mapping, Sequence
@@ -234,27 +233,6 @@ def token_secret(owner: Owner, *, namespace: str, token: str) -> dict[str, Any]:
         "type": "Opaque",
         "stringData": {TOKEN_KEY: token},
     }
-
-
-class JobState(enum.StrEnum):
-    RUNNING = "Running"
-    SUCCEEDED = "Succeeded"
-    FAILED = "Failed"
-
-
-def job_state(job: Mapping[str, Any]) -> JobState:
-    for condition in (job.get("status") or {}).get("conditions") or ():
-        if condition.get("status") != "True":
-            continue
-        if condition.get("type") == "Complete":
-            return JobState.SUCCEEDED
-        if condition.get("type") == "Failed":
-            return JobState.FAILED
-    return JobState.RUNNING
-
-
-def is_running(job: Mapping[str, Any]) -> bool:
-    return job_state(job) is JobState.RUNNING and not job.get("metadata", {}).get("deletionTimestamp")
 
 
 class JobApi:

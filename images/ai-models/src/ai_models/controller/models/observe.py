@@ -8,12 +8,13 @@ from typing import Any
 
 from ai_models.adapters.objectstore import ObjectNotFound, ObjectStore, ObjectStoreError
 from ai_models.controller.models.dependencies import DependencyReader
-from ai_models.controller.models.jobs import DIGEST_ANNOTATION, JobApi, JobState, job_name, job_state
+from ai_models.controller.models.jobs import DIGEST_ANNOTATION, JobApi, job_name
 from ai_models.controller.models.slots import SlotKeeper
 from ai_models.controller.models.steps.context import Subject
 from ai_models.domain.artifacts.layout import manifest_key
 from ai_models.domain.artifacts.manifest import ArtifactManifest, ManifestFormatError, manifest_from_json
 from ai_models.domain.conditions import find_condition, parse_timestamp
+from ai_models.domain.jobs import JobState, job_state
 from ai_models.domain.models.decision import (
     Dependency,
     JobPhase,

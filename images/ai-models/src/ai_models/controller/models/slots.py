@@ -21,7 +21,7 @@ import threading
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any, Generic, TypeVar
 
-from ai_models.controller.models.jobs import is_running
+from ai_models.domain.jobs import is_running
 
 
 def job_name(job: Mapping[str, Any]) -> str:

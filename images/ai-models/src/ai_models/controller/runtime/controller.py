@@ -56,9 +56,6 @@ class Controller(Generic[K]):
     def enqueue(self, key: K) -> None:
         self.queue.add(key)
 
-    def enqueue_after(self, key: K, seconds: float) -> None:
-        self.queue.add_after(key, seconds)
-
     def start(self) -> None:
         self.stopping.clear()
         self._threads = [

@@ -25,7 +25,7 @@ from typing import Any
 from ai_models.adapters.kube.ledger_store import Change, LedgerStoreError
 from ai_models.adapters.kube.models import ModelObjects
 from ai_models.adapters.objectstore import ObjectInfo, ObjectNotFound, ObjectStore, ObjectStoreError
-from ai_models.controller.models.jobs import DIGEST_ANNOTATION, is_running
+from ai_models.controller.models.jobs import DIGEST_ANNOTATION
 from ai_models.controller.storage.accounting import Accounting
 from ai_models.controller.storage.catalogs import CatalogSweep, CatalogSweepResult
 from ai_models.controller.storage.metrics import StorageMetrics
@@ -39,10 +39,11 @@ from ai_models.domain.artifacts.layout import (
     locate,
     scope_of,
 )
-from ai_models.domain.artifacts.manifest import ManifestFormatError, manifest_from_json
+from ai_models.domain.artifacts.manifest import ArtifactManifest, ManifestFormatError, manifest_from_json
+from ai_models.domain.jobs import is_running
 from ai_models.domain.models.reference import ModelKey
 from ai_models.domain.storage import orphans
-from ai_models.domain.storage.ledger import EntryState, Ledger, LedgerEntry, Owner
+from ai_models.domain.storage.ledger import Absence, EntryState, Ledger, LedgerEntry, Owner
 from ai_models.names import OWNER_UID_LABEL, ModelKind, ModelPhase
 
 log = logging.getLogger(__name__)
@@ -77,6 +78,39 @@ DEFAULT_MAX_REMOVAL_FRACTION = 0.5
 
 
 @dataclasses.dataclass
+class _Found:
+    """What one pass read before it judges anything; `candidates` collects what is unowned."""
+
+    owners: list[dict[str, Any]]
+    by_name: dict[tuple[str, str, str], dict[str, Any]]
+    publishing: set[tuple[str, str]]
+    before: Ledger | None
+    groups: dict[ArtifactLocation, list[ObjectInfo]]
+    candidates: list[orphans.Candidate] = dataclasses.field(default_factory=list)
+
+
+def _candidate(location: ArtifactLocation, *, uid: str, size: int, why: str) -> orphans.Candidate:
+    """A stored artifact nothing owns now, as the path names it (`uid` from its manifest, if any)."""
+    path_owner = Owner(kind=location.kind.value, namespace=location.namespace, name=location.name, uid=uid)
+    return orphans.Candidate(
+        prefix=location.prefix, uid=uid, size_bytes=size, why=why, owner=path_owner, digest=location.digest
+    )
+
+
+def _ready_digest(obj: Mapping[str, Any]) -> str | None:
+    """The digest a Ready object serves (None while it is not Ready, or records none)."""
+    status = obj.get("status") or {}
+    if status.get("phase") != ModelPhase.READY:
+        return None
+    digest = (status.get("artifact") or {}).get("digest")
+    return str(digest) if digest else None
+
+
+def _stored_bytes(found: _Found) -> int:
+    return sum(info.size for infos in found.groups.values() for info in infos)
+
+
+@dataclasses.dataclass
 class InventoryPass:
     store: ObjectStore
     objects: ModelObjects
@@ -91,55 +125,20 @@ class InventoryPass:
     def run(self) -> InventoryResult:
         with self.accounting.lock.exclusive():
             result = InventoryResult()
-            try:
-                owners = [obj for kind in ModelKind for obj in self.objects.list_all(kind)]
-            except Exception as error:
-                result.errors.append(f"cannot list Models and ClusterModels: {error}")
+            found = self._read(result)
+            if found is None:
                 return result
-            by_name = {
-                (obj["kind"], obj["metadata"].get("namespace") or "", obj["metadata"]["name"]): obj
-                for obj in owners
-            }
-            publishing = self._publishing()
-            try:
-                # What earlier passes found unowned, and since when; without a readable ledger
-                # every wait starts now (a restart that lost the ledger removes nothing early).
-                before = self.accounting.store.read().ledger
-            except LedgerStoreError as error:
-                result.errors.append(f"cannot read the ledger: {error}")
-                return result
-            try:
-                groups = self._artifacts(result)
-            except ObjectStoreError as error:
-                result.errors.append(f"cannot list the artifacts: {error}")
-                return result
-            entries: list[LedgerEntry] = []
-            candidates: list[orphans.Candidate] = []
-            seen: set[tuple[str, str]] = set()
-            for location, infos in sorted(groups.items(), key=lambda item: item[0].prefix):
-                try:
-                    entry = self._account(
-                        location,
-                        infos=infos,
-                        by_name=by_name,
-                        publishing=publishing,
-                        result=result,
-                        candidates=candidates,
-                    )
-                except (ObjectStoreError, LedgerStoreError, OSError) as error:
-                    result.errors.append(f"{location.prefix}: {error}")
-                    continue
-                if entry is not None:
-                    entries.append(entry)
-                    seen.add((entry.owner.uid, location.digest))
-            self._missing_artifacts(owners, seen, result)
-            upload_bytes = self._uploads(by_name, publishing, result, candidates)
+            entries, seen = self._account_all(found, result)
+            self._missing_artifacts(found.owners, seen, result)
+            upload_bytes = self._uploads(found.by_name, found.publishing, result, found.candidates)
+            before = found.before
             decision = orphans.decide(
-                candidates,
+                found.candidates,
                 absences=before.absences if before is not None else (),
                 now=self.clock(),
                 grace=self.grace,
-                stored_bytes=sum(info.size for infos in groups.values() for info in infos) + upload_bytes,
+                stored_bytes=sum(info.size for infos in found.groups.values() for info in infos)
+                + upload_bytes,
                 max_fraction=self.max_removal_fraction,
             )
             removed = self._remove_due(decision, result)
@@ -162,28 +161,87 @@ class InventoryPass:
                 if item.accounted
             ]
             self._report(decision, result)
-            live = {
-                _owner(obj).uid
-                for obj in owners
-                if (obj.get("status") or {}).get("phase") != ModelPhase.READY
-            }
-            keep = live | {uid for uid, _digest in publishing}
-
-            def change(current: Ledger | None) -> Change:
-                reserved = tuple(
-                    entry
-                    for entry in (current.entries if current is not None else ())
-                    if entry.state is EntryState.RESERVED and entry.owner.uid in keep
-                )
-                return Change(
-                    Ledger(entries=(*entries, *reserved), confirmed=result.clean, absences=absences)
-                )
-
-            try:
-                self.accounting.store.update(change)
-            except LedgerStoreError as error:
-                result.errors.append(str(error))
+            self._write_ledger(found, entries, absences, result)
             return result
+
+    def _read(self, result: InventoryResult) -> _Found | None:
+        """The objects, the publications running, the ledger and the stored artifacts; None (with
+        the error in `result`) when one of them cannot be read: nothing is judged then."""
+        try:
+            owners = [obj for kind in ModelKind for obj in self.objects.list_all(kind)]
+        except Exception as error:
+            result.errors.append(f"cannot list Models and ClusterModels: {error}")
+            return None
+        publishing = self._publishing()
+        try:
+            # What earlier passes found unowned, and since when; without a readable ledger
+            # every wait starts now (a restart that lost the ledger removes nothing early).
+            before = self.accounting.store.read().ledger
+        except LedgerStoreError as error:
+            result.errors.append(f"cannot read the ledger: {error}")
+            return None
+        try:
+            groups = self._artifacts(result)
+        except ObjectStoreError as error:
+            result.errors.append(f"cannot list the artifacts: {error}")
+            return None
+        by_name = {
+            (obj["kind"], obj["metadata"].get("namespace") or "", obj["metadata"]["name"]): obj
+            for obj in owners
+        }
+        return _Found(owners=owners, by_name=by_name, publishing=publishing, before=before, groups=groups)
+
+    def _account_all(
+        self, found: _Found, result: InventoryResult
+    ) -> tuple[list[LedgerEntry], set[tuple[str, str]]]:
+        """The ledger entry of every stored artifact that has its object, and (uid, digest) of each."""
+        entries: list[LedgerEntry] = []
+        seen: set[tuple[str, str]] = set()
+        for location, infos in sorted(found.groups.items(), key=lambda item: item[0].prefix):
+            try:
+                entry = self._account(
+                    location,
+                    infos=infos,
+                    by_name=found.by_name,
+                    publishing=found.publishing,
+                    result=result,
+                    candidates=found.candidates,
+                )
+            except (ObjectStoreError, LedgerStoreError, OSError) as error:
+                result.errors.append(f"{location.prefix}: {error}")
+                continue
+            if entry is not None:
+                entries.append(entry)
+                seen.add((entry.owner.uid, location.digest))
+        return entries, seen
+
+    def _write_ledger(
+        self,
+        found: _Found,
+        entries: list[LedgerEntry],
+        absences: tuple[Absence, ...],
+        result: InventoryResult,
+    ) -> None:
+        """The ledger as counted, keeping the reservations of objects still publishing."""
+        live = {
+            _owner(obj).uid
+            for obj in found.owners
+            if (obj.get("status") or {}).get("phase") != ModelPhase.READY
+        }
+        keep = live | {uid for uid, _digest in found.publishing}
+
+        def change(current: Ledger | None) -> Change:
+            reserved = tuple(
+                entry
+                for entry in (current.entries if current is not None else ())
+                if entry.state is EntryState.RESERVED and entry.owner.uid in keep
+            )
+            return Change(Ledger(entries=(*entries, *reserved), confirmed=result.clean, absences=absences))
+
+        try:
+            self.accounting.store.update(change)
+        except LedgerStoreError as error:
+            result.errors.append(str(error))
 
     def _remove_due(self, decision: orphans.Decision, result: InventoryResult) -> set[tuple[str, str]]:
         removed: set[tuple[str, str]] = set()
@@ -268,52 +326,44 @@ class InventoryPass:
         size = sum(info.size for info in infos)
 
         def unowned(uid: str, why: str) -> None:
-            path_owner = Owner(
-                kind=location.kind.value, namespace=location.namespace, name=location.name, uid=uid
-            )
-            candidates.append(
-                orphans.Candidate(
-                    prefix=location.prefix,
-                    uid=uid,
-                    size_bytes=size,
-                    why=why,
-                    owner=path_owner,
-                    digest=location.digest,
-                )
-            )
+            if not being_written:
+                candidates.append(_candidate(location, uid=uid, size=size, why=why))
 
         manifest_info = stored.get(location.prefix + MANIFEST_NAME)
         if manifest_info is None:
-            if not being_written:
-                unowned("", "files without a manifest and no publication writing them")
-            return None  # a running publication's files are covered by its reservation
+            # A running publication's files are covered by its reservation.
+            unowned("", "files without a manifest and no publication writing them")
+            return None
         try:
-            manifest = manifest_from_json(self.store.get_bytes(manifest_info.key))
+            manifest, problem = self._manifest(manifest_info.key)
         except ObjectNotFound:
             return None  # removed since the listing, by the reconciler
-        except ManifestFormatError as error:
-            manifest = None
-            problem = f"manifest unreadable ({error})"
-        written_for = manifest.owner.uid if manifest is not None else ""
         if obj is None or owner is None or (manifest is not None and manifest.owner.uid != owner.uid):
-            if not being_written:
-                unowned(written_for, "its object no longer exists (by name and UID)")
+            unowned(
+                manifest.owner.uid if manifest is not None else "",
+                "its object no longer exists (by name and UID)",
+            )
             return None
-        status = obj.get("status") or {}
-        served = (status.get("artifact") or {}).get("digest")
-        ready = status.get("phase") == ModelPhase.READY
-        if ready and served and served != location.digest and not being_written:
+        served = _ready_digest(obj)
+        if served and served != location.digest and not being_written:
             unowned(owner.uid, "superseded by a newer artifact of the same object")
             return None
         if manifest is not None:
             problem = _damage(manifest.files, location, stored)
-        if problem and ready and served == location.digest:
+        if problem and served == location.digest:
             result.damaged.append((ModelKey(location.kind, location.namespace, location.name), problem))
         result.artifacts += 1
         result.stored_bytes += size
         return LedgerEntry(
             owner=owner, scope=scope_of(owner.kind), size_bytes=size, state=EntryState.PUBLISHED
         )
+
+    def _manifest(self, key: str) -> tuple[ArtifactManifest | None, str]:
+        """The stored manifest, or None and why it cannot be read; `ObjectNotFound` when it is gone."""
+        try:
+            return manifest_from_json(self.store.get_bytes(key)), ""
+        except ManifestFormatError as error:
+            return None, f"manifest unreadable ({error})"
 
     def _missing_artifacts(
         self, owners: Iterable[Mapping[str, Any]], seen: set[tuple[str, str]], result: InventoryResult

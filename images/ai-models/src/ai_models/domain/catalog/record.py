@@ -1,7 +1,7 @@
 """A catalog record: one model of one source, as the indexer stores it and the catalog API serves it.
 
 The catalog API adds `downloadVerdict` when serving (it depends on the storage ledger at that
-moment, so it is never stored). Field names are the entry shape of ARCHITECTURE.md §5.
+moment, so it is never stored). Field names are the entry shape of docs/internal/ARCHITECTURE.md §5.
 """
 
 from __future__ import annotations

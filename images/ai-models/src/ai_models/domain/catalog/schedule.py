@@ -1,6 +1,6 @@
 """What a catalog source needs next: a pure decision from what the controller observes.
 
-Triggers (ARCHITECTURE.md §4): the opt-in annotation, a spec change, a newer
+Triggers (docs/internal/ARCHITECTURE.md §4): the opt-in annotation, a spec change, a newer
 `ai.deckhouse.io/catalog-sync-requested-at` timestamp, and the `syncInterval` timer. A pass
 interrupted by a restart or a provider error resumes from its checkpoint; failures back off
 (`status.failedPasses`, `status.retryNotBefore`: kept in the object, so a new leader keeps the

@@ -8,7 +8,7 @@ by the owner-UID label and the ownerReference, written when the controller creat
 
 Size: the artifacts' bytes (each digest once) plus 10 % plus 1 GiB, rounded up to whole GiB: the
 headroom covers filesystem overhead and the completion records. The class comes from the one
-resolution chain of ARCHITECTURE.md §7 (`domain.storage.prerequisites.resolve_storage_class`).
+resolution chain of docs/internal/ARCHITECTURE.md §7 (`domain.storage.prerequisites.resolve_storage_class`).
 
 Stale claims: a claim may be deleted only if the module made it (the shared-claim and module labels,
 and an owner-UID label that equals the uid of one of its ownerReferences), nothing references it

@@ -1,4 +1,4 @@
-"""What a workload asks for: the consumer contract on the top-level object (ARCHITECTURE.md §4).
+"""What a workload asks for: the consumer contract on the top-level object (docs/internal/ARCHITECTURE.md §4).
 
 `ai.deckhouse.io/model: a[,b]` names Models of the workload's namespace,
 `ai.deckhouse.io/clustermodel: c[,d]` ClusterModels; each appears read-only at

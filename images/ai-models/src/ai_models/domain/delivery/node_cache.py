@@ -185,22 +185,6 @@ class CacheReport:
         return json.dumps(document, separators=(",", ":"))
 
 
-def same_report(annotation: str | None, report: CacheReport) -> bool:
-    """Whether a Node's annotation already says what `report` says (its time aside)."""
-    if not annotation:
-        return False
-    try:
-        document = json.loads(annotation)
-    except ValueError:
-        return False
-    if not isinstance(document, dict):
-        return False
-    document.pop("updatedAt", None)
-    expected = json.loads(report.annotation(now=datetime.datetime.now(datetime.UTC)))
-    expected.pop("updatedAt", None)
-    return bool(document == expected)
-
-
 def abandoned(*, newest_write: float, now: float, wanted: bool) -> bool:
     """Whether a staging directory is left over: nobody wants its digest and nothing wrote to it
     for a day (a wanted digest resumes from it instead)."""

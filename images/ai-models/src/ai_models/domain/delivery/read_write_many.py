@@ -1,11 +1,11 @@
-"""A shared claim as the storage-prerequisites verdict counts it (ARCHITECTURE §7): the first claim
-that binds confirms ReadWriteMany for its class, one its provisioner refuses for the access mode
-turns the verdict false with the provisioner's words.
+"""A shared claim as the storage-prerequisites verdict counts it (docs/internal/ARCHITECTURE.md §7):
+the first claim that binds confirms ReadWriteMany for its class, one its provisioner refuses for the
+access mode turns the verdict false with the provisioner's words.
 
 Only claims the module made count (`claims.made_by_module`): anyone may label a claim
 `ai.deckhouse.io/shared-pvc=true`, and a claim of someone else's, bound or refused, says nothing
 about what the module's claims get. A Pending claim's refusal is the latest Warning
-ProvisioningFailed Event about its uid (`decision.provisioning_failure`, the rule of the delivery
+ProvisioningFailed Event about its uid (`claim_facts.provisioning_failure`, the rule of the delivery
 report), and counts only when it names the access mode (`prerequisites.names_access_mode`, with the
 class, claim and namespace names masked): a quota or a provisioner that is down is not a verdict on
 ReadWriteMany.
@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ai_models.domain.delivery.claim_facts import provisioning_failure
 from ai_models.domain.delivery.claims import SharedClaim, made_by_module
-from ai_models.domain.delivery.decision import provisioning_failure
 from ai_models.domain.storage.prerequisites import ClaimPhase, SharedClaimFacts, names_access_mode
 
 

@@ -1,4 +1,4 @@
-"""Which ReplicaSets of a delivering Deployment the controller deletes (ARCHITECTURE §4).
+"""Which ReplicaSets of a delivering Deployment the controller deletes (docs/internal/ARCHITECTURE.md §4).
 
 A Deployment admitted while a model was not Ready carries a template that only the delivery gate
 was added to; its ReplicaSet makes Pods that can never start. Once the models are there the

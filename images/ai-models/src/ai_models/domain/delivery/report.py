@@ -1,7 +1,7 @@
 """The delivery report on a workload: annotations `ai.deckhouse.io/model-delivery-reason` and
 `ai.deckhouse.io/model-delivery-message`, and an Event with the same reason when it changes.
 
-Reasons are the delivery vocabulary of ARCHITECTURE.md §4 (`names.DeliveryReason`); Model
+Reasons are the delivery vocabulary of docs/internal/ARCHITECTURE.md §4 (`names.DeliveryReason`); Model
 conditions have their own (`names.ModelReason`). Every message says what happened to which object
 and what to do. The one text taken from elsewhere is a provisioner's ProvisioningFailed message,
 which the contract asks for verbatim: it is cut to `PROVISIONER_TEXT_MAX` characters and loses its

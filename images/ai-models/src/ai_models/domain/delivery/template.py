@@ -40,8 +40,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from ai_models.domain.delivery.claim_layout import object_dir
+from ai_models.domain.delivery.mode import DeliveryMode
 from ai_models.domain.models.reference import ModelKey
-from ai_models.domain.storage.prerequisites import DeliveryMode
 from ai_models.names import (
     DELIVERY_APPLIED_ANNOTATION,
     DELIVERY_SCHEDULING_GATE,

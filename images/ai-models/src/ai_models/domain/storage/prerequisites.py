@@ -1,4 +1,5 @@
-"""Can the module deliver models in this cluster at all? One pure evaluator (ARCHITECTURE §7).
+"""Can the module deliver models in this cluster at all? One pure evaluator
+(docs/internal/ARCHITECTURE.md §7).
 
 Inputs are plain facts read elsewhere (StorageClasses, Deckhouse's global storage class, the shared
 claims already made, node labels); the Helm hook and every controller replica run this same code.
@@ -22,13 +23,10 @@ import dataclasses
 import enum
 from collections.abc import Mapping, Sequence
 
+from ai_models.domain.delivery.mode import DeliveryMode
+
 IMMEDIATE = "Immediate"
 WAIT_FOR_FIRST_CONSUMER = "WaitForFirstConsumer"
-
-
-class DeliveryMode(enum.StrEnum):
-    SHARED_PVC = "SharedPVC"
-    NODE_CACHE = "NodeCache"
 
 
 class StorageClassSource(enum.StrEnum):

@@ -14,11 +14,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ai_models.adapters.kube.workloads import Conflict, Workloads, label_selector
-from ai_models.controller.delivery.observe import Subject
+from ai_models.controller.delivery.strategy import Subject
 from ai_models.domain.delivery.claims import claims_mounted
 from ai_models.domain.delivery.contract import Workload, WorkloadKind
 from ai_models.domain.delivery.template import Applied, cache_volumes
-from ai_models.domain.storage.prerequisites import DeliveryMode
 from ai_models.names import DELIVERY_SCHEDULING_GATE
 
 # A Pod changed between the list and the patch is looked at again this soon.
@@ -49,8 +48,8 @@ def _delivers(pod: Mapping[str, Any], record: Applied) -> bool:
     """Whether the Pod gets the models the way the template's record says: it mounts the recorded
     claim (SharedPVC), or has the module's CSI volume of each recorded model with the recorded
     digest (NodeCache)."""
-    if record.mode is DeliveryMode.SHARED_PVC:
-        return record.claim is not None and record.claim in claims_mounted(pod)
+    if record.claim is not None:
+        return record.claim in claims_mounted(pod)
     wanted = {(volume, model.digest) for volume, model in zip(record.volumes, record.models, strict=True)}
     return wanted <= cache_volumes(pod)
 

@@ -15,8 +15,8 @@ from typing import Final
 from kubernetes.client.exceptions import ApiException
 
 from ai_models.adapters.kube.workloads import label_selector
-from ai_models.controller.delivery.observe import Subject
 from ai_models.controller.delivery.steps.context import StepContext
+from ai_models.controller.delivery.strategy import Subject
 from ai_models.domain.delivery.contract import WorkloadKind
 from ai_models.domain.delivery.replica_sets import may_have_stale, stale_replica_sets
 from ai_models.names import DeliveryEvent

@@ -3,8 +3,8 @@ Event with the same reason then (none when the report is removed)."""
 
 from __future__ import annotations
 
-from ai_models.controller.delivery.observe import Subject
 from ai_models.controller.delivery.steps.context import StepContext
+from ai_models.controller.delivery.strategy import Subject
 from ai_models.domain.delivery.report import REPORT_ANNOTATIONS, DeliveryReport, changed
 
 

@@ -18,8 +18,8 @@ from typing import Any, Final
 from kubernetes.client.exceptions import ApiException
 
 from ai_models.adapters.kube.jobs import ObjectRefused
-from ai_models.controller.delivery.observe import Subject
 from ai_models.controller.delivery.steps.context import StepContext
+from ai_models.controller.delivery.strategy import Subject
 from ai_models.domain.conditions import timestamp
 from ai_models.domain.delivery.superseded import ClaimChange, candidates, release
 from ai_models.names import DeliveryEvent

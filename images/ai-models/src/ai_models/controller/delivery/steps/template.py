@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ai_models.controller.delivery.observe import Subject
 from ai_models.controller.delivery.steps.context import StepContext
+from ai_models.controller.delivery.strategy import Subject
 from ai_models.domain.delivery.template import Template
 
 

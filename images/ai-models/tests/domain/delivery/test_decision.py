@@ -20,10 +20,15 @@ from ai_models.domain.delivery.claims import ClassChoice, claim_labels, claim_na
 from ai_models.domain.delivery.contract import DeliveryRequest, InvalidSpec, Workload, WorkloadKind, parse
 from ai_models.domain.delivery.effects import (
     CreateClaim,
+    DeleteStaleReplicaSets,
     PatchClaim,
+    ReleaseClaims,
     RemoveJob,
     StartMaterialization,
     UngatePods,
+    WaitForSlot,
+    WriteReport,
+    WriteTemplate,
 )
 from ai_models.domain.delivery.modes.shared_pvc import (
     EVENTS_RECHECK_SECONDS,
@@ -472,6 +477,45 @@ def test_delivery_rule(rule: str) -> None:
     assert (patched.patch if patched is not None else None) == expect.claim_patch
     assert action.requeue == expect.requeue
     assert (action.effect(UngatePods) is not None) == expect.ungates
+
+
+# The safe order of a pass: the claim and its Job, the template that mounts the claim, the Pods'
+# gates, the report (it says what was done), then the cleanup of a steady state.
+EFFECT_ORDER = {
+    WaitForSlot: 0,
+    CreateClaim: 0,
+    PatchClaim: 0,
+    RemoveJob: 0,
+    StartMaterialization: 0,
+    WriteTemplate: 1,
+    UngatePods: 2,
+    WriteReport: 3,
+    DeleteStaleReplicaSets: 4,
+    ReleaseClaims: 4,
+}
+
+
+@pytest.mark.parametrize("rule", RULES)
+def test_every_verdict_lists_its_effects_in_the_safe_order_with_one_report(rule: str) -> None:
+    action = decide(RULES[rule][0])
+    assert action is not None
+
+    ranks = [EFFECT_ORDER[type(effect)] for effect in action.effects]
+
+    assert ranks == sorted(ranks), [type(effect).__name__ for effect in action.effects]
+    assert [type(effect) for effect in action.effects].count(WriteReport) == 1
+    if action.template is not None:
+        # Not in the pass that writes the template: its ReplicaSet and Pods are not made yet.
+        assert action.effect(DeleteStaleReplicaSets) is None
+        assert action.effect(ReleaseClaims) is None
+
+
+def test_a_steady_delivery_cleans_up_after_its_report_and_keeps_its_claim() -> None:
+    action = decide(with_(template=DELIVERED_TEMPLATE, claim=MATERIALIZED))
+    assert action is not None
+
+    assert action.effect(DeleteStaleReplicaSets) is not None
+    assert action.effect(ReleaseClaims) == ReleaseClaims(wanted=CLAIM)
 
 
 def test_every_shared_pvc_reason_is_reached_by_a_rule() -> None:

@@ -12,6 +12,7 @@ the template, so an API hiccup never refuses a workload and never starts pods wi
 from __future__ import annotations
 
 import copy
+import dataclasses
 import datetime
 import logging
 from collections.abc import Callable, Mapping
@@ -22,7 +23,7 @@ from urllib3.exceptions import HTTPError
 
 from ai_models.adapters.kube.models import ModelObjects
 from ai_models.controller.admission.review import Admission
-from ai_models.controller.delivery.observe import observation
+from ai_models.controller.delivery.observe import observed
 from ai_models.controller.delivery.strategy import AdmissionStrategy, Unreadable
 from ai_models.domain.delivery.contract import DeliveryRequest, WorkloadKind, parse, pod_template
 from ai_models.domain.delivery.template import gated, json_patch
@@ -105,18 +106,16 @@ class WorkloadAdmission:
         strategy = self._strategy
         namespace = str(workload["metadata"]["namespace"])
         # Without the models, the mode reads nothing (SharedPVC has no claim name yet).
-        unread = observation(workload, models={}, facts=strategy.facts(namespace, named, {}), request=request)
+        unread = observed(workload, request=request, models={}, facts=strategy.facts(namespace, named, {}))
         if named is None or not needs_models(unread, strategy.rules):
             return admit(unread, strategy.rules, now=self._clock())
         try:
-            models = {key: self._read_model(key) for key in named.keys}
-            facts = strategy.facts(
-                namespace, named, {key: ModelSeen.of(key, obj) for key, obj in models.items()}
-            )
+            models = {key: ModelSeen.of(key, self._read_model(key)) for key in named.keys}
+            facts = strategy.facts(namespace, named, models)
         except Unreadable as error:
             log.warning("admission read failed; the template is gated", extra={"error": str(error)})
             template = held(unread.template)
             warning = waiting_warning("the controller could not read what it names just now")
             return Admitted(template, (warning,) if template is not None and gated(template) else ())
-        seen = observation(workload, models=models, facts=facts, request=request)
+        seen = dataclasses.replace(unread, models=models, facts=facts)
         return admit(seen, strategy.rules, now=self._clock())

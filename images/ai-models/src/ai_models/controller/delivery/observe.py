@@ -8,7 +8,6 @@ The annotations are parsed and the template read once, here.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -23,8 +22,25 @@ from ai_models.domain.models.reference import ModelKey
 ModelOf = Callable[[ModelKey], Mapping[str, Any] | None]
 
 
-class _Unparsed(enum.Enum):
-    ANNOTATIONS = "annotations"  # the request is parsed from the workload's annotations
+def observed(
+    workload: Mapping[str, Any],
+    *,
+    request: DeliveryRequest | InvalidSpec | None,
+    models: Mapping[ModelKey, ModelSeen],
+    facts: Facts,
+    owns_claims: bool = False,
+) -> DeliveryObservation[Facts]:
+    """The observation of one workload whose request is parsed and whose models are read already."""
+    meta = workload.get("metadata") or {}
+    return DeliveryObservation(
+        workload=workload_of(workload),
+        annotations=meta.get("annotations") or {},
+        template=pod_template(workload),
+        request=request,
+        models=models,
+        facts=facts,
+        owns_claims=owns_claims,
+    )
 
 
 def observation(
@@ -33,16 +49,12 @@ def observation(
     models: Mapping[ModelKey, Mapping[str, Any] | None],
     facts: Facts,
     owns_claims: bool = False,
-    request: DeliveryRequest | InvalidSpec | _Unparsed | None = _Unparsed.ANNOTATIONS,
 ) -> DeliveryObservation[Facts]:
-    """The observation of one workload from the objects read for it and its mode's facts;
-    `request` as parsed already (by default, parsed here)."""
-    meta = workload.get("metadata") or {}
-    return DeliveryObservation(
-        workload=workload_of(workload),
-        annotations=meta.get("annotations") or {},
-        template=pod_template(workload),
-        request=parse(workload) if isinstance(request, _Unparsed) else request,
+    """The observation of one workload from the objects read for it (the models as the API server
+    returned them, None: missing) and its mode's facts."""
+    return observed(
+        workload,
+        request=parse(workload),
         models={key: ModelSeen.of(key, obj) for key, obj in models.items()},
         facts=facts,
         owns_claims=owns_claims,
@@ -60,15 +72,15 @@ class Observer:
     def observe(self, key: WorkloadKey, obj: dict[str, Any]) -> Subject:
         request = parse(obj)
         wanted = request if isinstance(request, DeliveryRequest) else None
-        models = {model: self._model_of(model) for model in wanted.keys} if wanted is not None else {}
-        seen_models = {model: ModelSeen.of(model, found) for model, found in models.items()}
+        keys = wanted.keys if wanted is not None else ()
+        models = {model: ModelSeen.of(model, self._model_of(model)) for model in keys}
         uid = str((obj.get("metadata") or {}).get("uid") or "")
         owned = tuple(self._informers.claims.by_index(BY_OWNER_UID, uid)) if uid else ()
-        seen = observation(
+        seen = observed(
             obj,
-            models=models,
-            facts=self._strategy.facts(key, wanted, seen_models),
-            owns_claims=bool(owned),
             request=request,
+            models=models,
+            facts=self._strategy.facts(key, wanted, models),
+            owns_claims=bool(owned),
         )
         return Subject(key=key, obj=obj, seen=seen, owned_claims=owned)

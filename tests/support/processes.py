@@ -132,7 +132,7 @@ class ModuleProcess:
     def wait_for_log(self, text: str, *, timeout: float = 30) -> None:
         self.wait_until(lambda: text in self.log(), timeout=timeout, what=f"log line {text!r}")
 
-    def terminate(self, *, timeout: float = 20) -> int:
+    def terminate(self, *, timeout: float = 60) -> int:
         """SIGTERM and wait; the exit code (a process that had to be killed fails the caller)."""
         assert self._process is not None
         if self._process.poll() is None:

@@ -19,9 +19,10 @@ from ai_models.api.contract import Contract, contract_document
 from ai_models.api.models import Problem
 from ai_models.api.models_lookup import LOOKUP_PATH
 from ai_models.api.models_upload import UPLOAD_PATH
-from ai_models.controller.models import reconciler, runtime
+from ai_models.controller.models import reconciler
+from ai_models.controller.models.metrics import ModelMetrics
 from ai_models.controller.settings import ControllerSettings
-from ai_models.controller.storage import catalogs
+from ai_models.controller.storage import catalogs, runtime
 from ai_models.controller.storage.metrics import LEDGER_METRICS, StorageMetrics
 from ai_models.domain.artifacts import safetensors
 from ai_models.domain.artifacts.selection import GGUF_PREFERENCE
@@ -289,6 +290,7 @@ def test_every_alert_a_page_names_exists(page: str) -> None:
 def storage_metrics() -> set[str]:
     registry = CollectorRegistry()
     StorageMetrics(registry)
+    ModelMetrics(registry)
     families = {family.name + ("_total" if family.type == "counter" else "") for family in registry.collect()}
     return families | set(LEDGER_METRICS)
 

@@ -19,13 +19,12 @@ import yaml
 
 from ai_models.controller.delivery.jobs import (
     CLAIM_MOUNT,
-    FINAL_EXIT_CODES,
     MATERIALIZER_CONTAINER,
     materialize_job,
     registry_secret_name,
     token_secret_name,
 )
-from ai_models.controller.models.jobs import JobLimits
+from ai_models.controller.jobs.builder import FINAL_EXIT_CODES, JobLimits
 from ai_models.domain.delivery.contract import Workload, WorkloadKind
 from ai_models.domain.delivery.materialization import MaterializationRequest, RequestedArtifact
 from ai_models.domain.models.reference import ModelKey

@@ -12,11 +12,10 @@ from typing import Any
 import pytest
 import yaml
 
+from ai_models.controller.jobs.builder import FINAL_EXIT_CODES, JobLimits
 from ai_models.controller.models.jobs import (
     DIGEST_ANNOTATION,
-    FINAL_EXIT_CODES,
     TERMINATION_MESSAGE_PATH,
-    JobLimits,
     publication_env,
     publication_job,
     token_env,

@@ -11,6 +11,7 @@ from prometheus_client import CollectorRegistry
 
 from ai_models.api.metrics import ApiMetrics
 from ai_models.controller.metrics import ControllerMetrics
+from ai_models.controller.models.metrics import ModelMetrics
 from ai_models.controller.prerequisites import METRIC as PREREQUISITES_METRIC
 from ai_models.controller.storage.metrics import LEDGER_METRICS, StorageMetrics
 
@@ -52,6 +53,7 @@ def exported_metrics() -> set[str]:
     registry = CollectorRegistry()
     ControllerMetrics(registry)
     StorageMetrics(registry)
+    ModelMetrics(registry)
     ApiMetrics(registry)
     names = {PREREQUISITES_METRIC, *LEDGER_METRICS}
     for family in registry.collect():

@@ -15,7 +15,7 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 from ai_models.adapters.kube.ledger_store import LEDGER_LABELS, SecretLedgerStore
-from ai_models.controller.storage.accounting import Accounting, ReadersWriterLock
+from ai_models.controller.accounting import Accounting, ReadersWriterLock
 from ai_models.domain.storage.codec import (
     LEDGER_SECRET_KEY,
     LEDGER_SECRET_NAME,

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from ai_models.controller.admission.review import Admission
-from ai_models.controller.admission.server import HANDLER_FAILED, WebhookServer
+from ai_models.controller.runtime.admission_review import Admission
+from ai_models.controller.runtime.webhook import HANDLER_FAILED, WebhookServer
 from kubeemu.tlscert import self_signed
 
 PATH = "/mutate-workloads"

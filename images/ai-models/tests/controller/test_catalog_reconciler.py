@@ -34,6 +34,7 @@ from ai_models.adapters.hub.errors import (
 )
 from ai_models.adapters.kube.informer import Informer
 from ai_models.adapters.kube.resources import MODEL_CATALOG_SOURCES
+from ai_models.adapters.kube.source_tokens import TokenSecretMissing
 from ai_models.adapters.objectstore import DirectoryStore, ObjectStoreError
 from ai_models.adapters.serving.listing import RemoteClusterModel, RemotePage
 from ai_models.catalog.reading import iter_records, read_manifest
@@ -41,7 +42,6 @@ from ai_models.catalog.source import SourceSpec
 from ai_models.controller.catalog import CatalogRuntime, CatalogSourceReconciler, catalog_controller
 from ai_models.controller.catalog.passes import InvalidSourceSpec, failure_of
 from ai_models.controller.catalog.reconciler import ECHO_TIMEOUT_SECONDS
-from ai_models.controller.catalog.token import TokenSecretMissing
 from ai_models.controller.metrics import ControllerMetrics
 from ai_models.controller.settings import ControllerSettings
 from ai_models.names import CATALOG_FINALIZER, CATALOG_SYNC_REQUESTED_AT_ANNOTATION

@@ -11,16 +11,16 @@ import yaml
 from kubernetes import client as k8s
 
 from ai_models.adapters.kube.jobs import ObjectRefused
+from ai_models.controller.jobs.builder import JobLimits
+from ai_models.controller.jobs.labels import label_value
+from ai_models.controller.jobs.templates import PodTemplateError
+from ai_models.controller.jobs.templates import load_pod_template as load_template
 from ai_models.controller.models.jobs import (
     DIGEST_ANNOTATION,
     PUBLISHER_CONTAINER,
     TERMINATION_MESSAGE_PATH,
     JobApi,
-    JobLimits,
-    PodTemplateError,
     job_name,
-    label_value,
-    load_pod_template,
     owner_key,
     owner_labels,
     publication_env,
@@ -32,7 +32,7 @@ from ai_models.domain.jobs import JobState, is_running, job_state
 from ai_models.domain.models.reference import ModelKey
 from ai_models.domain.publication.request import FileSpec, HuggingFacePublication
 from ai_models.domain.storage.ledger import Owner
-from ai_models.names import MODULE_NAMESPACE, ModelKind
+from ai_models.names import MODULE_NAMESPACE, PUBLISHER_TEMPLATE_CONFIGMAP, ModelKind
 from support.render import render_chart
 from support.values import module_values
 
@@ -55,6 +55,10 @@ def rendered_template_text() -> str:
         "template.yaml"
     ]
     return text
+
+
+def load_pod_template(path: Path) -> dict[str, Any]:
+    return load_template(path, container=PUBLISHER_CONTAINER, configmap=PUBLISHER_TEMPLATE_CONFIGMAP)
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from ai_models.controller.models.slots import SlotKeeper
+from ai_models.controller.jobs.slots import SlotKeeper
 
 
 def job(name: str, *, uid: str = "", finished: bool = False, deleting: bool = False) -> dict[str, Any]:

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
+from ai_models.controller.jobs.builder import JobLimits
 from ai_models.controller.models.jobs import (
-    JobLimits,
     publication_env,
     publication_job,
     token_env,

@@ -24,7 +24,7 @@ from ai_models.catalog.layout import (
     source_prefix,
     withdrawn_manifest_key,
 )
-from ai_models.controller.storage.accounting import Accounting
+from ai_models.controller.accounting import Accounting
 from ai_models.controller.storage.catalogs import CatalogSweep
 from ai_models.controller.storage.inventory import InventoryPass, InventoryResult
 from ai_models.domain.catalog.record import CatalogRecord, ProviderMetadata, ResourceFacts

@@ -15,7 +15,7 @@ from prometheus_client import CollectorRegistry
 from ai_models.adapters.kube.ledger_store import Change, SecretLedgerStore
 from ai_models.adapters.kube.models import ModelObjects
 from ai_models.adapters.objectstore import DirectoryStore, ObjectStoreError
-from ai_models.controller.storage.accounting import Accounting
+from ai_models.controller.accounting import Accounting
 from ai_models.controller.storage.inventory import InventoryPass
 from ai_models.controller.storage.metrics import StorageMetrics
 from ai_models.domain.artifacts.layout import artifact_prefix, file_key, manifest_key, upload_payload_key

@@ -20,17 +20,19 @@ from ai_models.adapters.kube.leases import LeaseTiming, lead_while_holding_lease
 from ai_models.adapters.kube.ledger_store import SecretLedgerStore
 from ai_models.adapters.kube.resources import MODEL_CATALOG_SOURCES
 from ai_models.adapters.objectstore import open_store
-from ai_models.controller.admission.server import WebhookServer
 from ai_models.controller.catalog import CatalogRuntime, catalog_controller
 from ai_models.controller.delivery.wiring import attach_delivery, start_webhook
 from ai_models.controller.health import ProbeServer, ProbeState, serve_metrics
 from ai_models.controller.metrics import ControllerMetrics
+from ai_models.controller.models.metrics import ModelMetrics
 from ai_models.controller.models.runtime import ModelRuntime
 from ai_models.controller.models.snapshots import hub_snapshot
 from ai_models.controller.prerequisites import PrerequisitesCollector, check, log_verdict
 from ai_models.controller.runtime import Manager
+from ai_models.controller.runtime.webhook import WebhookServer
 from ai_models.controller.settings import ControllerSettings
 from ai_models.controller.storage.metrics import LedgerCollector, StorageMetrics
+from ai_models.controller.storage.runtime import StorageRuntime
 
 log = logging.getLogger(__name__)
 # The first API call is retried START_ATTEMPTS times, 2 s apart doubling to at most 30 s: about
@@ -155,14 +157,26 @@ def run(settings: ControllerSettings) -> int:
             settings=settings,
             api_client=api,
             store=store,
-            metrics=storage_metrics,
+            metrics=ModelMetrics(REGISTRY),
             snapshot=hub_snapshot,
             events=events,
         )
         models.attach(manager, catalog_sources=catalog_informer)
+        StorageRuntime(
+            settings=settings,
+            api_client=api,
+            store=store,
+            objects=models.objects,
+            accounting=models.accounting,
+            job_cache=models.jobs_informer.objects,
+            metrics=storage_metrics,
+            on_damaged=models.damaged,
+        ).attach(manager)
         # Both modes deliver (the settings say how); every replica admits workloads: the API server
         # calls whichever the Service picks.
-        attach_delivery(manager, api_client=api, settings=settings, models=models, events=events)
+        attach_delivery(
+            manager, api_client=api, settings=settings, models=models.models_informers, events=events
+        )
         webhook = start_webhook(api, settings)
         probes.mark_ready()
 

@@ -23,8 +23,8 @@ from ai_models.controller.delivery.observe import observation
 from ai_models.controller.delivery.runtime import claim_owners
 from ai_models.controller.delivery.shared_pvc import claim_facts, fills, trim_volume
 from ai_models.controller.delivery.steps.pods import owned_by
-from ai_models.controller.models.jobs import JobLimits
-from ai_models.controller.models.slots import SlotKeeper, namespaced_job_name
+from ai_models.controller.jobs.builder import JobLimits
+from ai_models.controller.jobs.slots import SlotKeeper, namespaced_job_name
 from ai_models.domain.delivery.claim_facts import ClaimFacts
 from ai_models.domain.delivery.claims import Artifact, ClassChoice, claim_manifest, claim_name
 from ai_models.domain.delivery.contract import DeliveryRequest, Workload, WorkloadKind

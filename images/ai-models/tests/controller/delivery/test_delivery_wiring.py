@@ -4,9 +4,6 @@ both) and what the reconciler and the webhook are told."""
 
 from __future__ import annotations
 
-import types
-from typing import Any
-
 import pytest
 from kubernetes import client as k8s
 
@@ -36,20 +33,13 @@ def node_cache_mode(monkeypatch: pytest.MonkeyPatch) -> ControllerSettings:
 
 def attached(settings: ControllerSettings) -> Manager:
     api_client = k8s.ApiClient(k8s.Configuration())  # never called: nothing is started
-    models = types.SimpleNamespace(
-        models_informers={
-            ModelKind.MODEL: Informer(api_client, MODELS),
-            ModelKind.CLUSTER_MODEL: Informer(api_client, CLUSTER_MODELS),
-        }
-    )
+    models = {
+        ModelKind.MODEL: Informer(api_client, MODELS),
+        ModelKind.CLUSTER_MODEL: Informer(api_client, CLUSTER_MODELS),
+    }
     manager = Manager()
-    models_runtime: Any = models
     attach_delivery(
-        manager,
-        api_client=api_client,
-        settings=settings,
-        models=models_runtime,
-        events=EventRecorder(api_client),
+        manager, api_client=api_client, settings=settings, models=models, events=EventRecorder(api_client)
     )
     return manager
 

@@ -9,16 +9,13 @@ from __future__ import annotations
 from ai_models.adapters.kube.informer import Informer
 from ai_models.controller.catalog.context import CatalogRuntime, RecordEvent
 from ai_models.controller.catalog.reconciler import CatalogSourceReconciler
-from ai_models.controller.catalog.token import TokenSecretMissing, source_token
 from ai_models.controller.runtime import Controller
 
 __all__ = [
     "CatalogRuntime",
     "CatalogSourceReconciler",
     "RecordEvent",
-    "TokenSecretMissing",
     "catalog_controller",
-    "source_token",
 ]
 CONTROLLER_NAME = "catalog-sources"
 

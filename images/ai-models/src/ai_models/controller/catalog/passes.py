@@ -19,13 +19,13 @@ from ai_models.adapters.hub.errors import (
     ProviderRateLimited,
     ProviderRequestRejected,
 )
+from ai_models.adapters.kube.source_tokens import TokenSecretMissing, source_token
 from ai_models.adapters.objectstore import ObjectStoreError
 from ai_models.catalog.indexing import Checkpoint, PassResult, run_pass
 from ai_models.catalog.remote import RemoteSourceSpec, run_remote_pass
 from ai_models.catalog.source import SourceSpec
 from ai_models.controller.catalog.context import CatalogRuntime
 from ai_models.controller.catalog.status import SourceStatusWriter, checkpoint_of
-from ai_models.controller.catalog.token import TokenSecretMissing, source_token
 from ai_models.domain.catalog.outcomes import (
     Failure,
     StatusChange,

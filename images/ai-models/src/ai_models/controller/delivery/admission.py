@@ -22,9 +22,9 @@ from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
 from ai_models.adapters.kube.models import ModelObjects
-from ai_models.controller.admission.review import Admission
 from ai_models.controller.delivery.observe import observed
 from ai_models.controller.delivery.strategy import AdmissionStrategy, Unreadable
+from ai_models.controller.runtime.admission_review import Admission
 from ai_models.domain.delivery.contract import DeliveryRequest, WorkloadKind, parse, pod_template
 from ai_models.domain.delivery.template import gated, json_patch
 from ai_models.domain.delivery.verdict import Admitted, admit, held, needs_models, waiting_warning

@@ -1,5 +1,5 @@
-"""Materialize Jobs: built from the Helm-rendered pod template, as the publication Jobs are
-(`controller.models.jobs.publication_job`), and their state read back.
+"""Materialize Jobs: what one materialization adds to the materializer's pod template, built by
+the shared `controller.jobs.builder` as the publication Jobs are, and their state read back.
 
 A Job fills one shared claim and is named like it, in the workload's namespace, so the claim of an
 observation names its Job and a claim name (unique per workload and model set) is never shared by
@@ -11,13 +11,13 @@ kind, name and uid, so a Job's change maps back to its workload.
 from __future__ import annotations
 
 import base64
-import copy
 import datetime
 from collections.abc import Mapping
 from typing import Any, Final
 
 from ai_models.controller.delivery.keys import WorkloadKey
-from ai_models.controller.models.jobs import JobLimits, label_value
+from ai_models.controller.jobs.builder import JobLimits, WorkerJob, worker_job
+from ai_models.controller.jobs.labels import label_value
 from ai_models.domain.conditions import parse_timestamp
 from ai_models.domain.delivery.claim_facts import JobRef, MaterializationSeen
 from ai_models.domain.delivery.contract import Workload, WorkloadKind
@@ -47,9 +47,6 @@ CLAIM_MOUNT: Final = "/data/shared-claim"
 TOKEN_SECRET_SUFFIX: Final = "-token"
 REGISTRY_SECRET_SUFFIX: Final = "-registry"
 DOCKER_CONFIG_KEY: Final = ".dockerconfigjson"
-# Exit codes of `ai-models materialize` whose outcome is final for the Job (1: failed with an
-# outcome, 2: bad settings): a new Pod would fail the same way. A killed Pod is retried by the Job.
-FINAL_EXIT_CODES: Final = (1, 2)
 SELECTOR: Final = f"{COMPONENT_LABEL}={MATERIALIZATION_COMPONENT}"
 
 
@@ -114,61 +111,23 @@ def materialize_job(
 ) -> dict[str, Any]:
     """The Job that runs `request` with the claim `claim` mounted at `request.target_dir`; with
     `pull_secret`, its Pods pull the module image with the copy `registry_secret` makes."""
-    pod = copy.deepcopy(dict(template))
-    labels = job_labels(workload)
-    metadata = pod.setdefault("metadata", {})
-    metadata["labels"] = {**(metadata.get("labels") or {}), **labels}
-    spec = pod["spec"]
-    spec["restartPolicy"] = "Never"
-    if pull_secret:
-        spec["imagePullSecrets"] = [
-            *(spec.get("imagePullSecrets") or []),
-            {"name": registry_secret_name(claim)},
-        ]
-    spec["volumes"] = [
-        *(spec.get("volumes") or []),
-        {"name": SHARED_PVC_VOLUME, "persistentVolumeClaim": {"claimName": claim}},
-    ]
-    for container in spec["containers"]:
-        if container["name"] == MATERIALIZER_CONTAINER:
-            container["env"] = [
-                *(container.get("env") or []),
-                *request.to_env(token_secret=token_secret_name(claim)),
-            ]
-            container["volumeMounts"] = [
-                *(container.get("volumeMounts") or []),
-                {"name": SHARED_PVC_VOLUME, "mountPath": request.target_dir},
-            ]
-            container["terminationMessagePath"] = request.termination_message_path
-            container["terminationMessagePolicy"] = "FallbackToLogsOnError"
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {
-            "name": job_name(claim),
-            "namespace": workload.namespace,
-            "labels": labels,
-            "annotations": {OWNER_NAME_ANNOTATION: workload.name},
-            "ownerReferences": [_owner("v1", "PersistentVolumeClaim", claim, claim_uid)],
-        },
-        "spec": {
-            "backoffLimit": limits.backoff_limit,
-            "activeDeadlineSeconds": limits.deadline_seconds,
-            "podFailurePolicy": {
-                "rules": [
-                    {
-                        "action": "FailJob",
-                        "onExitCodes": {
-                            "containerName": MATERIALIZER_CONTAINER,
-                            "operator": "In",
-                            "values": list(FINAL_EXIT_CODES),
-                        },
-                    }
-                ]
-            },
-            "template": pod,
-        },
-    }
+    return worker_job(
+        template,
+        WorkerJob(
+            name=job_name(claim),
+            namespace=workload.namespace,
+            container=MATERIALIZER_CONTAINER,
+            labels=job_labels(workload),
+            annotations={OWNER_NAME_ANNOTATION: workload.name},
+            env=request.to_env(token_secret=token_secret_name(claim)),
+            termination_message_path=request.termination_message_path,
+            limits=limits,
+            owner_references=[_owner("v1", "PersistentVolumeClaim", claim, claim_uid)],
+            volumes=[{"name": SHARED_PVC_VOLUME, "persistentVolumeClaim": {"claimName": claim}}],
+            volume_mounts=[{"name": SHARED_PVC_VOLUME, "mountPath": request.target_dir}],
+            image_pull_secrets=[registry_secret_name(claim)] if pull_secret else [],
+        ),
+    )
 
 
 def _secret_beside(job: Mapping[str, Any], *, workload: Workload, name: str, type_: str) -> dict[str, Any]:

@@ -43,9 +43,9 @@ from ai_models.controller.delivery.keys import WorkloadKey
 from ai_models.controller.delivery.steps.context import StepContext
 from ai_models.controller.delivery.steps.report import write_report
 from ai_models.controller.delivery.strategy import DONE, Handler, Step, Subject, Triggers, Unreadable
-from ai_models.controller.models.jobs import JobLimits
-from ai_models.controller.models.slots import SlotKeeper, SlotWaiters, namespaced_job_name
-from ai_models.controller.models.steps.upload_keys import UploadKeys
+from ai_models.controller.jobs.builder import JobLimits
+from ai_models.controller.jobs.signing_keys import SigningKeys
+from ai_models.controller.jobs.slots import SlotKeeper, SlotWaiters, namespaced_job_name
 from ai_models.controller.runtime import Manager
 from ai_models.domain.delivery import token
 from ai_models.domain.delivery.claim_facts import (
@@ -197,7 +197,7 @@ class SharedPVCDelivery(SlotWaiters[WorkloadKey]):
             job_cache=self.jobs.objects,
             job_key=namespaced_job_name,
         )
-        self._signing_keys = UploadKeys(
+        self._signing_keys = SigningKeys(
             api_client,
             namespace=module_namespace,
             secret=DELIVERY_SIGNING_SECRET,

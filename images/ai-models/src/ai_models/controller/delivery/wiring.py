@@ -16,8 +16,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ai_models.adapters.kube.events import EventRecorder
+from ai_models.adapters.kube.informer import Informer
 from ai_models.adapters.kube.secrets import Secrets
-from ai_models.controller.admission.server import WebhookServer
 from ai_models.controller.delivery.admission import ModelReads, WorkloadAdmission
 from ai_models.controller.delivery.informers import DeliveryInformers
 from ai_models.controller.delivery.jobs import DOCKER_CONFIG_KEY, MATERIALIZER_CONTAINER
@@ -32,14 +32,14 @@ from ai_models.controller.delivery.shared_pvc import (
 from ai_models.controller.delivery.steps import DeliverySettings
 from ai_models.controller.delivery.storage import StorageClassChoice
 from ai_models.controller.delivery.strategy import AdmissionStrategy, DeliveryStrategy
-from ai_models.controller.models.jobs import pod_template_from_setting
-from ai_models.controller.models.runtime import ModelRuntime
+from ai_models.controller.jobs.templates import pod_template_from_setting
 from ai_models.controller.runtime import Manager
+from ai_models.controller.runtime.webhook import WebhookServer
 from ai_models.controller.settings import ControllerSettings
 from ai_models.domain.delivery.mode import DeliveryMode
 from ai_models.domain.delivery.placement import NodeCacheSeen
 from ai_models.domain.models.reference import ModelKey
-from ai_models.names import MATERIALIZER_TEMPLATE_CONFIGMAP
+from ai_models.names import MATERIALIZER_TEMPLATE_CONFIGMAP, ModelKind
 
 log = logging.getLogger(__name__)
 
@@ -151,13 +151,14 @@ def attach_delivery(
     *,
     api_client: Any,
     settings: ControllerSettings,
-    models: ModelRuntime,
+    models: Mapping[ModelKind, Informer],
     events: EventRecorder,
 ) -> DeliveryRuntime:
-    """The delivery reconciler on the leader's manager, woken by the Model informers."""
+    """The delivery reconciler on the leader's manager, woken by the Model informers `models`
+    (the Model room's, which the manager already runs)."""
 
     def model_of(key: ModelKey) -> Mapping[str, Any] | None:
-        return models.models_informers[key.kind].get(key.namespace, key.name)
+        return models[key.kind].get(key.namespace, key.name)
 
     delivery = DeliveryRuntime(
         api_client=api_client,
@@ -169,6 +170,6 @@ def attach_delivery(
         resync_seconds=settings.model_resync_seconds,
     )
     delivery.attach(manager)
-    for informer in models.models_informers.values():
+    for informer in models.values():
         informer.add_handler(delivery.model_changed)
     return delivery

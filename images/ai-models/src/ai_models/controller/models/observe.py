@@ -7,9 +7,9 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ai_models.adapters.objectstore import ObjectNotFound, ObjectStore, ObjectStoreError
+from ai_models.controller.jobs.slots import SlotKeeper
 from ai_models.controller.models.dependencies import DependencyReader
 from ai_models.controller.models.jobs import DIGEST_ANNOTATION, JobApi, job_name
-from ai_models.controller.models.slots import SlotKeeper
 from ai_models.controller.models.steps.context import Subject
 from ai_models.domain.artifacts.layout import manifest_key
 from ai_models.domain.artifacts.manifest import ArtifactManifest, ManifestFormatError, manifest_from_json

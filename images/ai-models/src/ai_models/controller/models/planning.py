@@ -25,11 +25,11 @@ from ai_models.adapters.hub.errors import (
 )
 from ai_models.adapters.kube.models import ModelObjects
 from ai_models.adapters.kube.secrets import Secrets
+from ai_models.adapters.kube.source_tokens import TokenSecretMissing, source_token
 from ai_models.adapters.objectstore import ObjectNotFound, ObjectStore, ObjectStoreError
 from ai_models.adapters.serving import remote as other_cluster
 from ai_models.adapters.serving.remote import RemoteCluster
 from ai_models.catalog.reading import ManifestInvalid, iter_records, read_manifest
-from ai_models.controller.catalog import TokenSecretMissing, source_token
 from ai_models.domain.artifacts.digest import SourceFile, repository_digest, upload_digest
 from ai_models.domain.artifacts.layout import upload_record_key
 from ai_models.domain.artifacts.manifest import ArtifactManifest

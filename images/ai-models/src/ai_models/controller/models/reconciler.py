@@ -14,15 +14,15 @@ from typing import Any
 
 from ai_models.adapters.kube.models import ModelObjects
 from ai_models.adapters.objectstore import ObjectStore
+from ai_models.controller.accounting import Accounting
+from ai_models.controller.jobs.signing_keys import SigningKeys
+from ai_models.controller.jobs.slots import SlotKeeper, SlotWaiters
 from ai_models.controller.models import steps
 from ai_models.controller.models.dependencies import DependencyReader
 from ai_models.controller.models.jobs import JobApi
 from ai_models.controller.models.observe import Observer, owner_of
 from ai_models.controller.models.planning import Planner
-from ai_models.controller.models.slots import SlotKeeper, SlotWaiters
 from ai_models.controller.models.steps.context import ReconcilerSettings, StepContext
-from ai_models.controller.models.steps.upload_keys import UploadKeys
-from ai_models.controller.storage.accounting import Accounting
 from ai_models.domain.models.decision import (
     MAX_ATTEMPTS,
     PlanPublication,
@@ -33,6 +33,7 @@ from ai_models.domain.models.decision import (
 )
 from ai_models.domain.models.reference import ModelKey
 from ai_models.domain.models.source import parse_source
+from ai_models.names import UPLOAD_SIGNING_KEY, UPLOAD_SIGNING_SECRET
 
 __all__ = ["MAX_ATTEMPTS", "Reconciler", "ReconcilerSettings", "owner_of"]
 
@@ -81,7 +82,12 @@ class Reconciler(SlotWaiters[ModelKey]):
             store=store,
             accounting=accounting,
             slots=self.slots,
-            upload_keys=UploadKeys(api_client, namespace=settings.namespace),
+            upload_keys=SigningKeys(
+                api_client,
+                namespace=settings.namespace,
+                secret=UPLOAD_SIGNING_SECRET,
+                data_key=UPLOAD_SIGNING_KEY,
+            ),
             pod_template=pod_template,
             settings=settings,
             clock=clock,

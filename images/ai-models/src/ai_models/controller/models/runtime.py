@@ -1,7 +1,7 @@
-"""Wiring of the model reconciler into the one runtime: informers, the controller, the inventory.
+"""Wiring of the model reconciler into the one runtime: informers, the controller, the metrics.
 
-Models and ClusterModels are followed cluster-wide, the publication Jobs and the ledger Secret in
-the module namespace (a namespaced Role). A Job's change enqueues its owner; a ModelCatalogSource's
+Models and ClusterModels are followed cluster-wide, the publication Jobs in the module namespace
+(a namespaced Role). A Job's change enqueues its owner; a ModelCatalogSource's
 change enqueues the objects that publish from it (an index by source name), so a Model that waited
 for a source or an entry is retried as soon as the source serves. Everything runs on the Lease
 holder only: `attach` adds it all to the leader's `Manager`.
@@ -9,38 +9,28 @@ holder only: `attach` adds it all to the leader's `Manager`.
 
 from __future__ import annotations
 
-import base64
 import datetime
 import logging
 import threading
-import time
 from collections.abc import Mapping
 from typing import Any
 
-from ai_models.adapters.kube.catalog_sources import CatalogSourceObjects
 from ai_models.adapters.kube.events import EventRecorder
 from ai_models.adapters.kube.informer import Informer
 from ai_models.adapters.kube.ledger_store import SecretLedgerStore
 from ai_models.adapters.kube.models import ModelObjects
-from ai_models.adapters.kube.resources import CLUSTER_MODELS, JOBS, MODELS, SECRETS
+from ai_models.adapters.kube.resources import CLUSTER_MODELS, JOBS, MODELS
 from ai_models.adapters.objectstore import ObjectStore
-from ai_models.controller.models.jobs import JobApi, JobLimits, owner_key, pod_template_from_setting
+from ai_models.controller.accounting import Accounting
+from ai_models.controller.jobs.builder import JobLimits
+from ai_models.controller.models.jobs import JobApi, owner_key, publisher_template
+from ai_models.controller.models.metrics import ModelMetrics
 from ai_models.controller.models.planning import Planner, SnapshotReader
 from ai_models.controller.models.reconciler import Reconciler, ReconcilerSettings
 from ai_models.controller.runtime import Controller, Manager
 from ai_models.controller.settings import ControllerSettings
-from ai_models.controller.storage.accounting import Accounting
-from ai_models.controller.storage.catalogs import CatalogSweep
-from ai_models.controller.storage.inventory import InventoryPass
-from ai_models.controller.storage.metrics import StorageMetrics
 from ai_models.domain.models.reference import ModelKey, key_of
 from ai_models.domain.models.source import catalog_source_of
-from ai_models.domain.storage.codec import (
-    LEDGER_SECRET_KEY,
-    LEDGER_SECRET_NAME,
-    LedgerFormatError,
-    ledger_from_json,
-)
 from ai_models.names import COMPONENT_LABEL, PUBLICATION_COMPONENT, ModelKind
 
 log = logging.getLogger(__name__)
@@ -60,7 +50,7 @@ class ModelRuntime:
         settings: ControllerSettings,
         api_client: Any,
         store: ObjectStore,
-        metrics: StorageMetrics,
+        metrics: ModelMetrics,
         snapshot: SnapshotReader,
         events: EventRecorder | None = None,
     ) -> None:
@@ -87,14 +77,6 @@ class ModelRuntime:
             name="publication-jobs",
             label_selector=f"{COMPONENT_LABEL}={PUBLICATION_COMPONENT}",
         )
-        self.ledger_informer = Informer(
-            api_client,
-            SECRETS,
-            namespace=namespace,
-            name="ledger",
-            field_selector=f"metadata.name={LEDGER_SECRET_NAME}",
-        )
-        self.ledger_informer.add_handler(self._ledger_changed)
         self.reconciler = Reconciler(
             objects=self.objects,
             jobs=JobApi(api_client, namespace=namespace),
@@ -128,28 +110,16 @@ class ModelRuntime:
         )
         self.reconciler.on_slot_freed = self._wake
         self.reconciler.on_published = lambda result: self.metrics.publications.labels(result).inc()
-        grace = datetime.timedelta(seconds=settings.inventory_orphan_grace_seconds)
-        self.inventory = InventoryPass(
-            store=store,
-            objects=self.objects,
-            accounting=self.accounting,
-            job_cache=self.jobs_informer.objects,
-            grace=grace,
-            max_removal_fraction=settings.inventory_max_removal_fraction,
-            metrics=metrics,
-            catalogs=CatalogSweep(store=store, sources=CatalogSourceObjects(api_client), grace=grace),
-        )
         self.controller: Controller[ModelKey] = Controller(
             "models", self.reconciler.reconcile, workers=settings.model_workers
         )
-        self._inventory_now = threading.Event()
 
     def _wake(self, keys: set[ModelKey]) -> None:
         for key in keys:
             self.controller.enqueue(key)
 
     def _pod_template(self) -> Mapping[str, Any]:
-        return pod_template_from_setting(
+        return publisher_template(
             self.settings.publish_pod_template_file,
             variable=ControllerSettings.variable("publish_pod_template_file"),
         )
@@ -164,13 +134,10 @@ class ModelRuntime:
             self.controller.watch(informer, lambda obj: [key_of(obj)])
         manager.informer(self.jobs_informer)
         self.controller.watch(self.jobs_informer, self._owners_of_job)
-        manager.informer(self.ledger_informer)
         if catalog_sources is not None:
             catalog_sources.add_handler(self._catalog_source_changed)
         manager.controller(self.controller)
-        manager.loop("inventory", self._inventory_loop)
         manager.loop("models-metrics", self._metrics_loop)
-        manager.on_stopping.append(self.request_inventory)  # wakes the inventory loop to stop
 
     # ----- triggers -----------------------------------------------------------------------------
 
@@ -189,72 +156,12 @@ class ModelRuntime:
             for obj in informer.by_index(BY_CATALOG_SOURCE, source):
                 self.controller.enqueue(key_of(obj))
 
-    def _ledger_changed(self, _old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> None:
-        data = (new or {}).get("data") or {}
-        try:
-            readable = (
-                new is not None
-                and ledger_from_json(base64.b64decode(data.get(LEDGER_SECRET_KEY) or "")) is not None
-            )
-        except (LedgerFormatError, ValueError):
-            readable = False
-        if not readable:
-            log.warning("the ledger Secret was deleted, emptied or damaged; running an inventory pass now")
-            self._inventory_now.set()
+    def damaged(self, key: ModelKey, detail: str) -> None:
+        """The inventory pass found the artifact of this Ready object damaged: publish it again."""
+        self.reconciler.mark_damaged(key, detail)
+        self.controller.enqueue(key)
 
     # ----- loops --------------------------------------------------------------------------------
-
-    def _inventory_loop(self, stop: threading.Event) -> None:
-        while not stop.is_set():
-            self._inventory_now.clear()
-            self._inventory_pass()
-            if stop.is_set():
-                return
-            self._inventory_now.wait(self.settings.inventory_interval_seconds)
-
-    def request_inventory(self) -> None:
-        self._inventory_now.set()
-
-    def _inventory_pass(self) -> None:
-        started = time.monotonic()
-        try:
-            result = self.inventory.run()
-        except Exception as error:
-            log.exception("inventory pass crashed")
-            result = None
-            failure = repr(error)
-        if result is not None and result.clean:
-            self.metrics.inventory_success.set(1)
-            self.metrics.inventory_last_success.set_to_current_time()
-            self.metrics.inventory_passes.labels("success").inc()
-            log.info(
-                "inventory pass confirmed the ledger",
-                extra={
-                    "artifacts": result.artifacts,
-                    "stored_bytes": result.stored_bytes,
-                    "removed": len(result.removed),
-                    "damaged": len(result.damaged),
-                    "seconds": round(time.monotonic() - started, 3),
-                },
-            )
-        else:
-            self.metrics.inventory_success.set(0)
-            self.metrics.inventory_passes.labels("failure").inc()
-            errors = result.errors if result is not None else [failure]
-            log.error(
-                "inventory pass found problems; the ledger stays unconfirmed",
-                extra={"errors": errors[:20], "error_count": len(errors)},
-            )
-        catalogs = result.catalogs if result is not None else None
-        if catalogs is not None and catalogs.errors:
-            # Not the ledger's problem: a catalog index left for the next pass costs no accounting.
-            log.warning(
-                "inventory pass could not look at every catalog index; the next pass tries again",
-                extra={"errors": catalogs.errors[:20], "error_count": len(catalogs.errors)},
-            )
-        for key, detail in result.damaged if result is not None else ():
-            self.reconciler.mark_damaged(key, detail)
-            self.controller.enqueue(key)
 
     def _metrics_loop(self, stop: threading.Event) -> None:
         """Objects by kind and phase, counted from the informers' caches (no API calls)."""

@@ -25,8 +25,7 @@ from typing import Any
 from ai_models.adapters.kube.ledger_store import Change, LedgerStoreError
 from ai_models.adapters.kube.models import ModelObjects
 from ai_models.adapters.objectstore import ObjectInfo, ObjectNotFound, ObjectStore, ObjectStoreError
-from ai_models.controller.models.jobs import DIGEST_ANNOTATION
-from ai_models.controller.storage.accounting import Accounting
+from ai_models.controller.accounting import Accounting
 from ai_models.controller.storage.catalogs import CatalogSweep, CatalogSweepResult
 from ai_models.controller.storage.metrics import StorageMetrics
 from ai_models.domain.artifacts.layout import (
@@ -44,7 +43,7 @@ from ai_models.domain.jobs import is_running
 from ai_models.domain.models.reference import ModelKey
 from ai_models.domain.storage import orphans
 from ai_models.domain.storage.ledger import Absence, EntryState, Ledger, LedgerEntry, Owner
-from ai_models.names import OWNER_UID_LABEL, ModelKind, ModelPhase
+from ai_models.names import ARTIFACT_DIGEST_ANNOTATION, OWNER_UID_LABEL, ModelKind, ModelPhase
 
 log = logging.getLogger(__name__)
 
@@ -291,7 +290,7 @@ class InventoryPass:
         return {
             (
                 str(job["metadata"].get("labels", {}).get(OWNER_UID_LABEL, "")),
-                str(job["metadata"].get("annotations", {}).get(DIGEST_ANNOTATION, "")),
+                str(job["metadata"].get("annotations", {}).get(ARTIFACT_DIGEST_ANNOTATION, "")),
             )
             for job in self.job_cache()
             if is_running(job)

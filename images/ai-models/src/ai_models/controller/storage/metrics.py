@@ -25,8 +25,6 @@ from ai_models.names import (
     INVENTORY_REMOVAL_BLOCKED_METRIC,
     INVENTORY_REMOVED_ARTIFACTS_METRIC,
     INVENTORY_REMOVED_BYTES_METRIC,
-    MODELS_METRIC,
-    PUBLICATIONS_METRIC,
     STORAGE_ARTIFACTS_METRIC,
     STORAGE_CAPACITY_METRIC,
     STORAGE_LEDGER_CONFIRMED_METRIC,
@@ -94,7 +92,7 @@ class LedgerCollector(Collector):
 
 
 class StorageMetrics:
-    """What the leader's inventory pass and reconciler export."""
+    """What the leader's inventory pass exports."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
         self.inventory_success = Gauge(
@@ -136,14 +134,5 @@ class StorageMetrics:
         self.removal_blocked = Gauge(
             INVENTORY_REMOVAL_BLOCKED_METRIC,
             "1 when the last inventory pass held back removals that would take most of the store at once.",
-            registry=registry,
-        )
-        self.publications = Counter(
-            PUBLICATIONS_METRIC, "Finished publications by result.", ["result"], registry=registry
-        )
-        self.models = Gauge(
-            MODELS_METRIC,
-            "Models and ClusterModels by phase (leader).",
-            ["kind", "phase"],
             registry=registry,
         )

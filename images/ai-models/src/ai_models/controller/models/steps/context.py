@@ -9,10 +9,11 @@ from typing import Any, Protocol
 
 from ai_models.adapters.kube.models import ModelObjects
 from ai_models.adapters.objectstore import ObjectStore
-from ai_models.controller.models.jobs import JobApi, JobLimits
-from ai_models.controller.models.slots import SlotKeeper
-from ai_models.controller.models.steps.upload_keys import UploadKeys
-from ai_models.controller.storage.accounting import Accounting
+from ai_models.controller.accounting import Accounting
+from ai_models.controller.jobs.builder import JobLimits
+from ai_models.controller.jobs.signing_keys import SigningKeys
+from ai_models.controller.jobs.slots import SlotKeeper
+from ai_models.controller.models.jobs import JobApi
 from ai_models.domain.artifacts.manifest import ArtifactManifest
 from ai_models.domain.models.decision import ModelObservation
 from ai_models.domain.models.reference import ModelKey
@@ -51,7 +52,7 @@ class StepContext:
     store: ObjectStore
     accounting: Accounting
     slots: SlotKeeper
-    upload_keys: UploadKeys
+    upload_keys: SigningKeys
     pod_template: Callable[[], Mapping[str, Any]]
     settings: ReconcilerSettings
     clock: Callable[[], datetime.datetime]

@@ -10,8 +10,8 @@ from kubernetes.client.exceptions import ApiException
 
 from ai_models.adapters.kube.jobs import ObjectRefused
 from ai_models.adapters.kube.ledger_store import LedgerStoreError
+from ai_models.controller.jobs.templates import PodTemplateError
 from ai_models.controller.models.jobs import (
-    PodTemplateError,
     job_name,
     publication_env,
     publication_job,

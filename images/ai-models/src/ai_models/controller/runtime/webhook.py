@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from ai_models.adapters.http_server import BoundedHTTPServer, bound_address
-from ai_models.controller.admission.review import Admission, ReviewError, answer, parse_review
+from ai_models.controller.runtime.admission_review import Admission, ReviewError, answer, parse_review
 
 log = logging.getLogger(__name__)
 

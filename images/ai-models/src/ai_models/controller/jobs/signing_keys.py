@@ -1,7 +1,7 @@
 """A signing key of the module: read from its Secret in the module namespace, created on first use
-(the api reads the same Secret to check the tokens). `UploadKeys` is the upload signing key of
-upload URLs; the delivery controller reads the delivery signing key of the materializers' tokens
-with the same class (`secret=DELIVERY_SIGNING_SECRET`, `data_key=DELIVERY_SIGNING_KEY`)."""
+(the api reads the same Secret to check the tokens). The Model room signs upload URLs with the
+upload signing key (`UPLOAD_SIGNING_SECRET`), the delivery room its materializers' tokens with the
+delivery signing key (`DELIVERY_SIGNING_SECRET`)."""
 
 from __future__ import annotations
 
@@ -15,19 +15,17 @@ from ai_models.names import (
     HERITAGE_LABEL,
     MODULE,
     MODULE_LABEL,
-    UPLOAD_SIGNING_KEY,
-    UPLOAD_SIGNING_SECRET,
 )
 
 
-class UploadKeys:
+class SigningKeys:
     def __init__(
         self,
         api_client: Any,
         *,
         namespace: str,
-        secret: str = UPLOAD_SIGNING_SECRET,
-        data_key: str = UPLOAD_SIGNING_KEY,
+        secret: str,
+        data_key: str,
     ) -> None:
         self._secrets = Secrets(api_client)
         self._namespace = namespace

@@ -1,1 +1,0 @@
-"""The workload admission webhook, served by every controller replica over TLS."""

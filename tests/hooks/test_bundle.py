@@ -61,7 +61,7 @@ PLATFORM_ENV = {"CRYPTOGRAPHY_OPENSSL_NO_LEGACY": "true"}
 # Standard modules Python 3.12 no longer has (PEP 594 and PEP 632 removals due by 3.12).
 REMOVED_BY_PLATFORM_PYTHON = {"asynchat", "asyncore", "distutils", "imp", "smtpd"}
 # Hooks whose every run writes values (see test_hook_files.py).
-WRITES_VALUES = {"delivery_values", "internal_tls", "storage_prerequisites"}
+WRITES_VALUES = {"internal_tls"}
 # The files addon-operator hands a module hook, named by env vars: the `deckhouse` library reads the
 # inputs (module.py) and appends a JSON line per item to the outputs (hook.Output.flush). It never
 # writes CONFIG_VALUES_JSON_PATCH_PATH; CONVERSION_/VALIDATING_RESPONSE_PATH are set only for

@@ -19,10 +19,8 @@ HOOK_FILES = sorted(HOOKS_DIR.glob("*.py"))
 EXPECTED = {
     "artifacts_credentials",
     "copy_custom_certificate",
-    "delivery_values",
     "internal_tls",
     "stale_claims",
-    "storage_prerequisites",
 }
 
 
@@ -89,5 +87,5 @@ def test_every_written_internal_key_is_declared(kit: Any, name: str) -> None:
         parts = patch["path"].strip("/").split("/")
         assert parts[:2] == ["aiModels", "internal"], patch["path"]
         assert declared(values_schema(), parts[1:]), patch["path"]
-    if name in {"delivery_values", "internal_tls", "storage_prerequisites"}:
+    if name == "internal_tls":
         assert output.values_patches.data

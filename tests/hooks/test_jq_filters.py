@@ -33,8 +33,6 @@ import jq  # type: ignore[import-not-found]
 import pytest
 from deckhouse import hook
 
-from ai_models.domain.delivery.read_write_many import claim_facts
-from lib.storage import shared_claim_facts
 from support.render import render_chart
 from support.values import MINIMAL_SETTINGS, module_values
 
@@ -46,8 +44,6 @@ OLD = (NOW - dt.timedelta(days=2)).strftime("%Y-%m-%dT%H:%M:%SZ")
 YOUNG = (NOW - dt.timedelta(minutes=10)).strftime("%Y-%m-%dT%H:%M:%SZ")
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 SHARED_PVC = "ai.deckhouse.io/shared-pvc"
-DEFAULT_CLASS = "storageclass.kubernetes.io/is-default-class"
-BETA_DEFAULT_CLASS = "storageclass.beta.kubernetes.io/is-default-class"
 
 Obj = dict[str, Any]
 
@@ -262,38 +258,6 @@ CUSTOM_TLS_WITHOUT_CA = secret(
 )
 
 
-def storage_class(
-    name: str, *, binding_mode: str | None = "Immediate", provisioner: str = "nfs.csi.k8s.io", **options: Any
-) -> Obj:
-    body: Obj = {
-        "provisioner": provisioner,
-        "parameters": {"server": "nfs.example.com", "share": "/exports"},
-        "reclaimPolicy": "Delete",
-        "allowVolumeExpansion": True,
-        "mountOptions": ["nfsvers=4.1"],
-    }
-    if binding_mode is not None:
-        body["volumeBindingMode"] = binding_mode
-    return served("storage.k8s.io/v1", "StorageClass", name, **options, **body)
-
-
-SC_DEFAULT = storage_class("nfs-rwx", annotations={DEFAULT_CLASS: "true"}, applied=True)
-SC_BETA_DEFAULT = storage_class(
-    "legacy-default", binding_mode="WaitForFirstConsumer", annotations={BETA_DEFAULT_CLASS: "true"}
-)
-SC_PLAIN = storage_class(
-    "local-path", binding_mode="WaitForFirstConsumer", provisioner="rancher.io/local-path"
-)
-SC_NOT_DEFAULT = storage_class(
-    "ceph-rbd",
-    provisioner="rbd.csi.ceph.com",
-    labels={"heritage": "deckhouse", "module": "csi-ceph"},
-    annotations={DEFAULT_CLASS: "false"},
-    manager="deckhouse-controller",
-)
-SC_WITHOUT_BINDING_MODE = storage_class("old-nfs", binding_mode=None)
-
-
 def claim(
     name: str,
     namespace: str = "team-a",
@@ -352,10 +316,7 @@ def claim(
 
 
 CLAIM_BOUND = claim("model-a")
-CLAIM_PENDING = claim("model-p", phase="Pending")  # no volumeName, no annotations
-CLAIM_WITHOUT_CLASS = claim("model-q", phase="Pending", storage_class_name=None)
 CLAIM_WITHOUT_STATUS = claim("model-r", phase=None)
-CLAIM_LOST = claim("model-l", phase="Lost")
 CLAIM_DELETING = claim("model-d", deleting=True)
 CLAIM_NOT_SHARED = claim("data-postgres-0", phase="Lost", shared=False)
 # As the delivery controller makes a claim: owned by its workload, the owner's uid in a label, and
@@ -379,33 +340,6 @@ CLAIM_OWNED_UNREFERENCED = {
         },
     },
 }
-
-
-def owned_by(obj: Obj, uid: str) -> Obj:
-    """`obj` as the delivery controller makes a claim: the module label and its workload's uid in the
-    owner-UID label and the ownerReference."""
-    meta = obj["metadata"]
-    return {
-        **obj,
-        "metadata": {
-            **meta,
-            "labels": {**meta["labels"], "module": "ai-models", "ai.deckhouse.io/owner-uid": uid},
-            "ownerReferences": [
-                {
-                    "apiVersion": "apps/v1",
-                    "kind": "Deployment",
-                    "name": "chat",
-                    "uid": uid,
-                    "controller": True,
-                },
-            ],
-        },
-    }
-
-
-CLAIM_MODULE_LOST = owned_by(claim("ai-models-chat-5e6f7a8b9c", phase="Lost"), "w-2")
-CLAIM_MODULE_PENDING = owned_by(claim("ai-models-chat-9f8e7d6c5b", phase="Pending"), "w-2")
-CLAIM_MODULE_DELETING = owned_by(claim("ai-models-old-1a2b3c4d5e", deleting=True), "w-3")
 
 
 def volumes(*claims: str, extra: Sequence[Obj] = ()) -> list[Obj]:
@@ -524,49 +458,7 @@ POD = pod("standalone-a1b2c", "team-a", volumes("model-o", extra=[PROJECTED_TOKE
 POD_WITHOUT_VOLUMES = pod("bare-x9z8y", "team-a", None)
 
 
-def node(name: str, labels: Mapping[str, str] | None) -> Obj:
-    return served(
-        "v1",
-        "Node",
-        name,
-        labels=labels,
-        annotations={"node.alpha.kubernetes.io/ttl": "0"} if labels else None,
-        manager="kubelet",
-        spec={"podCIDR": "10.111.1.0/24", "providerID": f"static://{name}"},
-        status={
-            "capacity": {"cpu": "16", "memory": "65843068Ki", "nvidia.com/gpu": "2"},
-            "allocatable": {"cpu": "15800m", "memory": "64716668Ki"},
-            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
-            "nodeInfo": {"kubeletVersion": "v1.34.1", "containerRuntimeVersion": "containerd://1.7.27"},
-            "images": [{"names": ["registry.example.com/vllm@sha256:0123"], "sizeBytes": 9_000_000_000}],
-        },
-    )
-
-
-NODE_CACHE = node(
-    "gpu-1",
-    {
-        "kubernetes.io/hostname": "gpu-1",
-        "node.deckhouse.io/group": "gpu",
-        "ai.deckhouse.io/model-cache": "true",
-    },
-)
-NODE_PLAIN = node("worker-1", {"kubernetes.io/hostname": "worker-1", "node.deckhouse.io/group": "worker"})
-NODE_WITHOUT_LABELS = node("bare-metal-7", None)
-
-
 # ----- expected filter results per (hook, binding) ------------------------------------------------------
-
-STORAGE_CLASS_SAMPLES = [
-    (SC_DEFAULT, {"name": "nfs-rwx", "volumeBindingMode": "Immediate", "isDefault": True}),
-    (
-        SC_BETA_DEFAULT,
-        {"name": "legacy-default", "volumeBindingMode": "WaitForFirstConsumer", "isDefault": True},
-    ),
-    (SC_PLAIN, {"name": "local-path", "volumeBindingMode": "WaitForFirstConsumer", "isDefault": False}),
-    (SC_NOT_DEFAULT, {"name": "ceph-rbd", "volumeBindingMode": "Immediate", "isDefault": False}),
-    (SC_WITHOUT_BINDING_MODE, {"name": "old-nfs", "volumeBindingMode": "Immediate", "isDefault": False}),
-]
 
 
 def _workload_claims(*pairs: tuple[Obj, list[str]]) -> list[tuple[Obj, Obj]]:
@@ -582,42 +474,6 @@ def _workload_claims(*pairs: tuple[Obj, list[str]]) -> list[tuple[Obj, Obj]]:
         )
         for obj, claims in pairs
     ]
-
-
-def _prerequisites_claim(
-    obj: Obj,
-    labels: Mapping[str, str],
-    owners: Sequence[str] = (),
-    *,
-    deletion: str | None = None,
-    storage_class_name: str | None = "nfs-rwx",
-    phase: str | None,
-) -> tuple[Obj, Obj]:
-    """What the storage-prerequisites filter keeps of a claim: a claim object with only the fields
-    `read_write_many.claim_facts` reads."""
-    meta = obj["metadata"]
-    return (
-        obj,
-        {
-            "metadata": {
-                "namespace": meta["namespace"],
-                "name": meta["name"],
-                "uid": meta["uid"],
-                "labels": dict(labels),
-                "ownerReferences": [{"uid": uid} for uid in owners],
-                "deletionTimestamp": deletion,
-            },
-            "spec": {"storageClassName": storage_class_name},
-            "status": {"phase": phase},
-        },
-    )
-
-
-SHARED_ONLY = {SHARED_PVC: "true"}
-
-
-def _made(uid: str) -> dict[str, str]:
-    return {SHARED_PVC: "true", "module": "ai-models", "ai.deckhouse.io/owner-uid": uid}
 
 
 def _shared_claim(obj: Obj, *, deleting: bool) -> tuple[Obj, Obj]:
@@ -682,25 +538,6 @@ FILTER_SAMPLES: dict[tuple[str, str], list[tuple[Obj, Any]]] = {
     ("artifacts_credentials", "module_namespace"): [
         (MODULE_NAMESPACE_OBJ, {"name": "d8-ai-models", "terminating": False}),
         (MODULE_NAMESPACE_TERMINATING, {"name": "d8-ai-models", "terminating": True}),
-    ],
-    ("delivery_values", "storage_classes"): STORAGE_CLASS_SAMPLES,
-    ("storage_prerequisites", "storage_classes"): STORAGE_CLASS_SAMPLES,
-    # Of the labels only those `claims.made_by_module` reads: the owner kind and name go.
-    ("storage_prerequisites", "shared_claims"): [
-        _prerequisites_claim(CLAIM_BOUND, SHARED_ONLY, phase="Bound"),
-        _prerequisites_claim(CLAIM_PENDING, SHARED_ONLY, phase="Pending"),
-        _prerequisites_claim(CLAIM_WITHOUT_CLASS, SHARED_ONLY, storage_class_name=None, phase="Pending"),
-        _prerequisites_claim(CLAIM_WITHOUT_STATUS, SHARED_ONLY, phase=None),
-        _prerequisites_claim(CLAIM_LOST, SHARED_ONLY, phase="Lost"),
-        _prerequisites_claim(CLAIM_DELETING, SHARED_ONLY, deletion=YOUNG, phase="Bound"),
-        _prerequisites_claim(CLAIM_OWNED_UNREFERENCED, _made("w-1"), ["w-1"], phase="Bound"),
-        _prerequisites_claim(CLAIM_MODULE_LOST, _made("w-2"), ["w-2"], phase="Lost"),
-        _prerequisites_claim(CLAIM_MODULE_PENDING, _made("w-2"), ["w-2"], phase="Pending"),
-        _prerequisites_claim(CLAIM_MODULE_DELETING, _made("w-3"), ["w-3"], deletion=YOUNG, phase="Bound"),
-    ],
-    ("storage_prerequisites", "nodes"): [
-        (NODE_CACHE, {"labels": NODE_CACHE["metadata"]["labels"]}),
-        (NODE_WITHOUT_LABELS, {"labels": {}}),
     ],
     ("internal_tls", "root_ca"): [
         (ROOT_CA_SECRET, {"crt": b64("CA CERTIFICATE"), "key": b64("CA KEY")}),
@@ -907,29 +744,13 @@ def test_filters_keep_neither_managed_fields_nor_last_applied_configuration() ->
             assert LAST_APPLIED not in text
 
 
-def test_the_prerequisites_claim_filter_keeps_all_the_controllers_rule_reads() -> None:
-    """`read_write_many.claim_facts` (the controller's rule, which the hook imports) gives the same
-    verdict fact, or the same None, for the filter's output as for the full object: the filter drops
-    nothing the rule reads. The hook has no Events, so the full object is read without them too."""
-    expression = kubernetes_bindings("storage_prerequisites")["shared_claims"]["jqFilter"]
-    counted = []
-    for obj, _ in FILTER_SAMPLES[("storage_prerequisites", "shared_claims")]:
-        full = claim_facts(obj)
-        assert claim_facts(run_jq(expression, obj)) == full, obj["metadata"]["name"]
-        assert shared_claim_facts([run_jq(expression, obj)]) == (() if full is None else (full,))
-        counted.append(full is not None)
-    assert any(counted), "no sample is a claim the module made"
-    assert not all(counted), "no sample is a claim someone else labelled"
-
-
 def test_objects_outside_a_bindings_selectors_are_not_delivered() -> None:
     sources = kubernetes_bindings("artifacts_credentials")["source_secrets"]
     assert not selects(sources, HELM_RELEASE)  # Helm's release Secrets carry owner=helm
     assert not selects(sources, SAME_NAME_ELSEWHERE)
     assert not selects(kubernetes_bindings("artifacts_credentials")["copies"], API_TLS_UNRELATED)
     assert not selects(kubernetes_bindings("artifacts_credentials")["module_namespace"], OTHER_NAMESPACE)
-    for name in ("storage_prerequisites", "stale_claims"):
-        assert not selects(kubernetes_bindings(name)["shared_claims"], CLAIM_NOT_SHARED)
+    assert not selects(kubernetes_bindings("stale_claims")["shared_claims"], CLAIM_NOT_SHARED)
 
 
 # ----- hooks run on jq output --------------------------------------------------------------------------
@@ -968,30 +789,6 @@ def https_values(secret_name: str) -> dict[str, Any]:
     return module_values({**MINIMAL_SETTINGS, "https": https})
 
 
-def delivery(values: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    return module_values({**MINIMAL_SETTINGS, "delivery": dict(values or {})})
-
-
-def prerequisites_metric(value: float, mode: str, reason: str) -> dict[str, Any]:
-    return {
-        "name": "d8_ai_models_storage_prerequisites_satisfied",
-        "group": "d8_ai_models_storage_prerequisites",
-        "action": "set",
-        "value": value,
-        "labels": {"mode": mode, "reason": reason},
-    }
-
-
-def verdict_is(mode: str, reason: str, satisfied: bool, message: str = "") -> Callable[[Outcome], None]:
-    def check(outcome: Outcome) -> None:
-        verdict = outcome.internal["storagePrerequisites"]
-        assert (verdict["mode"], verdict["reason"], verdict["satisfied"]) == (mode, reason, satisfied)
-        assert message in verdict["message"]
-        assert outcome.metrics == [prerequisites_metric(1.0 if satisfied else 0.0, mode, reason)]
-
-    return check
-
-
 @dataclasses.dataclass(frozen=True)
 class Scenario:
     hook: str
@@ -1015,13 +812,6 @@ def _certificate_is(expected: dict[str, str] | None) -> Callable[[Outcome], None
     def check(outcome: Outcome) -> None:
         assert outcome.internal.get("customCertificateData") == expected
         assert outcome.kube == []
-
-    return check
-
-
-def _delivery_is(expected: dict[str, Any]) -> Callable[[Outcome], None]:
-    def check(outcome: Outcome) -> None:
-        assert outcome.internal["delivery"] == expected
 
     return check
 
@@ -1140,108 +930,6 @@ SCENARIOS = [
         (*SECRETS_IN_D8_SYSTEM, CUSTOM_TLS),
         lambda: https_values("s3-pending"),
         _certificate_is(None),
-    ),
-    Scenario(
-        "delivery_values",
-        "the class annotated as the default",
-        (SC_DEFAULT, SC_PLAIN, SC_NOT_DEFAULT, SC_WITHOUT_BINDING_MODE),
-        delivery,
-        _delivery_is({"sharedPVCStorageClassName": "nfs-rwx", "storageClassSource": "DefaultStorageClass"}),
-    ),
-    Scenario(
-        "delivery_values",
-        "the beta default annotation counts too",
-        (SC_BETA_DEFAULT, SC_PLAIN),
-        delivery,
-        _delivery_is(
-            {"sharedPVCStorageClassName": "legacy-default", "storageClassSource": "DefaultStorageClass"}
-        ),
-    ),
-    Scenario(
-        "delivery_values",
-        "classes without the annotation or with 'false' are no default",
-        (SC_PLAIN, SC_NOT_DEFAULT, SC_WITHOUT_BINDING_MODE),
-        delivery,
-        _delivery_is({"storageClassSource": "NotFound"}),
-    ),
-    Scenario(
-        "delivery_values",
-        "a class named by the setting",
-        (SC_DEFAULT, SC_NOT_DEFAULT),
-        lambda: delivery({"sharedPVCStorageClassName": "ceph-rbd"}),
-        _delivery_is({"sharedPVCStorageClassName": "ceph-rbd", "storageClassSource": "ModuleSetting"}),
-    ),
-    Scenario(
-        "storage_prerequisites",
-        "a bound claim the module made of the default class confirms ReadWriteMany",
-        (
-            SC_DEFAULT,
-            SC_PLAIN,
-            CLAIM_OWNED_UNREFERENCED,
-            CLAIM_MODULE_PENDING,
-            CLAIM_PENDING,
-            CLAIM_WITHOUT_CLASS,
-            CLAIM_WITHOUT_STATUS,
-            NODE_PLAIN,
-        ),
-        delivery,
-        verdict_is("SharedPVC", "Satisfied", True, "nfs-rwx"),
-    ),
-    Scenario(
-        "storage_prerequisites",
-        "a bound claim someone else labelled shared confirms nothing",
-        (SC_DEFAULT, CLAIM_BOUND, CLAIM_DELETING, CLAIM_MODULE_PENDING),
-        delivery,
-        verdict_is("SharedPVC", "ReadWriteManyUnconfirmed", True),
-    ),
-    Scenario(
-        "storage_prerequisites",
-        "a lost claim without the shared label is not the module's",
-        (SC_DEFAULT, CLAIM_PENDING, CLAIM_WITHOUT_STATUS, CLAIM_NOT_SHARED),
-        delivery,
-        verdict_is("SharedPVC", "ReadWriteManyUnconfirmed", True),
-    ),
-    Scenario(
-        "storage_prerequisites",
-        "a lost claim someone else labelled shared refutes nothing",
-        (SC_DEFAULT, CLAIM_PENDING, CLAIM_LOST, CLAIM_MODULE_PENDING),
-        delivery,
-        verdict_is("SharedPVC", "ReadWriteManyUnconfirmed", True),
-    ),
-    Scenario(
-        "storage_prerequisites",
-        "a lost claim the module made refutes ReadWriteMany",
-        (SC_DEFAULT, CLAIM_PENDING, CLAIM_LOST, CLAIM_MODULE_LOST),
-        delivery,
-        verdict_is("SharedPVC", "ReadWriteManyFailed", False, "team-a/ai-models-chat-5e6f7a8b9c"),
-    ),
-    Scenario(
-        "storage_prerequisites",
-        "the binding mode comes through",
-        (SC_BETA_DEFAULT, SC_PLAIN),
-        delivery,
-        verdict_is("SharedPVC", "StorageClassWaitForFirstConsumer", False, "legacy-default"),
-    ),
-    Scenario(
-        "storage_prerequisites",
-        "a class without volumeBindingMode binds at once",
-        (SC_WITHOUT_BINDING_MODE, SC_DEFAULT),
-        lambda: delivery({"sharedPVCStorageClassName": "old-nfs"}),
-        verdict_is("SharedPVC", "ReadWriteManyUnconfirmed", True, "old-nfs"),
-    ),
-    Scenario(
-        "storage_prerequisites",
-        "node labels select the cache nodes",
-        (NODE_CACHE, NODE_PLAIN, NODE_WITHOUT_LABELS, SC_PLAIN, CLAIM_LOST),
-        lambda: delivery({"mode": "NodeCache", "nodeCache": {"size": "100Gi"}}),
-        verdict_is("NodeCache", "Satisfied", True, "1 node(s)"),
-    ),
-    Scenario(
-        "storage_prerequisites",
-        "nodes without the cache label",
-        (NODE_PLAIN, NODE_WITHOUT_LABELS),
-        lambda: delivery({"mode": "NodeCache", "nodeCache": {"size": "100Gi"}}),
-        verdict_is("NodeCache", "NodeCacheSelectsNoNode", False, "ai.deckhouse.io/model-cache=true"),
     ),
     Scenario(
         "stale_claims",

@@ -11,7 +11,6 @@ from pydantic import ValidationError
 
 from ai_models.controller.settings import ControllerSettings
 from ai_models.domain.delivery.mode import DeliveryMode
-from ai_models.domain.storage.prerequisites import StorageClassSource
 from ai_models.settings import LogLevel
 from support.docs import documented_objects
 from support.paths import OPENAPI_DIR
@@ -147,15 +146,17 @@ def test_internal_values_are_declared_and_closed() -> None:
         module_values(internal={"undeclaredKey": 1})
 
 
-def test_values_vocabularies_are_the_evaluators() -> None:
+def test_the_delivery_mode_vocabulary_is_the_evaluators() -> None:
     settings = load_yaml(OPENAPI_DIR / "config-values.yaml")["properties"]
+    assert settings["delivery"]["properties"]["mode"]["enum"] == [mode.value for mode in DeliveryMode]
+
+
+def test_no_internal_value_repeats_what_the_controller_owns() -> None:
+    """The StorageClass and the storage-prerequisites verdict are the controller's (D151): values
+    no template reads would be a second producer of the same signal."""
     internal = load_yaml(OPENAPI_DIR / "values.yaml")["properties"]["internal"]["properties"]
-    modes = [mode.value for mode in DeliveryMode]
-    assert settings["delivery"]["properties"]["mode"]["enum"] == modes
-    assert internal["storagePrerequisites"]["properties"]["mode"]["enum"] == modes
-    assert internal["delivery"]["properties"]["storageClassSource"]["enum"] == [
-        s.value for s in StorageClassSource
-    ]
+    assert "delivery" not in internal
+    assert "storagePrerequisites" not in internal
 
 
 # ----- delivery.provisioningTimeout: the schema and the controller read one grammar ----------------

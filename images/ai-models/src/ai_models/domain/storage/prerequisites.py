@@ -2,8 +2,8 @@
 (docs/internal/ARCHITECTURE.md §7).
 
 Inputs are plain facts read elsewhere (StorageClasses, Deckhouse's global storage class, the shared
-claims already made, node labels); the Helm hook and every controller replica run this same code.
-Standard library only, so the hooks can import it without the runtime's dependencies.
+claims already made, node labels); every controller replica runs it, the one producer of the
+verdict and of the StorageClass a claim gets (D151).
 
 SharedPVC needs a class resolved from `delivery.sharedPVCStorageClassName`, then Deckhouse's global
 storage class, then the single default StorageClass; it must exist and bind at once
@@ -30,7 +30,7 @@ WAIT_FOR_FIRST_CONSUMER = "WaitForFirstConsumer"
 
 
 class StorageClassSource(enum.StrEnum):
-    """Where the SharedPVC class came from (values `internal.delivery.storageClassSource`)."""
+    """Where the SharedPVC class came from (part of the verdict, `PrerequisitesVerdict.storage_class_source`)."""
 
     MODULE_SETTING = "ModuleSetting"
     GLOBAL_STORAGE_CLASS = "GlobalStorageClass"

@@ -2,9 +2,9 @@
 a Deployment created before its model is Ready ends with one ReplicaSet, one created for a Ready
 model has one all along; StatefulSets, DaemonSets and CronJobs are delivered; removing the
 annotations takes back everything the module added; deleting the workload takes the claim, its
-Job and both Secrets with it; and the stale-claims hook, run on the emulator's own objects through
-its own jqFilters, deletes a module claim only its own materialize Job still mounts and never a
-foreign claim that carries the shared-claim label.
+Job and both Secrets with it; and the controller's orphan pass deletes a module claim whose
+workload is gone and only its own materialize Job still mounts, and never a foreign claim that
+carries the shared-claim label.
 
 The tests share one stack (D118), each in a namespace of its own (`stack.namespace`).
 """
@@ -12,22 +12,23 @@ The tests share one stack (D118), each in a namespace of its own (`stack.namespa
 from __future__ import annotations
 
 import copy
-import dataclasses
 import datetime as dt
 import json
 import threading
-import urllib.parse
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from types import ModuleType, TracebackType
+from types import TracebackType
 from typing import Any
 
-import jq  # type: ignore[import-not-found]
 import pytest
-from deckhouse import hook
 
 from ai_models import names
+from ai_models.adapters.kube.claims import DeliveryObjects
+from ai_models.adapters.kube.informer import Informer
+from ai_models.adapters.kube.resources import PERSISTENT_VOLUME_CLAIMS
+from ai_models.controller.delivery.informers import CLAIM_SELECTOR, WORKLOAD_RESOURCES
 from ai_models.controller.delivery.jobs import job_name, registry_secret_name, token_secret_name
+from ai_models.controller.delivery.orphans import OrphanedClaims, OrphanPassResult
 from cluster.delivery_stack import (
     REPORT_MESSAGE,
     REPORT_REASON,
@@ -41,8 +42,6 @@ from cluster.delivery_stack import (
 )
 from kubeemu.cluster import Cluster
 from kubeemu.store import WatchEvent
-from support.hooks import load_hook
-from support.values import module_values
 
 SOURCE = {"url": "https://huggingface.co/acme/tiny-llama"}
 HOOKS_DIR = Path(__file__).resolve().parents[2] / "hooks"
@@ -179,67 +178,48 @@ class ReplicaSetCount:
         self._store.unsubscribe(self._key, self)
 
 
-# ----- the stale-claims hook on the emulator's objects ---------------------------------------------
+# ----- the orphan pass on the emulator's objects --------------------------------------------------
 
 
-def _stale_claims_hook() -> ModuleType:
-    return load_hook("stale_claims")
+def run_orphan_pass(stack: DeliveryStack) -> OrphanPassResult:
+    """One pass of the controller's orphan pass (D152) over the emulator's objects as the API lists
+    them now, with informers of its own; what it did in the test's namespace (the other tests'
+    namespaces share the cluster, and a claim is judged by its own namespace only)."""
+    api_client = stack.core.api_client
+    informers = [
+        Informer(api_client, PERSISTENT_VOLUME_CLAIMS, label_selector=CLAIM_SELECTOR).start(),
+        *(Informer(api_client, resource).start() for resource in WORKLOAD_RESOURCES.values()),
+    ]
+    try:
+        for informer in informers:
+            assert informer.wait_synced(10)
+        claims, *workloads = informers
+        result = OrphanedClaims(
+            objects=DeliveryObjects(api_client),
+            claims=claims,
+            workloads=workloads,
+            grace=dt.timedelta(hours=1),
+            interval=dt.timedelta(minutes=15),
+            clock=lambda: dt.datetime.now(dt.UTC),
+        ).run()
+    finally:
+        for informer in informers:
+            informer.stop()
+    mine = f"{stack.namespace}/"
+    return OrphanPassResult(
+        marked=[item for item in result.marked if item.startswith(mine)],
+        unmarked=[item for item in result.unmarked if item.startswith(mine)],
+        deleted=[item for item in result.deleted if item.startswith(mine)],
+        failed_namespaces=[item for item in result.failed_namespaces if item == stack.namespace],
+    )
 
 
-def _collection(api_version: str, kind: str) -> str:
-    base = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
-    return f"{base}/{kind.lower()}s"
-
-
-@dataclasses.dataclass(frozen=True)
-class HookRun:
-    operations: list[dict[str, Any]]
-
-    def deleted(self) -> list[tuple[str, str]]:
-        return [
-            (op["namespace"], op["name"])
-            for op in self.operations
-            if op["operation"] == "Delete" and op["kind"] == "PersistentVolumeClaim"
-        ]
-
-    def touched(self) -> set[tuple[str, str]]:
-        return {(op["namespace"], op["name"]) for op in self.operations}
-
-
-def run_stale_claims_hook(stack: DeliveryStack, *, gone: frozenset[str] = frozenset()) -> HookRun:
-    """One scheduled run of `hooks/stale_claims.py`, its snapshots made by its own jqFilters over the
-    emulator's objects as listed over the API, each binding's kind and label selector applied as
-    shell-operator does. `gone`: uids left out, as if deleted and not yet collected.
-
-    The snapshots hold the whole cluster, as in a cluster; the run's operations are those on the
-    test's namespace (the other tests' namespaces share the cluster, and the hook judges each
-    claim by the users in its own namespace only)."""
-    module = _stale_claims_hook()
-    config = json.loads(module.config)
-    snapshots: dict[str, list[dict[str, Any]]] = {}
-    for binding in config["kubernetes"]:
-        selector = binding.get("labelSelector") or {}
-        assert set(selector) <= {"matchLabels"}, selector
-        query = ",".join(f"{key}={value}" for key, value in (selector.get("matchLabels") or {}).items())
-        path = _collection(binding["apiVersion"], binding["kind"])
-        if query:
-            path += f"?labelSelector={urllib.parse.quote(query)}"
-        status, _, body = stack.emulator.request("GET", path)
-        assert status == 200, (path, status, body)
-        program = jq.compile(binding["jqFilter"])
-        snapshots[binding["name"]] = [
-            {"filterResult": program.input_value(item).first()}
-            for item in body.get("items") or []
-            if item["metadata"].get("uid") not in gone
-        ]
-    [schedule] = config["schedule"]
-    context = {
-        "binding": schedule["name"],
-        "type": "Schedule",
-        "snapshots": {name: snapshots[name] for name in schedule["includeSnapshotsFrom"]},
-    }
-    output = hook.testrun(module.main, binding_context=[context], initial_values=module_values())
-    return HookRun([op for op in output.kube_operations.data if op.get("namespace") == stack.namespace])
+def vanish(stack: DeliveryStack, api_version: str, kind: str, name: str) -> None:
+    """Take the object out of the emulator's store as if deleted with no garbage collection after
+    it (a collector that could not finish): its dependents keep their ownerReferences."""
+    cluster = stack.emulator.cluster
+    rtype = cluster.resource_for(api_version, kind)
+    assert cluster.store.remove(rtype.storage_key, stack.namespace, name) is not None
 
 
 def create_foreign_claim(stack: DeliveryStack) -> None:
@@ -260,8 +240,13 @@ def create_foreign_claim(stack: DeliveryStack) -> None:
     )
 
 
+def claim_mark(stack: DeliveryStack, claim: str) -> str | None:
+    found = stack.core.read_namespaced_persistent_volume_claim(claim, stack.namespace)
+    return (found.metadata.annotations or {}).get(names.SHARED_PVC_UNREFERENCED_SINCE_ANNOTATION)
+
+
 def mark_unreferenced_long_ago(stack: DeliveryStack, claim: str) -> None:
-    """What an earlier pass of the hook wrote, a grace period ago."""
+    """What an earlier pass wrote, a grace period ago."""
     stack.core.patch_namespaced_persistent_volume_claim(
         claim,
         stack.namespace,
@@ -469,17 +454,17 @@ def test_deleting_the_workload_takes_its_claim_job_and_secrets_and_leaves_a_fore
         lambda: leftovers() == set(), timeout=30, what=lambda: f"nothing left: {leftovers()}"
     )
     assert [c["metadata"]["name"] for c in stack.claims()] == [FOREIGN_CLAIM]
-    # The cleanup, run on what is left, touches nothing: the foreign claim is not the module's.
-    assert run_stale_claims_hook(stack).operations == []
+    # The orphan pass, run on what is left, touches nothing: the foreign claim is not the module's.
+    assert run_orphan_pass(stack) == OrphanPassResult()
     assert [c["metadata"]["name"] for c in stack.claims()] == [FOREIGN_CLAIM]
 
 
-def test_the_stale_claims_hook_deletes_a_claim_only_its_own_job_mounts_and_never_a_foreign_one(
+def test_the_orphan_pass_deletes_a_claim_only_its_own_job_mounts_and_never_a_foreign_one(
     stack: DeliveryStack,
 ) -> None:
     stack.ready_model("tiny", "acme/tiny-llama")
     create_foreign_claim(stack)
-    # The materialize Job stays without its Pod: it exists and mounts the claim when the hook looks.
+    # The materialize Job stays without its Pod: it exists and mounts the claim when the pass looks.
     stack.models.runner.pause_new_pods()
     stack.apply_workload(workload_manifest("Deployment", "web", stack.namespace))
     stack.models.eventually(
@@ -495,18 +480,21 @@ def test_the_stale_claims_hook_deletes_a_claim_only_its_own_job_mounts_and_never
     mark_unreferenced_long_ago(stack, name)
     web = stack.workload("Deployment", "web")
 
-    # The workload exists: its claim is kept, and so is the mark, which is the delivery
-    # controller's while the workload exists (D100: the hook removing it would restart its grace).
-    kept = run_stale_claims_hook(stack)
-    assert kept.deleted() == []
-    assert kept.touched() == set()
+    # The workload exists: its claim is kept, and so is the mark, which is the workload's reconcile's
+    # while the workload exists (D100: the orphan pass removing it would restart its grace).
+    assert run_orphan_pass(stack) == OrphanPassResult()
+    assert claim_mark(stack, name) == LONG_AGO
 
-    # The Deployment and its Pods deleted, the claim not yet collected: only the claim's own Job
-    # mounts it, which is no reference (D97).
-    mark_unreferenced_long_ago(stack, name)
-    pods = {pod["metadata"]["uid"] for pod in stack.pods(selector="app=web")}
+    # The Deployment and its Pods gone, the claim not collected: only the claim's own Job mounts
+    # it, which is no reference (D97).
+    pods = stack.pods(selector="app=web")
     assert pods, "the gated pods exist"
-    gone = run_stale_claims_hook(stack, gone=frozenset({web["metadata"]["uid"], *pods}))
-    assert gone.deleted() == [(stack.namespace, name)]
-    assert (stack.namespace, FOREIGN_CLAIM) not in gone.touched()
+    vanish(stack, "apps/v1", "Deployment", web["metadata"]["name"])
+    for replica_set in owned_replica_sets(stack, "web"):
+        vanish(stack, "apps/v1", "ReplicaSet", replica_set["metadata"]["name"])
+    for pod in pods:
+        vanish(stack, "v1", "Pod", pod["metadata"]["name"])
+    gone = run_orphan_pass(stack)
+    assert gone.deleted == [f"{stack.namespace}/{name}"]
     assert FOREIGN_CLAIM in {c["metadata"]["name"] for c in stack.claims()}
+    assert name not in {c["metadata"]["name"] for c in stack.claims()}

@@ -20,7 +20,6 @@ EXPECTED = {
     "artifacts_credentials",
     "copy_custom_certificate",
     "internal_tls",
-    "stale_claims",
 }
 
 

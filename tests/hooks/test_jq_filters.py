@@ -43,7 +43,6 @@ NOW = dt.datetime.now(dt.UTC).replace(microsecond=0)
 OLD = (NOW - dt.timedelta(days=2)).strftime("%Y-%m-%dT%H:%M:%SZ")
 YOUNG = (NOW - dt.timedelta(minutes=10)).strftime("%Y-%m-%dT%H:%M:%SZ")
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
-SHARED_PVC = "ai.deckhouse.io/shared-pvc"
 
 Obj = dict[str, Any]
 
@@ -258,238 +257,7 @@ CUSTOM_TLS_WITHOUT_CA = secret(
 )
 
 
-def claim(
-    name: str,
-    namespace: str = "team-a",
-    *,
-    phase: str | None = "Bound",
-    storage_class_name: str | None = "nfs-rwx",
-    shared: bool = True,
-    created: str = OLD,
-    deleting: bool = False,
-) -> Obj:
-    spec: Obj = {
-        "accessModes": ["ReadWriteMany"],
-        "resources": {"requests": {"storage": "20Gi"}},
-        "volumeMode": "Filesystem",
-    }
-    if storage_class_name is not None:
-        spec["storageClassName"] = storage_class_name
-    annotations: dict[str, str] = {}
-    status: Obj = {}
-    if phase is not None:
-        status["phase"] = phase
-    if phase in {"Bound", "Lost"}:
-        spec["volumeName"] = f"pvc-{uuid.uuid5(uuid.NAMESPACE_URL, namespace + name)}"
-        annotations = {
-            "pv.kubernetes.io/bind-completed": "yes",
-            "pv.kubernetes.io/bound-by-controller": "yes",
-            "volume.kubernetes.io/storage-provisioner": "nfs.csi.k8s.io",
-        }
-    if phase == "Bound":
-        status.update({"accessModes": ["ReadWriteMany"], "capacity": {"storage": "20Gi"}})
-    labels = (
-        {
-            SHARED_PVC: "true",
-            "ai.deckhouse.io/owner-kind": "Model",
-            "ai.deckhouse.io/owner-name": name,
-        }
-        if shared
-        else {"app": "postgres"}
-    )
-    body: Obj = {"spec": spec, **({"status": status} if status else {})}
-    meta: Obj = {"finalizers": ["kubernetes.io/pvc-protection"]}
-    if deleting:
-        meta.update({"deletionTimestamp": YOUNG, "deletionGracePeriodSeconds": 0})
-    return served(
-        "v1",
-        "PersistentVolumeClaim",
-        name,
-        namespace=namespace,
-        labels=labels,
-        annotations=annotations,
-        created=created,
-        manager="ai-models-controller",
-        meta=meta,
-        **body,
-    )
-
-
-CLAIM_BOUND = claim("model-a")
-CLAIM_WITHOUT_STATUS = claim("model-r", phase=None)
-CLAIM_DELETING = claim("model-d", deleting=True)
-CLAIM_NOT_SHARED = claim("data-postgres-0", phase="Lost", shared=False)
-# As the delivery controller makes a claim: owned by its workload, the owner's uid in a label, and
-# marked by the stale-claim cleanup's first pass.
-CLAIM_OWNED_UNREFERENCED = {
-    **CLAIM_BOUND,
-    "metadata": {
-        **CLAIM_BOUND["metadata"],
-        "name": "ai-models-web-0a1b2c3d4e",
-        "labels": {
-            **CLAIM_BOUND["metadata"]["labels"],
-            "module": "ai-models",
-            "ai.deckhouse.io/owner-uid": "w-1",
-        },
-        "ownerReferences": [
-            {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "uid": "w-1", "controller": True}
-        ],
-        "annotations": {
-            **CLAIM_BOUND["metadata"].get("annotations", {}),
-            "ai.deckhouse.io/unreferenced-since": "2026-11-30T10:00:00Z",
-        },
-    },
-}
-
-
-def volumes(*claims: str, extra: Sequence[Obj] = ()) -> list[Obj]:
-    return [
-        {"name": "config", "configMap": {"name": "runtime-config", "defaultMode": 420}},
-        *extra,
-        *(
-            {"name": f"model-{index}", "persistentVolumeClaim": {"claimName": name, "readOnly": True}}
-            for index, name in enumerate(claims)
-        ),
-    ]
-
-
-def pod_spec(pod_volumes: list[Obj] | None) -> Obj:
-    spec: Obj = {
-        "containers": [
-            {
-                "name": "server",
-                "image": "registry.example.com/vllm@sha256:0123",
-                "resources": {"limits": {"nvidia.com/gpu": "1"}},
-                "volumeMounts": [
-                    {"name": item["name"], "mountPath": f"/{item['name']}"} for item in pod_volumes or []
-                ],
-            }
-        ],
-        "restartPolicy": "Always",
-        "dnsPolicy": "ClusterFirst",
-        "schedulerName": "default-scheduler",
-        "securityContext": {},
-        "terminationGracePeriodSeconds": 30,
-    }
-    if pod_volumes is not None:
-        spec["volumes"] = pod_volumes
-    return spec
-
-
-def template(pod_volumes: list[Obj] | None) -> Obj:
-    return {"metadata": {"labels": {"app": "inference"}}, "spec": pod_spec(pod_volumes)}
-
-
-def workload(kind: str, name: str, namespace: str, pod_volumes: list[Obj] | None, **spec: Any) -> Obj:
-    api_version = "batch/v1" if kind in {"Job", "CronJob"} else "apps/v1"
-    body: Obj = {"selector": {"matchLabels": {"app": "inference"}}, "template": template(pod_volumes), **spec}
-    if kind == "CronJob":
-        body = {"schedule": "0 3 * * *", "jobTemplate": {"spec": {"template": template(pod_volumes)}}, **spec}
-    elif kind == "Job":
-        body = {"backoffLimit": 6, "template": {**template(pod_volumes)}, **spec}
-        body["template"]["spec"]["restartPolicy"] = "Never"
-    return served(
-        api_version,
-        kind,
-        name,
-        namespace=namespace,
-        labels={"app": "inference"},
-        annotations={"deployment.kubernetes.io/revision": "3"} if kind == "Deployment" else None,
-        meta={"generation": 4},
-        spec=body,
-        status={"observedGeneration": 4},
-    )
-
-
-def pod(name: str, namespace: str, pod_volumes: list[Obj] | None) -> Obj:
-    return served(
-        "v1",
-        "Pod",
-        name,
-        namespace=namespace,
-        labels={"app": "inference", "pod-template-hash": "5d9f7"},
-        annotations={"kubectl.kubernetes.io/restartedAt": OLD},
-        manager="kube-controller-manager",
-        meta={
-            "generateName": f"{name[:-5]}",
-            "ownerReferences": [
-                {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "x", "uid": "1", "controller": True}
-            ],
-        },
-        spec={**pod_spec(pod_volumes), "nodeName": "gpu-1", "serviceAccountName": "default"},
-        status={
-            "phase": "Running",
-            "podIP": "10.111.0.17",
-            "conditions": [{"type": "Ready", "status": "True"}],
-        },
-    )
-
-
-PROJECTED_TOKEN = {
-    "name": "kube-api-access-x2k9v",
-    "projected": {
-        "defaultMode": 420,
-        "sources": [{"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}}],
-    },
-}
-DEPLOYMENT = workload(
-    "Deployment",
-    "paused-server",
-    "team-a",
-    volumes("model-a", extra=[{"name": "tmp", "emptyDir": {}}]),
-    replicas=0,
-    paused=True,
-)
-DEPLOYMENT_WITHOUT_VOLUMES = workload("Deployment", "web", "team-a", None, replicas=2)
-STATEFULSET = workload(
-    "StatefulSet",
-    "db",
-    "team-a",
-    volumes("model-s"),
-    serviceName="db",
-    volumeClaimTemplates=[{"metadata": {"name": "data"}, "spec": {"accessModes": ["ReadWriteOnce"]}}],
-)
-DAEMONSET = workload(
-    "DaemonSet", "node-agent", "team-a", [{"name": "host", "hostPath": {"path": "/var/lib", "type": ""}}]
-)
-JOB = workload("Job", "warmup", "team-a", volumes("model-j"))
-CRONJOB = workload("CronJob", "nightly-eval", "team-a", volumes("model-c"))
-POD = pod("standalone-a1b2c", "team-a", volumes("model-o", extra=[PROJECTED_TOKEN]))
-POD_WITHOUT_VOLUMES = pod("bare-x9z8y", "team-a", None)
-
-
 # ----- expected filter results per (hook, binding) ------------------------------------------------------
-
-
-def _workload_claims(*pairs: tuple[Obj, list[str]]) -> list[tuple[Obj, Obj]]:
-    return [
-        (
-            obj,
-            {
-                "namespace": "team-a",
-                "uid": obj["metadata"]["uid"],
-                "owners": [reference["uid"] for reference in obj["metadata"].get("ownerReferences", [])],
-                "claims": claims,
-            },
-        )
-        for obj, claims in pairs
-    ]
-
-
-def _shared_claim(obj: Obj, *, deleting: bool) -> tuple[Obj, Obj]:
-    meta = obj["metadata"]
-    return (
-        obj,
-        {
-            "namespace": meta["namespace"],
-            "name": meta["name"],
-            "uid": meta["uid"],
-            "labels": meta["labels"],
-            "owners": [reference["uid"] for reference in meta.get("ownerReferences", [])],
-            "deleting": deleting,
-            "since": (meta.get("annotations") or {}).get("ai.deckhouse.io/unreferenced-since"),
-        },
-    )
 
 
 FILTER_SAMPLES: dict[tuple[str, str], list[tuple[Obj, Any]]] = {
@@ -550,20 +318,6 @@ FILTER_SAMPLES: dict[tuple[str, str], list[tuple[Obj, Any]]] = {
     ("internal_tls", "controller_tls"): [
         (CONTROLLER_TLS_SECRET, {"crt": b64("CONTROLLER CERTIFICATE"), "key": b64("CONTROLLER KEY")}),
     ],
-    ("stale_claims", "shared_claims"): [
-        _shared_claim(CLAIM_BOUND, deleting=False),
-        _shared_claim(CLAIM_WITHOUT_STATUS, deleting=False),
-        _shared_claim(CLAIM_DELETING, deleting=True),
-        _shared_claim(CLAIM_OWNED_UNREFERENCED, deleting=False),
-    ],
-    ("stale_claims", "deployments"): _workload_claims(
-        (DEPLOYMENT, ["model-a"]), (DEPLOYMENT_WITHOUT_VOLUMES, [])
-    ),
-    ("stale_claims", "statefulsets"): _workload_claims((STATEFULSET, ["model-s"])),
-    ("stale_claims", "daemonsets"): _workload_claims((DAEMONSET, [])),
-    ("stale_claims", "jobs"): _workload_claims((JOB, ["model-j"])),
-    ("stale_claims", "cronjobs"): _workload_claims((CRONJOB, ["model-c"])),
-    ("stale_claims", "pods"): _workload_claims((POD, ["model-o"]), (POD_WITHOUT_VOLUMES, [])),
 }
 
 
@@ -750,7 +504,6 @@ def test_objects_outside_a_bindings_selectors_are_not_delivered() -> None:
     assert not selects(sources, SAME_NAME_ELSEWHERE)
     assert not selects(kubernetes_bindings("artifacts_credentials")["copies"], API_TLS_UNRELATED)
     assert not selects(kubernetes_bindings("artifacts_credentials")["module_namespace"], OTHER_NAMESPACE)
-    assert not selects(kubernetes_bindings("stale_claims")["shared_claims"], CLAIM_NOT_SHARED)
 
 
 # ----- hooks run on jq output --------------------------------------------------------------------------
@@ -816,40 +569,6 @@ def _certificate_is(expected: dict[str, str] | None) -> Callable[[Outcome], None
     return check
 
 
-def _deletes(*claims: tuple[str, str], marks: Sequence[tuple[str, str]] = ()) -> Callable[[Outcome], None]:
-    """Deletes exactly `claims`; records (or clears) the unreferenced-since mark of exactly `marks`."""
-
-    def check(outcome: Outcome) -> None:
-        deleted = [op for op in outcome.kube if op["operation"] == "Delete"]
-        assert sorted((op["namespace"], op["name"]) for op in deleted) == sorted(claims)
-        assert all(op == deletion("PersistentVolumeClaim", op["namespace"], op["name"]) for op in deleted)
-        patched = [op for op in outcome.kube if op["operation"] == "MergePatch"]
-        assert sorted((op["namespace"], op["name"]) for op in patched) == sorted(marks)
-        assert len(deleted) + len(patched) == len(outcome.kube)
-
-    return check
-
-
-def made_by_module(obj: Obj, *, since: str | None = OLD) -> Obj:
-    """`obj` as the delivery controller makes a claim (its workload, gone now, owns it), marked by an
-    earlier pass of the cleanup `since` then (None: no earlier pass)."""
-    meta = obj["metadata"]
-    annotations = dict(meta.get("annotations") or {})
-    if since is not None:
-        annotations["ai.deckhouse.io/unreferenced-since"] = since
-    return {
-        **obj,
-        "metadata": {
-            **meta,
-            "labels": {**meta["labels"], "module": "ai-models", "ai.deckhouse.io/owner-uid": "gone-workload"},
-            "ownerReferences": [
-                {"apiVersion": "apps/v1", "kind": "Deployment", "name": "gone", "uid": "gone-workload"}
-            ],
-            "annotations": annotations,
-        },
-    }
-
-
 SECRETS_IN_D8_SYSTEM = (
     S3_CREDENTIALS,
     S3_CA,
@@ -860,16 +579,6 @@ SECRETS_IN_D8_SYSTEM = (
 )
 CREDENTIALS_DATA = {"accessKey": b64("AKIAEXAMPLE"), "secretKey": b64("wJalrXUtnFEMI/K7MDENG")}
 CA_DATA = {"ca.crt": b64("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n")}
-CLAIMS_WORKLOADS = (
-    DEPLOYMENT,
-    DEPLOYMENT_WITHOUT_VOLUMES,
-    STATEFULSET,
-    DAEMONSET,
-    JOB,
-    CRONJOB,
-    POD,
-    POD_WITHOUT_VOLUMES,
-)
 
 SCENARIOS = [
     Scenario(
@@ -930,35 +639,6 @@ SCENARIOS = [
         (*SECRETS_IN_D8_SYSTEM, CUSTOM_TLS),
         lambda: https_values("s3-pending"),
         _certificate_is(None),
-    ),
-    Scenario(
-        "stale_claims",
-        "claims the module made that nothing mounts are deleted on the pass after the grace period",
-        (
-            *CLAIMS_WORKLOADS,
-            *(
-                made_by_module(claim(name))
-                for name in ("model-a", "model-s", "model-j", "model-c", "model-o")
-            ),
-            made_by_module(claim("orphan")),
-            made_by_module(claim("orphan-pending", phase="Pending")),
-            made_by_module(claim("orphan-new", phase=None, storage_class_name=None), since=None),
-            made_by_module(claim("model-a", "team-b")),  # mounted in team-a only
-            made_by_module(claim("recent"), since=YOUNG),
-            CLAIM_DELETING,
-            claim("foreign"),  # labelled shared by someone else: never touched
-            claim("not-shared", shared=False),
-        ),
-        module_values,
-        _deletes(
-            ("team-a", "orphan"),
-            ("team-a", "orphan-pending"),
-            ("team-b", "model-a"),
-            marks=[
-                ("team-a", "orphan-new"),  # first seen unreferenced: recorded, not deleted
-                *(("team-a", name) for name in ("model-a", "model-s", "model-j", "model-c", "model-o")),
-            ],
-        ),
     ),
 ]
 SCENARIO_HOOKS = {scenario.hook for scenario in SCENARIOS} | {"internal_tls"}  # see the test below

@@ -247,10 +247,12 @@ CONTROLLER_CLUSTER_RULES = [
     *CONTROLLER_SHARED_PVC_ONLY_RULES,
 ]
 # NodeCache mode reads nodes (prerequisites, readiness labels, cache reports) and only takes back
-# the shared claims an earlier SharedPVC delivery made (D100).
+# the shared claims an earlier SharedPVC delivery made (D100) or whose workload is gone: the orphan
+# pass lists the Jobs of such a claim's namespace (D152).
 CONTROLLER_NODE_CACHE_ONLY_RULES = [
     rule([""], ["nodes"], ["get", "list", "watch"]),
     rule([""], ["persistentvolumeclaims"], ["list", "watch", "patch", "delete"]),
+    rule(["batch"], ["jobs"], ["list"]),
 ]
 CONTROLLER_NAMESPACE_RULES = [
     rule(["coordination.k8s.io"], ["leases"], ["create"]),

@@ -38,11 +38,15 @@ WORKLOAD_RULES = [
 ]
 # Both modes: the shared claims are followed, marked and, a grace period after their workload
 # stopped using them, deleted (D100); in NodeCache mode those of an earlier SharedPVC delivery.
-CLAIM_CLEANUP = [("", "persistentvolumeclaims", verb) for verb in ("list", "watch", "patch", "delete")]
+CLAIM_CLEANUP = [
+    *(("", "persistentvolumeclaims", verb) for verb in ("list", "watch", "patch", "delete")),
+    # The orphan pass lists what can mount a claim, Jobs among them (D152).
+    ("batch", "jobs", "list"),
+]
 SHARED_PVC_ONLY = [
     # Made and read by name only where SharedPVC delivers.
     *(("", "persistentvolumeclaims", verb) for verb in ("get", "create")),
-    *(("batch", "jobs", verb) for verb in ("get", "list", "watch", "create", "delete")),
+    *(("batch", "jobs", verb) for verb in ("get", "watch", "create", "delete")),
     *(("", "secrets", verb) for verb in ("create", "update")),
 ]
 SHARED_PVC_ONLY_CLUSTER = [("", "persistentvolumes", verb) for verb in ("get", "list", "watch")]

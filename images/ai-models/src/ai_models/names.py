@@ -326,8 +326,9 @@ NAME_LABEL: Final = "app.kubernetes.io/name"
 # Shared claims of SharedPVC delivery: `SHARED_PVC_LABEL=SHARED_PVC_LABEL_VALUE`.
 SHARED_PVC_LABEL: Final = "ai.deckhouse.io/shared-pvc"
 SHARED_PVC_LABEL_VALUE: Final = "true"
-# When the stale-claim cleanup first found a shared claim unreferenced (RFC 3339); removed once it is
-# referenced again. A claim is deleted only on a later pass, after the grace period.
+# When a claim cleanup (a workload's reconcile, or the orphan pass) first found a shared claim
+# unreferenced (RFC 3339); removed once it is referenced again. A claim is deleted only on a later
+# pass, after the grace period.
 SHARED_PVC_UNREFERENCED_SINCE_ANNOTATION: Final = "ai.deckhouse.io/unreferenced-since"
 # On a publication Job: the digest of the artifact it publishes.
 ARTIFACT_DIGEST_ANNOTATION: Final = "ai.deckhouse.io/artifact-digest"

@@ -94,6 +94,11 @@ class ControllerSettings(Settings):
         ge=0,
         description="How long a shared claim its workload no longer uses is kept before it is deleted.",
     )
+    delivery_orphan_pass_seconds: float = Field(
+        default=900.0,
+        gt=0,
+        description="How often the leader looks for shared claims whose workload is gone (D152).",
+    )
     controller_webhook_address: str = Field(
         default="0.0.0.0", description="Listener of the admission webhook."
     )

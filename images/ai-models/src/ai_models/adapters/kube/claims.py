@@ -9,17 +9,29 @@ the status, the Status reason and the invalid fields, never the server's text.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Iterator, Mapping
+from typing import Any, Final
 
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 from ai_models.adapters.kube.jobs import ObjectRefused
 
+PAGE_SIZE: Final = 500
+# What can mount a claim in its namespace (the stale rule's users): (kind, API class, method suffix).
+_MOUNTING: Final = (
+    ("Pod", k8s.CoreV1Api, "pod"),
+    ("Job", k8s.BatchV1Api, "job"),
+    ("Deployment", k8s.AppsV1Api, "deployment"),
+    ("StatefulSet", k8s.AppsV1Api, "stateful_set"),
+    ("DaemonSet", k8s.AppsV1Api, "daemon_set"),
+    ("CronJob", k8s.BatchV1Api, "cron_job"),
+)
+
 
 class DeliveryObjects:
     def __init__(self, api_client: Any, *, timeout: tuple[float, float] = (3, 30)) -> None:
+        self._api_client = api_client
         self._core = k8s.CoreV1Api(api_client)
         self._batch = k8s.BatchV1Api(api_client)
         self._timeout = timeout
@@ -61,6 +73,29 @@ class DeliveryObjects:
                 return False
             raise ObjectRefused.of("delete", "PersistentVolumeClaim", name, namespace, error) from error
         return True
+
+    def mounting_objects(self, namespace: str) -> Iterator[dict[str, Any]]:
+        """Every Pod, Job, Deployment, StatefulSet, DaemonSet and CronJob of `namespace`, each with its
+        `kind` set, page by page (500 a page); raises `ApiException` on any failure: a partial list
+        must not make a claim look unused."""
+        for kind, api, method in _MOUNTING:
+            list_page = getattr(api(self._api_client), f"list_namespaced_{method}")
+            token: str | None = None
+            while True:
+                kwargs: dict[str, Any] = {"limit": PAGE_SIZE, "_request_timeout": self._timeout}
+                if token:
+                    kwargs["_continue"] = token
+                response = list_page(namespace, _preload_content=False, **kwargs)
+                try:
+                    page = json.loads(response.data)
+                finally:
+                    response.release_conn()
+                for item in page.get("items") or ():
+                    if isinstance(item, dict):
+                        yield {**item, "kind": kind}
+                token = (page.get("metadata") or {}).get("continue")
+                if not token:
+                    break
 
     def create_job(self, job: Mapping[str, Any]) -> dict[str, Any]:
         """Create the Job; the Job as stored (with its uid), also when it existed already."""

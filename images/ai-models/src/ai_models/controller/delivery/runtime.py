@@ -3,7 +3,8 @@
 Workloads of the four kinds enqueue themselves; a shared claim's change enqueues its owner; the
 mode's own informers wake what they wake (`strategy.DeliveryStrategy.attach`). A Model's or
 ClusterModel's change enqueues the workloads that name it: `model_changed` is the handler for the
-controller's Model informers, which the caller attaches. Everything runs on the Lease holder:
+controller's Model informers, which the caller attaches. The orphan pass (`orphans`) takes back the
+shared claims whose workload is gone. Everything runs on the Lease holder:
 `attach` adds it to the leader's `Manager`.
 """
 
@@ -13,11 +14,13 @@ import datetime
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ai_models.adapters.kube.claims import DeliveryObjects
 from ai_models.adapters.kube.events import EventRecorder
 from ai_models.adapters.kube.informer import Informer
 from ai_models.controller.delivery.informers import BY_VOLUME, DeliveryInformers
 from ai_models.controller.delivery.keys import WorkloadKey, workload_key
 from ai_models.controller.delivery.observe import ModelOf
+from ai_models.controller.delivery.orphans import OrphanedClaims
 from ai_models.controller.delivery.reconciler import DeliveryReconciler, utcnow
 from ai_models.controller.delivery.steps import DeliverySettings
 from ai_models.controller.delivery.strategy import DeliveryStrategy
@@ -65,9 +68,18 @@ class DeliveryRuntime:
         self.controller: Controller[WorkloadKey] = Controller(
             "delivery", self.reconciler.reconcile, workers=workers
         )
+        settings = settings or DeliverySettings()
+        self.orphans = OrphanedClaims(
+            objects=DeliveryObjects(api_client),
+            claims=self.informers.claims,
+            workloads=self.informers.workloads.values(),
+            grace=settings.claim_grace,
+            interval=settings.orphan_pass_interval,
+            clock=clock,
+        )
 
     def attach(self, manager: Manager) -> None:
-        """Add the informers and the controller to the leader's manager."""
+        """Add the informers, the controller and the orphan pass to the leader's manager."""
         for informer in self.informers.workloads.values():
             manager.informer(informer)
             self.controller.watch(informer, lambda obj: [workload_key(obj)])
@@ -75,6 +87,7 @@ class DeliveryRuntime:
         self.controller.watch(self.informers.claims, claim_owners)
         self.strategy.attach(manager, self)
         manager.controller(self.controller)
+        manager.loop("orphaned-claims", self.orphans.loop)
 
     def all_informers(self) -> list[Informer]:
         return [*self.informers.all(), *self.strategy.informers()]

@@ -115,7 +115,10 @@ def shared_pvc_settings(settings: ControllerSettings) -> SharedPVCSettings:
 
 
 def delivery_settings(settings: ControllerSettings) -> DeliverySettings:
-    return DeliverySettings(claim_grace=datetime.timedelta(seconds=settings.delivery_claim_grace_seconds))
+    return DeliverySettings(
+        claim_grace=datetime.timedelta(seconds=settings.delivery_claim_grace_seconds),
+        orphan_pass_interval=datetime.timedelta(seconds=settings.delivery_orphan_pass_seconds),
+    )
 
 
 class _Sources:

@@ -16,7 +16,10 @@ any more (what the claim owns itself, its materialize Job and that Job's Pods, i
 and it has been seen unreferenced for at least the grace period: first seen
 unreferenced at one observation, deleted at a later one, never at a single observation.
 
-Standard library only: the stale-claims hook imports this module.
+Which pass applies the stale rule: the delivery controller, in two places (D152). A claim whose
+owning workload exists is its reconcile's (`domain.delivery.superseded`, D100); a claim whose
+owner is gone (GC could not finish, or the workload was deleted while the claim outlived it) is the
+periodic orphan pass's (`orphan_change`).
 """
 
 from __future__ import annotations
@@ -211,6 +214,19 @@ class ClaimUser:
     claims: frozenset[str]  # `claims_mounted`
     owner_uids: frozenset[str] = frozenset()  # the uids of its ownerReferences
 
+    @classmethod
+    def of(cls, obj: Mapping[str, Any]) -> ClaimUser:
+        """`obj` must carry its `kind` (list responses leave it out of their items)."""
+        meta = obj.get("metadata") or {}
+        return cls(
+            namespace=str(meta.get("namespace") or ""),
+            uid=str(meta.get("uid") or ""),
+            claims=claims_mounted(obj),
+            owner_uids=frozenset(
+                str(ref.get("uid")) for ref in meta.get("ownerReferences") or () if ref.get("uid")
+            ),
+        )
+
 
 def claim_referenced(claim: SharedClaim, users: Iterable[ClaimUser]) -> bool:
     """Whether anything keeps `claim`: a workload that owns it exists (a claim is made before the
@@ -290,3 +306,50 @@ def claim_verdict(
             Staleness.UNREFERENCED, since=first_unreferenced, recheck_at=first_unreferenced + grace
         )
     return ClaimVerdict(Staleness.STALE, since=first_unreferenced)
+
+
+# ----- orphaned claims --------------------------------------------------------------------------------
+
+
+def owner_gone(claim: SharedClaim, live_uids: Iterable[str]) -> bool:
+    """A claim the module made, not being deleted, none of whose owners is among `live_uids`: a
+    candidate for the orphan pass (which confirms it against what it lists before acting)."""
+    return made_by_module(claim) and not claim.deleting and not claim.owner_uids & set(live_uids)
+
+
+class OrphanChange(enum.StrEnum):
+    DELETE = "Delete"
+    MARK = "Mark"  # write `since`
+    UNMARK = "Unmark"  # remove the mark: something mounts the claim again
+
+
+@dataclasses.dataclass(frozen=True)
+class OrphanStep:
+    change: OrphanChange | None  # None: nothing to write
+    verdict: ClaimVerdict
+
+
+def orphan_change(
+    claim: SharedClaim,
+    users: Sequence[ClaimUser],
+    *,
+    marked: datetime.datetime | None,
+    mark_present: bool,
+    now: datetime.datetime,
+    grace: datetime.timedelta,
+) -> OrphanStep:
+    """What the orphan pass writes for `claim` given what its namespace holds now (`users`: its Pods,
+    Jobs and workloads) and its mark (`marked`, the parsed `unreferenced-since`; `mark_present`: the
+    annotation is there, readable or not). A claim whose owner turns out to exist is left alone,
+    mark included: while its workload exists, the mark is that workload's reconcile's (D100)."""
+    verdict = claim_verdict(
+        claim, referenced=claim_referenced(claim, users), first_unreferenced=marked, now=now, grace=grace
+    )
+    if verdict.staleness is Staleness.STALE:
+        return OrphanStep(OrphanChange.DELETE, verdict)
+    if verdict.staleness is Staleness.UNREFERENCED and (marked is None or marked >= now):
+        return OrphanStep(OrphanChange.MARK, verdict)
+    owner_exists = bool(claim.owner_uids & {user.uid for user in users if user.namespace == claim.namespace})
+    if verdict.staleness is Staleness.IN_USE and mark_present and not owner_exists:
+        return OrphanStep(OrphanChange.UNMARK, verdict)
+    return OrphanStep(None, verdict)

@@ -2,7 +2,7 @@
 
 A workload owns a claim per model set it has delivered (D84: another model set, or a model
 re-published with a new digest, is a new claim). The delivery controller knows which claim the
-workload wants now, so it, not the stale-claims hook, takes back the ones it superseded and the
+workload wants now, so its reconcile, not the orphan pass (D152), takes back the ones it superseded and the
 ones of a workload whose annotations were removed. The rule, for each claim the workload owns
 (`claims.made_by_module` and the owner-UID label equal to the workload's uid; one being deleted is
 left to its deletion):

@@ -30,7 +30,7 @@ WAIT_FOR_FIRST_CONSUMER = "WaitForFirstConsumer"
 
 
 class StorageClassSource(enum.StrEnum):
-    """Where the SharedPVC class came from (part of the verdict, `PrerequisitesVerdict.storage_class_source`)."""
+    """Where the SharedPVC class came from (`PrerequisitesVerdict.storage_class_source`)."""
 
     MODULE_SETTING = "ModuleSetting"
     GLOBAL_STORAGE_CLASS = "GlobalStorageClass"

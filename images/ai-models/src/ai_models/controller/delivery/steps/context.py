@@ -20,9 +20,11 @@ REMEMBERED_SETTLED: Final = 8192  # settled Deployments remembered, least recent
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class DeliverySettings:
     """What delivery in every mode is configured with: a claim the workload no longer uses is
-    marked, then deleted `claim_grace` after (D100)."""
+    marked, then deleted `claim_grace` after (D100); claims whose owner is gone are looked at every
+    `orphan_pass_interval` (D152)."""
 
     claim_grace: datetime.timedelta = datetime.timedelta(hours=1)
+    orphan_pass_interval: datetime.timedelta = datetime.timedelta(minutes=15)
 
 
 class SettledDeployments:

@@ -61,9 +61,12 @@ class CatalogStack:
                 # Port 0: the listeners log the ports they bound (`ModuleProcess.bound_port`).
                 "AI_MODELS_CONTROLLER_HEALTH_PORT": "0",
                 "AI_MODELS_CONTROLLER_METRICS_PORT": "0",
-                # Short leases keep fail-over tests quick; the production values come from Helm.
-                "AI_MODELS_CONTROLLER_LEASE_DURATION_SECONDS": "4",
-                "AI_MODELS_CONTROLLER_RENEW_DEADLINE_SECONDS": "3",
+                # Short leases keep fail-over tests quick, yet a renewal slowed by a loaded machine (its
+                # read timeout is renew deadline - retry period = 5 s) must not end the leadership: a
+                # controller that loses the Lease exits, and this stack, unlike a Deployment, does not
+                # start it again. The production values come from Helm.
+                "AI_MODELS_CONTROLLER_LEASE_DURATION_SECONDS": "8",
+                "AI_MODELS_CONTROLLER_RENEW_DEADLINE_SECONDS": "6",
                 "AI_MODELS_CONTROLLER_RETRY_PERIOD_SECONDS": "1",
                 "AI_MODELS_CATALOG_RETRY_BASE_SECONDS": "0.5",
                 "AI_MODELS_CATALOG_RETRY_CAP_SECONDS": "2",

@@ -9,7 +9,8 @@ import threading
 import time
 
 from ai_models.controller.runtime import Controller
-from ai_models.controller.runtime.queue import Backoff, WorkQueue
+from ai_models.controller.runtime.queue import WorkQueue
+from ai_models.domain.backoff import Backoff
 
 WAIT = 10.0  # generous bound for "promptly"; tests finish as soon as the awaited thing happens
 

@@ -33,13 +33,13 @@ from ai_models.controller.runtime.webhook import WebhookServer
 from ai_models.controller.settings import ControllerSettings
 from ai_models.controller.storage.metrics import LedgerCollector, StorageMetrics
 from ai_models.controller.storage.runtime import StorageRuntime
+from ai_models.domain.backoff import Backoff
 
 log = logging.getLogger(__name__)
 # The first API call is retried START_ATTEMPTS times, 2 s apart doubling to at most 30 s: about
 # three minutes of waiting (plus the calls' timeouts) before the process gives up with exit code 1.
 START_ATTEMPTS = 10
-START_BACKOFF_SECONDS = 2.0
-START_BACKOFF_CAP_SECONDS = 30.0
+START_BACKOFF = Backoff(base=2.0, cap=30.0)
 START_REQUEST_TIMEOUT = (5.0, 10.0)  # (connect, read): a stalled API server is retried, not awaited
 
 
@@ -80,7 +80,7 @@ def _load_kube_configuration(*, sleep: Callable[[float], None] = time.sleep) -> 
                     "check the API server and the network path to it (KUBERNETES_SERVICE_HOST in a pod, "
                     "KUBECONFIG elsewhere)"
                 ) from error
-            delay = min(START_BACKOFF_SECONDS * 2 ** (attempt - 1), START_BACKOFF_CAP_SECONDS)
+            delay = START_BACKOFF.delay(attempt)
             log.warning(
                 "Kubernetes API not reachable yet, retrying",
                 extra={

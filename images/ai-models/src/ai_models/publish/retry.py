@@ -9,6 +9,7 @@ from collections.abc import Callable
 from ai_models.adapters.hub.errors import ProviderError, ProviderRateLimited, ProviderUnavailable
 from ai_models.adapters.objectstore import ObjectStoreError, SizeMismatch
 from ai_models.adapters.serving.client import Momentary
+from ai_models.domain.backoff import Backoff
 
 
 @dataclasses.dataclass(frozen=True)
@@ -26,7 +27,7 @@ class RetryPolicy:
         """Seconds to wait before attempt `attempt + 1`, or None when `error` is not worth a retry."""
         if attempt >= self.attempts or not momentary(error):
             return None
-        backoff = min(self.max_seconds, self.base_seconds * 2.0 ** (attempt - 1))
+        backoff = Backoff(base=self.base_seconds, cap=self.max_seconds).delay(attempt)
         if isinstance(error, ProviderRateLimited):
             if error.retry_after > self.max_rate_limit_seconds:
                 return None

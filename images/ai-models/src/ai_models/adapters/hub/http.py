@@ -38,6 +38,7 @@ from typing import Any, Final
 import httpx2
 
 from ai_models.adapters.hub.text import origin
+from ai_models.domain.backoff import Backoff
 
 METADATA_HOSTS: Final = frozenset({"metadata.google.internal", "metadata.goog", "metadata"})
 METADATA_NETWORKS: Final = tuple(
@@ -232,7 +233,7 @@ class Sender:
                 if isinstance(error, httpx2.TransportError) and attempt >= request.max_retries:
                     raise
                 attempt += 1
-                self._sleep(min(request.retry_wait * 2 ** (attempt - 1), 4 * request.retry_wait))
+                self._sleep(Backoff(base=request.retry_wait, cap=4 * request.retry_wait).delay(attempt))
 
     @contextlib.contextmanager
     def open(self, request: Request) -> Iterator[httpx2.Response]:

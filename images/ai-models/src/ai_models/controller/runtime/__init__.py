@@ -3,6 +3,7 @@ workers reconcile them, and a manager starts it all only while this replica hold
 
 from ai_models.controller.runtime.controller import Controller
 from ai_models.controller.runtime.manager import Manager
-from ai_models.controller.runtime.queue import Backoff, WorkQueue
+from ai_models.controller.runtime.queue import WorkQueue
+from ai_models.domain.backoff import Backoff
 
 __all__ = ["Backoff", "Controller", "Manager", "WorkQueue"]

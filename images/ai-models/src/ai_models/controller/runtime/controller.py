@@ -14,7 +14,8 @@ from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any, Generic, TypeVar
 
 from ai_models.adapters.kube.informer import Informer
-from ai_models.controller.runtime.queue import Backoff, WorkQueue
+from ai_models.controller.runtime.queue import WorkQueue
+from ai_models.domain.backoff import Backoff
 
 log = logging.getLogger(__name__)
 

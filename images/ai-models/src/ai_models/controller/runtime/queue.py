@@ -8,7 +8,6 @@ number of adds before a worker picks the key up collapse into one pass.
 
 from __future__ import annotations
 
-import dataclasses
 import heapq
 import itertools
 import threading
@@ -16,18 +15,9 @@ import time
 from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
 
+from ai_models.domain.backoff import Backoff
+
 K = TypeVar("K", bound=Hashable)
-
-
-@dataclasses.dataclass(frozen=True)
-class Backoff:
-    """Per-key exponential backoff: `base` seconds after the first failure, doubling to `cap`."""
-
-    base: float = 1.0
-    cap: float = 300.0
-
-    def delay(self, failures: int) -> float:
-        return float(min(self.base * 2 ** max(failures - 1, 0), self.cap))
 
 
 class WorkQueue(Generic[K]):

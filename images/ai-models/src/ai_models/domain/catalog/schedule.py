@@ -20,6 +20,7 @@ import enum
 import math
 import re
 
+from ai_models.domain.backoff import Backoff
 from ai_models.domain.conditions import parse_timestamp
 
 
@@ -120,11 +121,8 @@ def decide(source: SourceObservation, *, now: datetime.datetime) -> Decision:
 
 
 def backoff(failures: int, *, base: datetime.timedelta, cap: datetime.timedelta) -> datetime.timedelta:
-    """Exponential backoff after `failures` consecutive failures (1 → base), never above `cap`."""
-    if failures <= 0:
-        return datetime.timedelta(0)
-    delay: datetime.timedelta = base * (2 ** min(failures - 1, 30))
-    return min(delay, cap)
+    """The wait after `failures` consecutive failures (1 → base), never above `cap` (`Backoff`)."""
+    return Backoff.between(base, cap).after(failures)
 
 
 def retry_not_before(

@@ -18,7 +18,7 @@ from prometheus_client import CollectorRegistry
 from ai_models.api.contract import Contract, contract_document
 from ai_models.api.models import Problem
 from ai_models.api.models_lookup import LOOKUP_PATH
-from ai_models.api.models_upload import UPLOAD_PATH
+from ai_models.api.upload.models import UPLOAD_PATH
 from ai_models.controller.models import reconciler
 from ai_models.controller.models.metrics import ModelMetrics
 from ai_models.controller.settings import ControllerSettings

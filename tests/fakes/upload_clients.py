@@ -16,7 +16,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from ai_models.api.models_upload import UPLOAD_PATH
+from ai_models.api.upload.models import UPLOAD_PATH
 from ai_models.domain.publication.upload_token import issue
 from ai_models.domain.storage.ledger import Owner
 

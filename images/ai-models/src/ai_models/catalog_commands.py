@@ -2,7 +2,7 @@
 
 `index` runs the same pass the controller runs, over one ModelCatalogSource manifest, into a
 directory store; `search` queries that store with the api's own index and search code, reached
-through `ai_models.api.offline` (the CLI imports nothing else of the api).
+through `ai_models.api.catalog.offline` (the CLI imports nothing else of the api).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from ai_models.adapters.hub import HubClient
 from ai_models.adapters.hub.errors import ProviderError
 from ai_models.adapters.objectstore import DirectoryStore
 from ai_models.adapters.serving.listing import ServingListingClient
-from ai_models.api.offline import DEFAULT_SORT, SORTS, InvalidQuery, parse_query, search_store
+from ai_models.api.catalog.offline import DEFAULT_SORT, SORTS, InvalidQuery, parse_query, search_store
 from ai_models.catalog.indexing import Checkpoint, PassResult, run_pass
 from ai_models.catalog.remote import RemoteSourceSpec, run_remote_pass
 from ai_models.catalog.source import SourceSpec

@@ -20,18 +20,13 @@ from fastapi.routing import APIRoute
 from openapi_spec_validator import validate
 from pydantic import BaseModel
 
-from ai_models.api import (
-    models,
-    models_lookup,
-    models_serving,
-    models_upload,
-    routes_catalog,
-    routes_lookup,
-    routes_service,
-    routes_serving,
-    routes_upload,
-)
+from ai_models.api import models, models_lookup, models_serving, routes_service
+from ai_models.api.catalog import routes as routes_catalog
 from ai_models.api.contract import Contract, contract_document, contract_json, query_parameters
+from ai_models.api.lookup import routes as routes_lookup
+from ai_models.api.serving import routes as routes_serving
+from ai_models.api.upload import models as models_upload
+from ai_models.api.upload import routes as routes_upload
 from ai_models.domain.artifacts.manifest import (
     ArtifactFile,
     ArtifactManifest,

@@ -23,13 +23,19 @@ from pydantic import BaseModel, ValidationError
 
 from ai_models.adapters.objectstore import DirectoryStore
 from ai_models.api.auth import bearer_token
+from ai_models.api.catalog.paging import decode_token
 from ai_models.api.models import EntryLocator, ProblemType, SearchQuery
 from ai_models.api.models_lookup import LookupQuery
 from ai_models.api.models_serving import ClusterModelFileLocator, ModelFileLocator
-from ai_models.api.paging import decode_token
 from ai_models.api.problems import ApiProblem
-from ai_models.api.ranges import ByteRange, RangeNotSatisfiable, none_match, range_applies, requested_range
-from ai_models.api.routes_serving import _locate
+from ai_models.api.serving.ranges import (
+    ByteRange,
+    RangeNotSatisfiable,
+    none_match,
+    range_applies,
+    requested_range,
+)
+from ai_models.api.serving.routes import _locate
 
 FUZZ = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 FINGERPRINT = "0123456789abcdef"

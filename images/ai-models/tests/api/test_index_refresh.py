@@ -8,10 +8,10 @@ from typing import Any, cast
 import pytest
 
 from ai_models.adapters.objectstore import DirectoryStore, ObjectStore
-from ai_models.api.catalog import Catalog
-from ai_models.api.index import CatalogIndex
-from ai_models.api.index_builder import BuilderTiming, IndexBuilder
-from ai_models.api.ledger_view import LedgerReading, LedgerState, LedgerView
+from ai_models.api.catalog.catalog import Catalog
+from ai_models.api.catalog.index import CatalogIndex
+from ai_models.api.catalog.index_builder import BuilderTiming, IndexBuilder
+from ai_models.api.catalog.ledger_view import LedgerReading, LedgerState, LedgerView
 from ai_models.api.metrics import ApiMetrics
 from ai_models.api.models import SearchPage, SearchQuery
 from ai_models.catalog.layout import CatalogManifest, chunk_key, manifest_key

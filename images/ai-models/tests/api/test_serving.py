@@ -19,7 +19,7 @@ import pytest
 
 from ai_models.adapters.objectstore import DirectoryStore, ObjectStore, S3Store
 from ai_models.api.models_serving import ArtifactManifestView
-from ai_models.api.ranges import ByteRange, RangeNotSatisfiable, requested_range
+from ai_models.api.serving.ranges import ByteRange, RangeNotSatisfiable, requested_range
 from ai_models.domain.artifacts.layout import artifact_prefix, file_key, manifest_key
 from ai_models.domain.artifacts.manifest import (
     ArtifactFile,

@@ -25,7 +25,7 @@ from ai_models.adapters.objectstore import DirectoryStore
 from ai_models.adapters.serving.listing import ServingListingClient
 from ai_models.api.models_serving import CLUSTER_MODELS_PATH
 from ai_models.api.server import BackgroundServer
-from ai_models.api.serving_listing import served
+from ai_models.api.serving.listing import served
 from ai_models.catalog.remote import RemoteSourceSpec, run_remote_pass
 from ai_models.domain.storage.ledger import Ledger, Owner
 from support.eventually import eventually

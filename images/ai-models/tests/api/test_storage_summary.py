@@ -13,9 +13,9 @@ import httpx
 import pytest
 
 from ai_models.adapters.objectstore import DirectoryStore
-from ai_models.api.ledger_view import LedgerReading, LedgerSnapshot, LedgerState
-from ai_models.api.storage_summary import summarize
-from ai_models.api.verdicts import VerdictBook
+from ai_models.api.catalog.ledger_view import LedgerReading, LedgerSnapshot, LedgerState
+from ai_models.api.catalog.storage_summary import summarize
+from ai_models.api.catalog.verdicts import VerdictBook
 from ai_models.domain.storage.codec import LEDGER_SECRET_NAME
 from ai_models.domain.storage.ledger import EntryState, Ledger, LedgerEntry, Owner, Scope
 from kubeemu.authn import Identity, new_token

@@ -12,7 +12,7 @@ import pytest
 
 from ai_models.adapters.objectstore import DirectoryStore
 from ai_models.api.problems import ApiProblem
-from ai_models.api.upload_claims import RENEW_SAFETY_SECONDS, ClaimKeeper, ClaimLost, UploadClaims
+from ai_models.api.upload.claims import RENEW_SAFETY_SECONDS, ClaimKeeper, ClaimLost, UploadClaims
 from ai_models.domain.artifacts.layout import upload_claim_key
 from ai_models.domain.artifacts.upload_record import UploadClaim, claim_from_json, claim_to_json
 from ai_models.domain.storage.ledger import Owner

@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ai_models.adapters.objectstore import DirectoryStore, ObjectStore, S3Store
-from ai_models.api.upload_claims import CLAIM_LEASE_SECONDS
+from ai_models.api.upload.claims import CLAIM_LEASE_SECONDS
 from ai_models.domain.artifacts.layout import (
     upload_claim_key,
     upload_payload_key,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ai_models.api.upload_pace import Pace, PaceFailure, UploadLimits
+from ai_models.api.upload.pace import Pace, PaceFailure, UploadLimits
 
 LIMITS = UploadLimits(
     idle_timeout_seconds=30, min_bytes_per_second=1000, rate_window_seconds=10, max_seconds=3600

@@ -13,8 +13,8 @@ import pytest
 
 from ai_models.adapters.kube import ClientOptions, new_api_client
 from ai_models.adapters.objectstore import DirectoryStore
-from ai_models.api.ledger_view import LedgerReading, LedgerState, LedgerView, secret_ledger_reader
-from ai_models.api.verdicts import VerdictBook
+from ai_models.api.catalog.ledger_view import LedgerReading, LedgerState, LedgerView, secret_ledger_reader
+from ai_models.api.catalog.verdicts import VerdictBook
 from ai_models.catalog.layout import CatalogManifest
 from ai_models.domain.catalog.record import CatalogRecord
 from ai_models.domain.storage.ledger import EntryState, Ledger, LedgerEntry, Owner, Scope

@@ -13,8 +13,8 @@ from ai_models.adapters.kube.catalog_sources import CatalogSourceObjects
 from ai_models.adapters.kube.ledger_store import SecretLedgerStore
 from ai_models.adapters.kube.models import ModelObjects
 from ai_models.adapters.objectstore import DirectoryStore
-from ai_models.api.index import CatalogIndex
-from ai_models.api.index_builder import IndexBuilder
+from ai_models.api.catalog.index import CatalogIndex
+from ai_models.api.catalog.index_builder import IndexBuilder
 from ai_models.api.metrics import ApiMetrics
 from ai_models.catalog.layout import (
     CatalogManifest,

@@ -20,12 +20,16 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ai_models.api import routes_catalog, routes_lookup, routes_service, routes_serving, routes_upload
+from ai_models.api import routes_service
+from ai_models.api.catalog import routes as routes_catalog
 from ai_models.api.contract import query_parameters
+from ai_models.api.lookup import routes as routes_lookup
 from ai_models.api.metrics import ApiMetrics
 from ai_models.api.models import ProblemType
 from ai_models.api.problems import PROBLEM_MEDIA_TYPE, ApiProblem, invalid_parameter
+from ai_models.api.serving import routes as routes_serving
 from ai_models.api.state import ApiState
+from ai_models.api.upload import routes as routes_upload
 from ai_models.names import (
     CATALOG_IMPORT_API_PREFIX,
     INTERNAL_API_PREFIX,

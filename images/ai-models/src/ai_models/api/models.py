@@ -4,7 +4,7 @@ and the problem shape every API of the api process answers errors with.
 `openapi/catalog-import.yaml` is the source of truth; `tests/api/test_contract.py` compares every
 schema there with these models' JSON schemas both ways (properties, types, formats, enums,
 bounds, required), so a change on either side without the other fails. The other APIs' shapes
-live in `models_upload`, `models_serving` and `models_lookup`, checked the same way.
+live in `upload.models`, `models_serving` and `models_lookup`, checked the same way.
 
 An entry's `metadata` and `resources` are the stored record's own models (the record is the entry
 minus `downloadVerdict`), so the contract also pins what the indexer stores.

@@ -18,9 +18,9 @@ from ai_models.api.models import (
     ReadinessStatus,
 )
 from ai_models.api.models_serving import SERVING_CONTRACT_PATH
-from ai_models.api.models_upload import UPLOAD_CONTRACT_PATH
 from ai_models.api.problems import not_ready
 from ai_models.api.state import ApiState, api_state
+from ai_models.api.upload.models import UPLOAD_CONTRACT_PATH
 
 router = APIRouter()
 JSON = "application/json"

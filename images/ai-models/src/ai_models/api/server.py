@@ -31,24 +31,24 @@ from ai_models.adapters.kube.ledger_store import SecretLedgerStore
 from ai_models.adapters.objectstore import ObjectStore, open_store
 from ai_models.api.app import create_app, create_internal_app
 from ai_models.api.auth import Gatekeeper
-from ai_models.api.catalog import Catalog
+from ai_models.api.catalog.catalog import Catalog
+from ai_models.api.catalog.index import CatalogIndex
+from ai_models.api.catalog.index_builder import BuilderTiming, IndexBuilder
+from ai_models.api.catalog.ledger_view import LedgerState, LedgerView, secret_ledger_reader
 from ai_models.api.connections import ConnectionLimits, guarded_protocol
-from ai_models.api.delivery_tokens import DeliveryTokens
-from ai_models.api.index import CatalogIndex
-from ai_models.api.index_builder import BuilderTiming, IndexBuilder
 from ai_models.api.kube_calls import KubeCalls
-from ai_models.api.ledger_view import LedgerState, LedgerView, secret_ledger_reader
-from ai_models.api.lookup import Lookup
+from ai_models.api.lookup.lookup import Lookup
 from ai_models.api.metrics import ApiMetrics, MetricsServer
 from ai_models.api.model_objects import ModelReader
-from ai_models.api.serving import ArtifactServer, DownloadLimits, DownloadSlots
-from ai_models.api.serving_listing import ClusterModelListing
+from ai_models.api.serving.delivery_tokens import DeliveryTokens
+from ai_models.api.serving.listing import ClusterModelListing
+from ai_models.api.serving.serving import ArtifactServer, DownloadLimits, DownloadSlots
 from ai_models.api.settings import ApiSettings, api_settings
 from ai_models.api.signing_keys import SigningKeys
 from ai_models.api.state import ApiState
-from ai_models.api.upload_ledger import UploadLedger
-from ai_models.api.upload_pace import UploadLimits
-from ai_models.api.uploads import Uploads
+from ai_models.api.upload.ledger import UploadLedger
+from ai_models.api.upload.pace import UploadLimits
+from ai_models.api.upload.uploads import Uploads
 from ai_models.names import DELIVERY_SIGNING_SECRET
 from ai_models.settings import Settings
 

@@ -2,10 +2,10 @@
 
 The key is `data.key` of the Secret `ai-models-upload-signing` in the module namespace, which the
 controller creates and may rotate (the delivery signing key, `ai-models-delivery-signing`, is read
-by the same class, `secret=`, and checked by `delivery_tokens`). It is read through the Kubernetes
-API and kept for `ttl_seconds`; a token that fails to verify makes the key be read again at once
-(a rotated key then works on the first request), but at most once per `min_refresh_seconds`, so a
-stream of forged tokens cannot turn into a stream of Secret reads.
+by the same class, `secret=`, and checked by `serving.delivery_tokens`). It is read through the
+Kubernetes API and kept for `ttl_seconds`; a token that fails to verify makes the key be read again
+at once (a rotated key then works on the first request), but at most once per
+`min_refresh_seconds`, so a stream of forged tokens cannot turn into a stream of Secret reads.
 """
 
 from __future__ import annotations

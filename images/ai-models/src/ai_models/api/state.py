@@ -8,14 +8,14 @@ import threading
 from fastapi import Request
 
 from ai_models.api.auth import Gatekeeper
-from ai_models.api.catalog import Catalog
-from ai_models.api.delivery_tokens import DeliveryTokens
-from ai_models.api.ledger_view import LedgerView
-from ai_models.api.lookup import Lookup
+from ai_models.api.catalog.catalog import Catalog
+from ai_models.api.catalog.ledger_view import LedgerView
+from ai_models.api.lookup.lookup import Lookup
 from ai_models.api.metrics import ApiMetrics
-from ai_models.api.serving import ArtifactServer
-from ai_models.api.serving_listing import ClusterModelListing
-from ai_models.api.uploads import Uploads
+from ai_models.api.serving.delivery_tokens import DeliveryTokens
+from ai_models.api.serving.listing import ClusterModelListing
+from ai_models.api.serving.serving import ArtifactServer
+from ai_models.api.upload.uploads import Uploads
 
 
 @dataclasses.dataclass

@@ -29,7 +29,7 @@ from typing import Any, Final, TypeVar
 from ai_models.adapters.objectstore import ObjectNotFound, ObjectStore, ObjectStoreError
 from ai_models.api.models import ProblemType
 from ai_models.api.problems import ApiProblem, store_failed
-from ai_models.api.upload_ledger import describe_owner
+from ai_models.api.upload.ledger import describe_owner
 from ai_models.domain.artifacts.layout import upload_claim_key, upload_takeover_key
 from ai_models.domain.artifacts.upload_record import (
     UploadClaim,

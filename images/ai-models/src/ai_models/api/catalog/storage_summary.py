@@ -8,7 +8,7 @@ summary cannot disagree with a reservation.
 
 from __future__ import annotations
 
-from ai_models.api.ledger_view import LedgerSnapshot
+from ai_models.api.catalog.ledger_view import LedgerSnapshot
 from ai_models.api.models import ScopeUsageView, StorageSummary
 from ai_models.domain.storage.ledger import EntryState, available_bytes, usage_by_scope, usage_known
 

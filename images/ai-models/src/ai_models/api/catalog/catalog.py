@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import json
 
-from ai_models.api.index import CatalogIndex, Row
-from ai_models.api.index_query import Filters
-from ai_models.api.index_schema import text_terms
-from ai_models.api.ledger_view import LedgerView
+from ai_models.api.catalog.index import CatalogIndex, Row
+from ai_models.api.catalog.index_query import Filters
+from ai_models.api.catalog.index_schema import text_terms
+from ai_models.api.catalog.ledger_view import LedgerView
+from ai_models.api.catalog.paging import Cursor, decode_token, encode_token, fingerprint
+from ai_models.api.catalog.verdicts import VerdictBook
 from ai_models.api.models import SEARCH_PATH, SOURCES_PATH, EntryLocator, SearchQuery, Source, SourceList
-from ai_models.api.paging import Cursor, decode_token, encode_token, fingerprint
 from ai_models.api.problems import invalid_parameter, not_found, not_ready
-from ai_models.api.verdicts import VerdictBook
 
 
 def _with_verdict(document: str, weights_bytes: int | None, book: VerdictBook) -> str:

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from pydantic import ValidationError
 
 from ai_models.api.auth import Subject, catalog_access
+from ai_models.api.catalog.storage_summary import summarize
 from ai_models.api.models import (
     API_PREFIX,
     SEARCH_PATH,
@@ -19,7 +20,6 @@ from ai_models.api.models import (
 )
 from ai_models.api.problems import invalid_parameter
 from ai_models.api.state import ApiState, api_state
-from ai_models.api.storage_summary import summarize
 
 router = APIRouter()
 JSON = "application/json"

@@ -28,7 +28,7 @@ from ai_models.api.models_serving import (
     ModelManifestLocator,
 )
 from ai_models.api.problems import forbidden, invalid_parameter
-from ai_models.api.serving import ServingRequest, subject_key
+from ai_models.api.serving.serving import ServingRequest, subject_key
 from ai_models.api.state import ApiState, api_state
 from ai_models.domain.delivery.token import is_delivery_token
 from ai_models.domain.models.reference import ModelKey

@@ -11,9 +11,9 @@ from typing import Annotated, Final
 
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
 
-from ai_models.api.models_upload import UPLOAD_PATH
 from ai_models.api.state import ApiState, api_state
-from ai_models.api.uploads import disposition_filename
+from ai_models.api.upload.models import UPLOAD_PATH
+from ai_models.api.upload.uploads import disposition_filename
 
 router = APIRouter()
 JSON = "application/json"

@@ -27,8 +27,8 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Final
 
-from ai_models.api.index_query import Filters, search_statement
-from ai_models.api.index_schema import (
+from ai_models.api.catalog.index_query import Filters, search_statement
+from ai_models.api.catalog.index_schema import (
     DELETE_SOURCE,
     FILL_TEXT,
     PROVIDERS,

@@ -16,10 +16,10 @@ from typing import Any, Final
 from pydantic import ValidationError
 
 from ai_models.adapters.objectstore import DirectoryStore
-from ai_models.api.catalog import Catalog
-from ai_models.api.index import CatalogIndex
-from ai_models.api.index_builder import IndexBuilder
-from ai_models.api.ledger_view import LedgerReading, LedgerState, LedgerView
+from ai_models.api.catalog.catalog import Catalog
+from ai_models.api.catalog.index import CatalogIndex
+from ai_models.api.catalog.index_builder import IndexBuilder
+from ai_models.api.catalog.ledger_view import LedgerReading, LedgerState, LedgerView
 from ai_models.api.metrics import ApiMetrics
 from ai_models.api.models import SearchQuery, SearchSort
 

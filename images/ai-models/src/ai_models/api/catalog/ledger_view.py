@@ -26,7 +26,7 @@ import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from ai_models.api.verdicts import VerdictBook
+from ai_models.api.catalog.verdicts import VerdictBook
 from ai_models.domain.storage.codec import (
     LEDGER_SECRET_KEY,
     LEDGER_SECRET_NAME,

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Iterator
 
 from ai_models.adapters.objectstore import ObjectStore
-from ai_models.api.index import CatalogIndex, IndexingStopped
+from ai_models.api.catalog.index import CatalogIndex, IndexingStopped
 from ai_models.api.metrics import ApiMetrics
 from ai_models.catalog.layout import CATALOG_PREFIX, CatalogManifest
 from ai_models.catalog.reading import iter_records, read_manifest

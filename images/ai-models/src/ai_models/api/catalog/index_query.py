@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ai_models.api.index_schema import SORT_COLUMNS, VERDICT_FUNCTION, match_expression
+from ai_models.api.catalog.index_schema import SORT_COLUMNS, VERDICT_FUNCTION, match_expression
 from ai_models.api.models import SearchSort
 
 

@@ -38,11 +38,9 @@ from starlette.requests import ClientDisconnect, Request
 
 from ai_models.adapters.objectstore import ObjectStore, ObjectStoreError, SizeMismatch
 from ai_models.api.auth import Access, Gatekeeper
-from ai_models.api.body_pipe import BodyPipe, ReaderGone
 from ai_models.api.metrics import ApiMetrics
 from ai_models.api.model_objects import ModelObject, ModelReader
 from ai_models.api.models import ProblemType
-from ai_models.api.models_upload import UploadReceipt
 from ai_models.api.problems import (
     ApiProblem,
     invalid_parameter,
@@ -51,9 +49,11 @@ from ai_models.api.problems import (
     wrong_phase,
 )
 from ai_models.api.signing_keys import SigningKeys, token_expired, token_invalid
-from ai_models.api.upload_claims import CLAIM_LEASE_SECONDS, ClaimKeeper, UploadClaims
-from ai_models.api.upload_ledger import UploadLedger, describe_owner, size_text
-from ai_models.api.upload_pace import Pace, PaceFailure, UploadLimits
+from ai_models.api.upload.body_pipe import BodyPipe, ReaderGone
+from ai_models.api.upload.claims import CLAIM_LEASE_SECONDS, ClaimKeeper, UploadClaims
+from ai_models.api.upload.ledger import UploadLedger, describe_owner, size_text
+from ai_models.api.upload.models import UploadReceipt
+from ai_models.api.upload.pace import Pace, PaceFailure, UploadLimits
 from ai_models.domain.artifacts.layout import upload_payload_key, upload_record_key
 from ai_models.domain.artifacts.sniff import (
     ACCEPTED_DESCRIPTION,

@@ -22,6 +22,7 @@ from ai_models.api.catalog.index import CatalogIndex, IndexingStopped
 from ai_models.api.metrics import ApiMetrics
 from ai_models.catalog.layout import CATALOG_PREFIX, CatalogManifest
 from ai_models.catalog.reading import iter_records, read_manifest
+from ai_models.domain.backoff import Backoff
 from ai_models.domain.catalog.record import CatalogRecord
 
 log = logging.getLogger(__name__)
@@ -31,7 +32,7 @@ log = logging.getLogger(__name__)
 class _Failure:
     generation: str | None
     retry_at: float
-    delay: float
+    failures: int  # in a row, on this generation
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,6 +68,7 @@ class IndexBuilder:
         self._index = index
         self._metrics = metrics
         self._timing = timing or BuilderTiming()
+        self._backoff = Backoff(base=self._timing.retry_base_seconds, cap=self._timing.retry_cap_seconds)
         self._clock = clock
         self._wall_clock = wall_clock
         self._failures: dict[str, _Failure] = {}
@@ -171,10 +173,11 @@ class IndexBuilder:
 
     def _record_failure(self, source: str, *, generation: str | None, error: Exception) -> None:
         previous = self._failures.get(source)
-        delay = self._timing.retry_base_seconds
-        if previous is not None and previous.generation == generation:
-            delay = min(previous.delay * 2, self._timing.retry_cap_seconds)
-        self._failures[source] = _Failure(generation=generation, retry_at=self._clock() + delay, delay=delay)
+        failures = previous.failures + 1 if previous is not None and previous.generation == generation else 1
+        delay = self._backoff.delay(failures)
+        self._failures[source] = _Failure(
+            generation=generation, retry_at=self._clock() + delay, failures=failures
+        )
         self._metrics.index_errors.labels(source).inc()
         log.warning(
             "cannot index catalog source; its last indexed generation stays served",

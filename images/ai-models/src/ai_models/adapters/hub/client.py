@@ -37,13 +37,10 @@ from ai_models import __version__
 from ai_models.adapters.hub.errors import (
     ProviderEndpointRefused,
     ProviderError,
-    ProviderForbidden,
     ProviderInvalidResponse,
-    ProviderNotFound,
-    ProviderRateLimited,
-    ProviderRequestRejected,
-    ProviderUnauthorized,
     ProviderUnavailable,
+    Refusals,
+    refusal,
     retry_after_seconds,
 )
 from ai_models.adapters.hub.http import (
@@ -357,55 +354,28 @@ class HubClient:
         # words, and status is read by every User.
         detail = f" (provider code {code})" if code else ""
         where = self._endpoint
-        if status == 401:
-            return ProviderUnauthorized(
-                f"{where} refused the request as unauthenticated (HTTP 401){detail}: "
-                f"the token is missing or invalid; {_TOKEN_HINT}",
-                endpoint=where,
-                status=status,
-            )
-        if status == 403:
-            return ProviderForbidden(
-                f"{where} denied access (HTTP 403){detail}: the token may not read this listing; "
-                f"{_TOKEN_HINT}, or remove the filters that need it",
-                endpoint=where,
-                status=status,
-            )
-        if status == 404:
-            return ProviderNotFound(
-                f"{where} has no model listing at /api/models (HTTP 404){detail}: "
-                "check spec.huggingFace.endpoint (a Hugging Face Hub or a mirror of its API)",
-                endpoint=where,
-                status=status,
-            )
-        if status == 429:
-            wait = retry_after_seconds(answer.headers, now=self._clock())
-            return ProviderRateLimited(
-                f"{where} rate-limited the catalog (HTTP 429), retry in {wait}s: the pass resumes from "
-                "its checkpoint; to stay under the quota lower maxModels, sync less often "
-                "(spec.syncInterval) or set a token in spec.huggingFace.tokenSecretRef",
-                endpoint=where,
-                retry_after=wait,
-            )
-        if status >= 500:
-            return ProviderUnavailable(
-                f"{where} failed with HTTP {status}{detail}: the pass resumes from its checkpoint; "
-                "if it persists, check spec.huggingFace.endpoint and the Hub's status",
-                endpoint=where,
-                status=status,
-            )
-        if 300 <= status < 400:
-            return ProviderInvalidResponse(
-                f"{where} answered the listing with a redirect (HTTP {status}) that was not followed: "
-                "point spec.huggingFace.endpoint at the host that serves the Hub API",
-                endpoint=where,
-                status=status,
-            )
-        return ProviderRequestRejected(
-            f"{where} rejected the listing query (HTTP {status}){detail}: check the filters in "
-            "spec.huggingFace (authors, search, pipelineTags, libraries, tags)",
+        wait = retry_after_seconds(answer.headers, now=self._clock())
+        return refusal(
+            status,
             endpoint=where,
-            status=status,
+            retry_after=wait,
+            says=Refusals(
+                unauthorized=f"{where} refused the request as unauthenticated (HTTP 401){detail}: "
+                f"the token is missing or invalid; {_TOKEN_HINT}",
+                forbidden=f"{where} denied access (HTTP 403){detail}: the token may not read this listing; "
+                f"{_TOKEN_HINT}, or remove the filters that need it",
+                not_found=f"{where} has no model listing at /api/models (HTTP 404){detail}: "
+                "check spec.huggingFace.endpoint (a Hugging Face Hub or a mirror of its API)",
+                rate_limited=f"{where} rate-limited the catalog (HTTP 429), retry in {wait}s: the pass "
+                "resumes from its checkpoint; to stay under the quota lower maxModels, sync less often "
+                "(spec.syncInterval) or set a token in spec.huggingFace.tokenSecretRef",
+                unavailable=f"{where} failed with HTTP {status}{detail}: the pass resumes from its "
+                "checkpoint; if it persists, check spec.huggingFace.endpoint and the Hub's status",
+                redirect=f"{where} answered the listing with a redirect (HTTP {status}) that was not "
+                "followed: point spec.huggingFace.endpoint at the host that serves the Hub API",
+                rejected=f"{where} rejected the listing query (HTTP {status}){detail}: check the filters "
+                "in spec.huggingFace (authors, search, pipelineTags, libraries, tags)",
+            ),
         )
 
     def _unreachable(self, error: httpx2.HTTPError) -> ProviderUnavailable:

@@ -9,6 +9,7 @@ User; a hostile or confused endpoint must not be able to write into them.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import email.utils
 import enum
@@ -87,6 +88,43 @@ class ProviderEndpointRefused(ProviderError):
     never contacts: a cloud metadata service, or a link-local address the admin has not allowed."""
 
     reason = ProviderErrorReason.ENDPOINT_REFUSED
+
+
+@dataclasses.dataclass(frozen=True)
+class Refusals:
+    """What one API says for each kind of refusal. The cause and the fix differ per API (a Hub
+    listing, a repository, another cluster's listing); which error a status means does not
+    (`refusal`)."""
+
+    unauthorized: str
+    forbidden: str
+    not_found: str
+    rate_limited: str
+    unavailable: str
+    redirect: str  # a redirect that was not followed
+    rejected: str  # any other status
+
+
+def refusal(status: int, *, endpoint: str, says: Refusals, retry_after: int) -> ProviderError:
+    """The one mapping from the HTTP status a provider refused a request with to the error it means;
+    `retry_after`: the seconds a 429 asks for (`retry_after_seconds`)."""
+    if status == 429:
+        return ProviderRateLimited(says.rate_limited, endpoint=endpoint, retry_after=retry_after)
+    kind: type[ProviderError]
+    message: str
+    if status == 401:
+        kind, message = ProviderUnauthorized, says.unauthorized
+    elif status == 403:
+        kind, message = ProviderForbidden, says.forbidden
+    elif status == 404:
+        kind, message = ProviderNotFound, says.not_found
+    elif status >= 500:
+        kind, message = ProviderUnavailable, says.unavailable
+    elif 300 <= status < 400:
+        kind, message = ProviderInvalidResponse, says.redirect
+    else:
+        kind, message = ProviderRequestRejected, says.rejected
+    return kind(message, endpoint=endpoint, status=status)
 
 
 _IETF_RESET = re.compile(r"^\s*(\d+)\s*$")

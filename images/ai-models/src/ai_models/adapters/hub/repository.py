@@ -42,13 +42,10 @@ from ai_models import __version__
 from ai_models.adapters.hub.errors import (
     ProviderEndpointRefused,
     ProviderError,
-    ProviderForbidden,
     ProviderInvalidResponse,
-    ProviderNotFound,
-    ProviderRateLimited,
-    ProviderRequestRejected,
-    ProviderUnauthorized,
     ProviderUnavailable,
+    Refusals,
+    refusal,
     retry_after_seconds,
 )
 from ai_models.adapters.hub.http import (
@@ -309,54 +306,32 @@ class HubRepository:
         # words, and a Model's status is read by every User of its namespace.
         detail = f" (provider code {code})" if code else ""
         where = self._endpoint
-        if status == 401:
-            if code == "GatedRepo":
-                cause = "is gated: its terms must be accepted on the Hub by a user whose token the Model uses"
-            elif self._authenticated:
-                cause = "was refused with the given token (invalid, expired, or without access to it)"
-            else:
-                cause = "needs a token: it is private or gated (or does not exist), and no token was given"
-            return ProviderUnauthorized(
-                f"{where}: {what} {cause} (HTTP 401){detail}; {TOKEN_HINT}", endpoint=where, status=status
-            )
-        if status == 403:
-            return ProviderForbidden(
-                f"{where}: the token may not read {what} (HTTP 403){detail}: for a gated repository the "
-                f"token's user must accept its terms on the Hub; {TOKEN_HINT}",
-                endpoint=where,
-                status=status,
-            )
-        if status == 404:
-            return ProviderNotFound(
-                f"{where}: {_not_found(code, what)} (HTTP 404){detail}", endpoint=where, status=status
-            )
-        if status == 429:
-            wait = retry_after_seconds(answer.headers, now=self._clock())
-            return ProviderRateLimited(
-                f"{where} rate-limited the request for {what} (HTTP 429), retry in {wait}s: a token in "
-                "spec.source.authSecretRef raises the Hub's limits",
-                endpoint=where,
-                retry_after=wait,
-            )
-        if status >= 500:
-            return ProviderUnavailable(
-                f"{where} failed with HTTP {status} for {what}{detail}: the Hub or mirror is having "
-                "trouble; the publication is retried",
-                endpoint=where,
-                status=status,
-            )
-        if status in REDIRECTS:
-            return ProviderInvalidResponse(
-                f"{where} answered the request for {what} with a redirect (HTTP {status}) that is not "
-                "followed: the model description must come from the endpoint itself; check the endpoint",
-                endpoint=where,
-                status=status,
-            )
-        return ProviderRequestRejected(
-            f"{where} rejected the request for {what} (HTTP {status}){detail}: check the repository "
-            "and revision in spec.source.url",
+        if code == "GatedRepo":
+            cause = "is gated: its terms must be accepted on the Hub by a user whose token the Model uses"
+        elif self._authenticated:
+            cause = "was refused with the given token (invalid, expired, or without access to it)"
+        else:
+            cause = "needs a token: it is private or gated (or does not exist), and no token was given"
+        wait = retry_after_seconds(answer.headers, now=self._clock())
+        return refusal(
+            status,
             endpoint=where,
-            status=status,
+            retry_after=wait,
+            says=Refusals(
+                unauthorized=f"{where}: {what} {cause} (HTTP 401){detail}; {TOKEN_HINT}",
+                forbidden=f"{where}: the token may not read {what} (HTTP 403){detail}: for a gated "
+                f"repository the token's user must accept its terms on the Hub; {TOKEN_HINT}",
+                not_found=f"{where}: {_not_found(code, what)} (HTTP 404){detail}",
+                rate_limited=f"{where} rate-limited the request for {what} (HTTP 429), retry in {wait}s: "
+                "a token in spec.source.authSecretRef raises the Hub's limits",
+                unavailable=f"{where} failed with HTTP {status} for {what}{detail}: the Hub or mirror is "
+                "having trouble; the publication is retried",
+                redirect=f"{where} answered the request for {what} with a redirect (HTTP {status}) that is "
+                "not followed: the model description must come from the endpoint itself; check the "
+                "endpoint",
+                rejected=f"{where} rejected the request for {what} (HTTP {status}){detail}: check the "
+                "repository and revision in spec.source.url",
+            ),
         )
 
     def _unreachable(self, error: Exception, *, what: str) -> ProviderUnavailable:

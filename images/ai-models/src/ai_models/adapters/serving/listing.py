@@ -31,13 +31,10 @@ import httpx2
 from ai_models.adapters.hub.errors import (
     ProviderEndpointRefused,
     ProviderError,
-    ProviderForbidden,
     ProviderInvalidResponse,
-    ProviderNotFound,
-    ProviderRateLimited,
-    ProviderRequestRejected,
-    ProviderUnauthorized,
     ProviderUnavailable,
+    Refusals,
+    refusal,
     retry_after_seconds,
 )
 from ai_models.adapters.hub.http import AddressRefused, EndpointPolicy, default_policy, peer_check
@@ -208,56 +205,29 @@ class ServingListingClient:
     def _refused(self, response: httpx2.Response) -> ProviderError:
         status = response.status_code
         where = self.endpoint
-        if status == 401:
-            return ProviderUnauthorized(
-                f"the ai-models cluster at {where} refused the token as unauthenticated (HTTP 401); "
-                f"{TOKEN_HINT}, e.g. a ServiceAccount token of that cluster",
-                endpoint=where,
-                status=status,
-            )
-        if status == 403:
-            return ProviderForbidden(
-                f"the ai-models cluster at {where} denied the listing of its ClusterModels (HTTP 403): "
-                "the token's subject there needs list on clustermodels.ai.deckhouse.io (the ai-models "
-                "User access level without a namespace limit)",
-                endpoint=where,
-                status=status,
-            )
-        if status == 404:
-            return ProviderNotFound(
-                f"{where} has no ClusterModel listing at {LISTING_PATH} (HTTP 404): point "
+        wait = retry_after_seconds(response.headers, now=self._now())
+        return refusal(
+            status,
+            endpoint=where,
+            retry_after=wait,
+            says=Refusals(
+                unauthorized=f"the ai-models cluster at {where} refused the token as unauthenticated "
+                f"(HTTP 401); {TOKEN_HINT}, e.g. a ServiceAccount token of that cluster",
+                forbidden=f"the ai-models cluster at {where} denied the listing of its ClusterModels "
+                "(HTTP 403): the token's subject there needs list on clustermodels.ai.deckhouse.io (the "
+                "ai-models User access level without a namespace limit)",
+                not_found=f"{where} has no ClusterModel listing at {LISTING_PATH} (HTTP 404): point "
                 "spec.aiModels.endpoint at the public serving API of an ai-models cluster (its version "
                 "must serve the listing)",
-                endpoint=where,
-                status=status,
-            )
-        if status == 429:
-            wait = retry_after_seconds(response.headers, now=self._now())
-            return ProviderRateLimited(
-                f"the ai-models cluster at {where} asked to slow down (HTTP 429), retry in {wait}s; the "
-                "pass resumes from its checkpoint",
-                endpoint=where,
-                retry_after=wait,
-            )
-        if status >= 500:
-            return ProviderUnavailable(
-                f"the ai-models cluster at {where} failed with HTTP {status}; the pass resumes from its "
-                "checkpoint; if it persists, check that cluster's api",
-                endpoint=where,
-                status=status,
-            )
-        if 300 <= status < 400:
-            return ProviderInvalidResponse(
-                f"{where} answered the listing with a redirect (HTTP {status}) that was not followed: "
-                "point spec.aiModels.endpoint at the URL the serving API is served at",
-                endpoint=where,
-                status=status,
-            )
-        return ProviderRequestRejected(
-            f"the ai-models cluster at {where} rejected the listing request (HTTP {status}), e.g. a page "
-            "token of an earlier pass: the next pass starts from the first page",
-            endpoint=where,
-            status=status,
+                rate_limited=f"the ai-models cluster at {where} asked to slow down (HTTP 429), retry in "
+                f"{wait}s; the pass resumes from its checkpoint",
+                unavailable=f"the ai-models cluster at {where} failed with HTTP {status}; the pass resumes "
+                "from its checkpoint; if it persists, check that cluster's api",
+                redirect=f"{where} answered the listing with a redirect (HTTP {status}) that was not "
+                "followed: point spec.aiModels.endpoint at the URL the serving API is served at",
+                rejected=f"the ai-models cluster at {where} rejected the listing request (HTTP {status}), "
+                "e.g. a page token of an earlier pass: the next pass starts from the first page",
+            ),
         )
 
     def _invalid(self, what: str) -> ProviderInvalidResponse:

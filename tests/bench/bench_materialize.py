@@ -37,8 +37,8 @@ import httpx
 
 from ai_models.adapters.objectstore import DirectoryStore
 from ai_models.domain.delivery.claim_layout import completion_record
+from ai_models.domain.delivery.contract import Workload, WorkloadKind
 from ai_models.domain.delivery.materialization import MaterializationRequest, RequestedArtifact
-from ai_models.domain.delivery.token import Workload
 from ai_models.names import MaterializeVariable
 from bench.bench_api import ApiProcess, start_api
 from bench.checks import Check
@@ -154,7 +154,7 @@ def main() -> int:
                 emulator, DirectoryStore(store_root), "big", contents, namespace="bench"
             )
             total = sum(len(content) for content in contents.values())
-            workload = Workload(kind="Deployment", namespace="bench", name="server", uid="uid-server")
+            workload = Workload(WorkloadKind.DEPLOYMENT, "bench", "server", "uid-server")
             token = delivery_token([(owner, digest)], key=KEY, workload=workload)
             api = start_api(emulator, account, store_root, work)
             request = MaterializationRequest(

@@ -23,7 +23,8 @@ from ai_models.domain.artifacts.manifest import (
     ArtifactSource,
     manifest_to_json,
 )
-from ai_models.domain.delivery.token import DeliveryGrant, GrantedArtifact, Workload, issue
+from ai_models.domain.delivery.contract import Workload, WorkloadKind
+from ai_models.domain.delivery.token import DeliveryGrant, GrantedArtifact, issue
 from ai_models.domain.models.reference import ModelKey
 from ai_models.domain.storage.ledger import Owner
 from ai_models.names import (
@@ -37,7 +38,7 @@ from ai_models.names import (
 )
 from fakes.model_files import FileContent, content_chunks, content_sha256
 
-WORKLOAD = Workload(kind="Deployment", namespace="team-a", name="web", uid="uid-web")
+WORKLOAD = Workload(WorkloadKind.DEPLOYMENT, "team-a", "web", "uid-web")
 
 
 class _Chunks:

@@ -9,12 +9,12 @@ import json
 
 import pytest
 
+from ai_models.domain.delivery.contract import Workload, WorkloadKind
 from ai_models.domain.delivery.token import (
     PREFIX,
     DeliveryGrant,
     DeliveryTokenRejected,
     GrantedArtifact,
-    Workload,
     is_delivery_token,
     issue,
     verify,
@@ -25,7 +25,7 @@ from ai_models.names import ModelKind
 
 KEY = b"k" * 32
 NOW = datetime.datetime(2026, 3, 1, 12, 0, tzinfo=datetime.UTC)
-WORKLOAD = Workload(kind="Deployment", namespace="team-a", name="web", uid="u-1")
+WORKLOAD = Workload(WorkloadKind.DEPLOYMENT, "team-a", "web", "u-1")
 LLAMA = ModelKey(ModelKind.MODEL, "team-a", "llama")
 QWEN = ModelKey(ModelKind.CLUSTER_MODEL, "", "qwen")
 FOREIGN = ModelKey(ModelKind.MODEL, "team-b", "llama")

@@ -400,12 +400,7 @@ class SharedPVCDelivery(SlotWaiters[WorkloadKey]):
                 pull_secret=credentials is not None,
             )
             grant = token.DeliveryGrant(
-                workload=token.Workload(
-                    kind=str(workload.kind),
-                    namespace=workload.namespace,
-                    name=workload.name,
-                    uid=workload.uid,
-                ),
+                workload=workload,
                 artifacts=tuple(
                     token.GrantedArtifact(ref=item.key, digest=item.digest) for item in start.models
                 ),

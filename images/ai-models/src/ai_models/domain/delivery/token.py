@@ -26,6 +26,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, Final
 
+from ai_models.domain.delivery.contract import Workload, WorkloadKind
 from ai_models.domain.models.reference import ModelKey
 from ai_models.domain.publication.upload_token import (
     DECODING_ERRORS,
@@ -53,17 +54,6 @@ class DeliveryTokenRejected(ValueError):
     def __init__(self, message: str, *, expired: bool = False) -> None:
         super().__init__(message)
         self.expired = expired
-
-
-@dataclasses.dataclass(frozen=True)
-class Workload:
-    kind: str  # Deployment, StatefulSet, DaemonSet, CronJob
-    namespace: str
-    name: str
-    uid: str
-
-    def describe(self) -> str:
-        return f"{self.kind} {self.namespace}/{self.name}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,7 +88,7 @@ def issue(grant: DeliveryGrant, *, key: bytes) -> str:
         raise ValueError("the delivery signing key is empty")
     workload = grant.workload
     document = {
-        "w": [workload.kind, workload.namespace, workload.name, workload.uid],
+        "w": [workload.kind.value, workload.namespace, workload.name, workload.uid],
         "a": [
             [item.ref.kind.value, item.ref.namespace, item.ref.name, item.digest] for item in grant.artifacts
         ],
@@ -151,7 +141,7 @@ def _grant(document: Any) -> DeliveryGrant:
     if type(expiry) is not int:
         raise TypeError("the expiry is not a whole number of seconds")
     return DeliveryGrant(
-        workload=Workload(kind=kind, namespace=namespace, name=name, uid=uid),
+        workload=Workload(WorkloadKind(kind), namespace, name, uid),
         artifacts=tuple(artifacts),
         expires_at=datetime.datetime.fromtimestamp(expiry, tz=datetime.UTC),
     )

@@ -179,6 +179,10 @@ def claims_mounted(obj: Mapping[str, Any]) -> frozenset[str]:
     )
 
 
+def _owner_uids(meta: Mapping[str, Any]) -> frozenset[str]:
+    return frozenset(str(ref.get("uid")) for ref in meta.get("ownerReferences") or () if ref.get("uid"))
+
+
 @dataclasses.dataclass(frozen=True)
 class SharedClaim:
     """A claim as the cleanup sees it."""
@@ -197,9 +201,7 @@ class SharedClaim:
             namespace=str(meta.get("namespace") or ""),
             name=str(meta.get("name") or ""),
             labels={str(k): str(v) for k, v in (meta.get("labels") or {}).items()},
-            owner_uids=frozenset(
-                str(ref.get("uid")) for ref in meta.get("ownerReferences") or () if ref.get("uid")
-            ),
+            owner_uids=_owner_uids(meta),
             deleting=bool(meta.get("deletionTimestamp")),
             uid=str(meta.get("uid") or ""),
         )
@@ -222,9 +224,7 @@ class ClaimUser:
             namespace=str(meta.get("namespace") or ""),
             uid=str(meta.get("uid") or ""),
             claims=claims_mounted(obj),
-            owner_uids=frozenset(
-                str(ref.get("uid")) for ref in meta.get("ownerReferences") or () if ref.get("uid")
-            ),
+            owner_uids=_owner_uids(meta),
         )
 
 

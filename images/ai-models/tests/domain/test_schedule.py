@@ -13,7 +13,6 @@ from ai_models.domain.catalog.schedule import (
     SourceObservation,
     SyncRequest,
     Trigger,
-    backoff,
     decide,
     parse_duration,
     parse_sync_request,
@@ -175,12 +174,6 @@ def test_requeue_after(source: SourceObservation, seconds: float | None) -> None
 
 def test_a_wake_time_already_passed_is_looked_at_at_once() -> None:
     assert Decision(Action.SLEEP, wake_at=NOW - HOUR).requeue_after(NOW) == 0.0
-
-
-def test_backoff_doubles_up_to_the_cap() -> None:
-    base, cap = datetime.timedelta(seconds=10), datetime.timedelta(minutes=5)
-    assert [backoff(n, base=base, cap=cap).total_seconds() for n in range(6)] == [0, 10, 20, 40, 80, 160]
-    assert backoff(100, base=base, cap=cap) == cap
 
 
 def test_retry_time_follows_the_backoff_of_the_failed_passes() -> None:

@@ -19,7 +19,6 @@ gone, and re-hashes every ready tree once a day (the scrub).
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import logging
 import os
 import threading
@@ -30,7 +29,7 @@ from typing import Final
 
 from ai_models.adapters.serving.tree import BUFFER_BYTES, Retry
 from ai_models.domain.artifacts.manifest import ArtifactFile
-from ai_models.domain.catalog.schedule import backoff
+from ai_models.domain.backoff import Backoff
 from ai_models.domain.delivery.claim_layout import object_dir
 from ai_models.domain.delivery.node_cache import CacheReport, DoesNotFit, Fits, abandoned
 from ai_models.domain.models.reference import ModelKey
@@ -49,8 +48,7 @@ logger = logging.getLogger(__name__)
 
 # A refused (no room) digest is asked again this long after, or as soon as space is released.
 UNFIT_RETRY_SECONDS: Final = 30.0
-FAILURE_BACKOFF_BASE_SECONDS: Final = 5.0
-FAILURE_BACKOFF_CAP_SECONDS: Final = 300.0
+FAILURE_BACKOFF: Final = Backoff(base=5.0, cap=300.0)
 HOUSEKEEPING_SECONDS: Final = 60.0
 SCRUB_SECONDS: Final = 24 * 3600.0
 # How long a waiting download sleeps at most before it looks at the space again.
@@ -455,11 +453,7 @@ class NodeCache:
                 )
             elif not self._stop.is_set():
                 failures = self._outcomes[digest].failures + 1 if digest in self._outcomes else 1
-                delay = backoff(
-                    failures,
-                    base=datetime.timedelta(seconds=FAILURE_BACKOFF_BASE_SECONDS),
-                    cap=datetime.timedelta(seconds=FAILURE_BACKOFF_CAP_SECONDS),
-                ).total_seconds()
+                delay = FAILURE_BACKOFF.delay(failures)
                 message = outcome.message or f"the download of {download.what} ended without a tree"
                 logger.warning(
                     "download failed", extra={"digest": digest, "error": message, "retry_in": delay}

@@ -31,7 +31,7 @@ from typing import Final
 from ai_models.adapters.serving.client import Momentary, Refused, ServingClient
 from ai_models.domain.artifacts.manifest import ArtifactFile, ManifestFormatError, manifest_from_json
 from ai_models.domain.artifacts.sniff import safe_member_path
-from ai_models.domain.catalog.schedule import backoff
+from ai_models.domain.backoff import Backoff
 from ai_models.domain.delivery.claim_layout import completion_record, object_dir, staging_dir
 from ai_models.domain.delivery.materialization import CompletionRecord, RecordedFile, RequestedArtifact
 
@@ -62,11 +62,7 @@ class Retry:
     sleep: Callable[[float], None] = time.sleep
 
     def wait(self, failures: int, error: Momentary) -> None:
-        delay = backoff(
-            failures,
-            base=datetime.timedelta(seconds=self.base_seconds),
-            cap=datetime.timedelta(seconds=self.max_seconds),
-        ).total_seconds()
+        delay = Backoff(base=self.base_seconds, cap=self.max_seconds).delay(failures)
         self.sleep(max(delay, error.retry_after or 0.0))
 
 

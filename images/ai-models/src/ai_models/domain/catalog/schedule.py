@@ -120,11 +120,6 @@ def decide(source: SourceObservation, *, now: datetime.datetime) -> Decision:
     return Decision(Action.SLEEP, wake_at=due, invalid_sync_request=invalid)
 
 
-def backoff(failures: int, *, base: datetime.timedelta, cap: datetime.timedelta) -> datetime.timedelta:
-    """The wait after `failures` consecutive failures (1 → base), never above `cap` (`Backoff`)."""
-    return Backoff.between(base, cap).after(failures)
-
-
 def retry_not_before(
     *,
     now: datetime.datetime,
@@ -136,7 +131,7 @@ def retry_not_before(
     """When a source that failed `failed_passes` times in a row may be tried again: the provider's
     Retry-After when it named one, else the backoff. Rounded up to the whole second, the precision
     of a status timestamp, so the written time never shortens the wait."""
-    delay = retry_after if retry_after is not None else backoff(failed_passes, base=base, cap=cap)
+    delay = retry_after if retry_after is not None else Backoff.between(base, cap).after(failed_passes)
     moment = now + delay
     whole = moment.replace(microsecond=0)
     return whole if whole == moment else whole + datetime.timedelta(seconds=1)

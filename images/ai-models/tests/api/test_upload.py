@@ -372,8 +372,9 @@ def test_the_object_must_wait_for_this_upload(cluster: Any, http: httpx.Client) 
     body = problem(http.put(upload_path(token_for(publishing)), content=GGUF), 409, "wrong-phase")
     assert "Model team-a/busy is in phase Publishing, not WaitForUpload" in body["detail"]
     fresh = cluster.model("fresh", namespace=NAMESPACE)
+    # No phase yet reads as Pending, as every reader of a Model reads it (ModelSeen.of).
     assert (
-        "none yet"
+        "Model team-a/fresh is in phase Pending, not WaitForUpload"
         in problem(http.put(upload_path(token_for(fresh)), content=GGUF), 409, "wrong-phase")["detail"]
     )
 

@@ -8,6 +8,7 @@ phase change is seen within the TTL. Uploads read fresh, because they decide on 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, Final
@@ -16,6 +17,7 @@ from kubernetes import client
 
 from ai_models.api.kube_calls import KubeCalls
 from ai_models.api.ttl_cache import TtlCache
+from ai_models.domain.delivery.workload_models import ModelSeen
 from ai_models.domain.models.reference import ModelKey
 from ai_models.domain.storage.ledger import Owner
 from ai_models.names import API_GROUP, API_VERSION, ModelKind, ModelPhase
@@ -25,22 +27,25 @@ MAX_CACHED: Final = 10_000
 
 @dataclasses.dataclass(frozen=True)
 class ModelObject:
+    """An existing object: its phase and artifact read by the one rule every reader of a Model
+    follows (`ModelSeen.of`: no phase yet or one this version does not know is Pending), the rest
+    of its status kept for what only the api reads (upload URLs, the resolved profile)."""
+
     ref: ModelKey
     uid: str
     status: Mapping[str, Any]
 
+    @functools.cached_property
+    def seen(self) -> ModelSeen:
+        return ModelSeen.of(self.ref, {"status": self.status})
+
     @property
-    def phase(self) -> ModelPhase | None:
-        try:
-            return ModelPhase(str(self.status.get("phase")))
-        except ValueError:
-            return None
+    def phase(self) -> ModelPhase:
+        return self.seen.phase or ModelPhase.PENDING  # never None: the object exists
 
     @property
     def digest(self) -> str | None:
-        artifact = self.status.get("artifact") or {}
-        digest = artifact.get("digest") if isinstance(artifact, Mapping) else None
-        return str(digest) if digest else None
+        return self.seen.digest or None
 
     @property
     def owner(self) -> Owner:

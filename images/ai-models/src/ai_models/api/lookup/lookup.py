@@ -18,7 +18,7 @@ from ai_models.api.models_lookup import ArtifactView, ConditionView, Delivery, M
 from ai_models.api.models_serving import CLUSTER_MODEL_MANIFEST_PATH, MODEL_MANIFEST_PATH
 from ai_models.api.problems import not_found
 from ai_models.domain.models.reference import ModelKey
-from ai_models.names import API_SERVICE, MODELS_DIR, ModelKind, ModelPhase
+from ai_models.names import API_SERVICE, MODELS_DIR, ModelKind
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +68,7 @@ def lookup_answer(found: ModelObject, *, module_namespace: str) -> ModelLookup:
         name=ref.name,
         uid=found.uid,
         # The controller has not looked at a new object yet: nothing has happened to it.
-        phase=found.phase or ModelPhase.PENDING,
+        phase=found.phase,
         artifact=_part(ArtifactView, artifact, ref=ref, field="artifact") if found.digest else None,
         resolved=_part(ResolvedProfile, status.get("resolved"), ref=ref, field="resolved"),
         conditions=conditions or None,

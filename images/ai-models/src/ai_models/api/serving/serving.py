@@ -192,10 +192,9 @@ class ArtifactServer:
             raise not_found(f"there is no {ref.describe()}; check the name (and namespace)")
         digest = found.digest
         if found.phase is not ModelPhase.READY or digest is None:
-            phase = found.phase.value if found.phase is not None else "none yet"
             raise wrong_phase(
-                f"{ref.describe()} is in phase {phase}, not Ready: its files are served once it is Ready "
-                "with a published artifact (see its conditions); retry then"
+                f"{ref.describe()} is in phase {found.phase.value}, not Ready: its files are served once it "
+                "is Ready with a published artifact (see its conditions); retry then"
             )
         return found, self._manifest(found, digest)
 

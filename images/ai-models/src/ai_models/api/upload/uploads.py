@@ -561,10 +561,9 @@ def _check_target(ref: ModelKey, owner: Owner, found: ModelObject | None) -> Non
             f"{owner.uid}); use the URL in the new object's status.upload"
         )
     if found.phase is not ModelPhase.WAIT_FOR_UPLOAD:
-        phase = found.phase.value if found.phase is not None else "none yet"
         raise wrong_phase(
-            f"{ref.describe()} is in phase {phase}, not {ModelPhase.WAIT_FOR_UPLOAD.value}: it takes an "
-            "upload only while it waits for one (see its conditions)"
+            f"{ref.describe()} is in phase {found.phase.value}, not {ModelPhase.WAIT_FOR_UPLOAD.value}: it "
+            "takes an upload only while it waits for one (see its conditions)"
         )
 
 

@@ -73,18 +73,23 @@ def _forge(document: object) -> str:
         ("expired", issue(grant((LLAMA, D1), expires_in=datetime.timedelta(0)), key=KEY), True),
         ("not an object", _forge(["w"]), False),
         ("bad workload", _forge({"w": ["Deployment"], "a": [], "e": 2**31, "i": "n"}), False),
+        ("not a workload kind", _forge({"w": ["Pod", "n", "w", "u"], "a": [], "e": 2**31}), False),
         (
             "bad digest",
-            _forge({"w": ["D", "n", "w", "u"], "a": [["Model", "n", "m", "md5:1"]], "e": 2**31}),
+            _forge({"w": ["Deployment", "n", "w", "u"], "a": [["Model", "n", "m", "md5:1"]], "e": 2**31}),
             False,
         ),
-        ("bad kind", _forge({"w": ["D", "n", "w", "u"], "a": [["Pod", "n", "m", D1]], "e": 2**31}), False),
-        ("float expiry", _forge({"w": ["D", "n", "w", "u"], "a": [], "e": 1.5}), False),
-        ("bool expiry", _forge({"w": ["D", "n", "w", "u"], "a": [], "e": True}), False),
-        ("huge expiry", _forge({"w": ["D", "n", "w", "u"], "a": [], "e": 10**30}), False),
+        (
+            "bad kind",
+            _forge({"w": ["Deployment", "n", "w", "u"], "a": [["Pod", "n", "m", D1]], "e": 2**31}),
+            False,
+        ),
+        ("float expiry", _forge({"w": ["Deployment", "n", "w", "u"], "a": [], "e": 1.5}), False),
+        ("bool expiry", _forge({"w": ["Deployment", "n", "w", "u"], "a": [], "e": True}), False),
+        ("huge expiry", _forge({"w": ["Deployment", "n", "w", "u"], "a": [], "e": 10**30}), False),
         (
             "too many",
-            _forge({"w": ["D", "n", "w", "u"], "a": [["Model", "n", "m", D1]] * 65, "e": 2**31}),
+            _forge({"w": ["Deployment", "n", "w", "u"], "a": [["Model", "n", "m", D1]] * 65, "e": 2**31}),
             False,
         ),
     ],
@@ -104,3 +109,14 @@ def test_a_payload_changed_after_signing_is_rejected_as_not_genuine() -> None:
     widened = base64.urlsafe_b64encode(json.dumps(document).encode()).decode().rstrip("=")
     with pytest.raises(DeliveryTokenRejected, match="not genuine"):
         verify(f"{PREFIX}{widened}.{signature}", key=KEY, now=NOW)
+
+
+def test_the_documents_the_rejections_alter_are_accepted_unaltered() -> None:
+    """The shape each rejected case above changes one part of: so each case fails on that part."""
+    verified = verify(
+        _forge({"w": ["Deployment", "n", "w", "u"], "a": [["Model", "n", "m", D1]], "e": 2**31}),
+        key=KEY,
+        now=NOW,
+    )
+    assert verified.workload == Workload(WorkloadKind.DEPLOYMENT, "n", "w", "u")
+    assert verified.digest_of(ModelKey(ModelKind.MODEL, "n", "m")) == D1

@@ -4,6 +4,8 @@ both) and what the reconciler and the webhook are told."""
 
 from __future__ import annotations
 
+import datetime
+
 import pytest
 from kubernetes import client as k8s
 
@@ -13,7 +15,7 @@ from ai_models.adapters.kube.resources import CLUSTER_MODELS, MODELS
 from ai_models.controller.delivery.informers import DeliveryInformers
 from ai_models.controller.delivery.node_cache import NodeCacheAdmission, NodeCacheDelivery, label_selector_of
 from ai_models.controller.delivery.shared_pvc import SharedPVCAdmission, SharedPVCDelivery
-from ai_models.controller.delivery.wiring import attach_delivery, delivery_mode
+from ai_models.controller.delivery.wiring import attach_delivery, delivery_mode, delivery_settings
 from ai_models.controller.runtime import Manager
 from ai_models.controller.settings import ControllerSettings
 from ai_models.domain.delivery.mode import DeliveryMode
@@ -89,6 +91,17 @@ def test_shared_pvc_mode_follows_volumes_and_jobs_and_no_nodes() -> None:
 
     assert {"shared-claims", "delivery-volumes", "materialize-jobs"} <= names
     assert "node-cache-nodes" not in names
+
+
+@pytest.mark.parametrize("mode", list(DeliveryMode))
+def test_both_modes_run_the_orphan_pass_at_the_interval_the_setting_names(
+    monkeypatch: pytest.MonkeyPatch, mode: DeliveryMode
+) -> None:
+    monkeypatch.setenv("AI_MODELS_DELIVERY_ORPHAN_PASS_SECONDS", "120")
+    settings = node_cache_mode(monkeypatch) if mode is DeliveryMode.NODE_CACHE else ControllerSettings()
+    assert settings.delivery_mode is mode
+    assert delivery_settings(settings).orphan_pass_interval == datetime.timedelta(minutes=2)
+    assert "orphaned-claims" in attached(settings).loops
 
 
 def test_a_cache_size_that_is_not_a_quantity_fails_at_start_naming_the_variable(

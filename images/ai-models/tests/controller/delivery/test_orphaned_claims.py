@@ -5,6 +5,7 @@ it; a claim the module did not make, or whose workload exists, is never touched.
 from __future__ import annotations
 
 import datetime as dt
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -25,6 +26,7 @@ from ai_models.names import (
     SHARED_PVC_LABEL_VALUE,
     SHARED_PVC_UNREFERENCED_SINCE_ANNOTATION,
 )
+from support.eventually import eventually
 
 NAMESPACE = "team-a"
 GONE = "0b8c3f3e-1111-4a5e-9d41-5c2f0e7f6a10"  # the uid of a workload deleted without its claim
@@ -236,3 +238,35 @@ def test_a_mark_nobody_can_read_or_in_the_future_is_written_again_and_nothing_is
     assert sorted(result.marked) == [f"{NAMESPACE}/future", f"{NAMESPACE}/garbled"]
     assert result.deleted == []
     assert world.claims() == {"garbled": timestamp(NOW), "future": timestamp(NOW)}
+
+
+def test_a_claim_being_deleted_is_left_to_its_deletion(world: World) -> None:
+    world.claim("going", since=LONG_AGO)
+    world.core.patch_namespaced_persistent_volume_claim(
+        "going", NAMESPACE, {"metadata": {"finalizers": ["example.com/hold"]}}
+    )
+    world.core.delete_namespaced_persistent_volume_claim("going", NAMESPACE)
+    result = world.run()
+    assert (result.marked, result.unmarked, result.deleted) == ([], [], [])
+    assert world.claims() == {"going": LONG_AGO}
+
+
+def test_the_leaders_loop_runs_a_pass_each_interval_and_stops_when_told(world: World) -> None:
+    world.claim("orphan")
+    orphans = OrphanedClaims(
+        objects=DeliveryObjects(world.api_client),
+        claims=world.informer(PERSISTENT_VOLUME_CLAIMS, label_selector=CLAIM_SELECTOR),
+        workloads=[world.informer(DEPLOYMENTS)],
+        grace=GRACE,
+        interval=dt.timedelta(seconds=0.05),
+        clock=lambda: NOW,
+    )
+    stop = threading.Event()
+    loop = threading.Thread(target=orphans.loop, args=(stop,))
+    loop.start()
+    try:
+        eventually(lambda: world.claims() == {"orphan": timestamp(NOW)}, timeout=10, message="the mark")
+    finally:
+        stop.set()
+        loop.join(timeout=5)
+    assert not loop.is_alive()

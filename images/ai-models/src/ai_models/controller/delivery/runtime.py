@@ -54,6 +54,7 @@ class DeliveryRuntime:
         clock: Callable[[], datetime.datetime] = utcnow,
     ) -> None:
         """`strategy`: the mode, made for the informers every mode shares."""
+        settings = settings or DeliverySettings()
         self.informers = DeliveryInformers(api_client, resync_seconds=resync_seconds)
         self.strategy = strategy(self.informers)
         self.reconciler = DeliveryReconciler(
@@ -61,14 +62,13 @@ class DeliveryRuntime:
             informers=self.informers,
             model_of=model_of,
             strategy=self.strategy,
-            settings=settings or DeliverySettings(),
+            settings=settings,
             events=events,
             clock=clock,
         )
         self.controller: Controller[WorkloadKey] = Controller(
             "delivery", self.reconciler.reconcile, workers=workers
         )
-        settings = settings or DeliverySettings()
         self.orphans = OrphanedClaims(
             objects=DeliveryObjects(api_client),
             claims=self.informers.claims,

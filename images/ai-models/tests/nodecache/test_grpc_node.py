@@ -29,7 +29,7 @@ from ai_models.names import (
 )
 from ai_models.nodecache import mounts
 from ai_models.nodecache.cache import CacheRequest, NodeCache
-from ai_models.nodecache.models import ModelReader
+from ai_models.nodecache.models import NodeModels
 from ai_models.nodecache.mounts import mount_at, parse_mountinfo, unmount
 from csi.plugin import NODE_NAME, Pod, RunningPlugin, kubelet_publish, start_plugin, unpublish_of
 from kubeemu.authn import Identity
@@ -47,7 +47,7 @@ class Bed:
     stack: CacheStack
     kubelet_dir: Path
     socket_dir: Path
-    reader: ModelReader
+    reader: NodeModels
     cache: NodeCache
     plugin: RunningPlugin
     llama: CacheRequest
@@ -82,7 +82,7 @@ def bed(cache_stack: CacheStack, tmp_path: Path) -> Iterator[Bed]:
     socket_dir = Path(tempfile.mkdtemp(prefix="csi-", dir="/tmp"))
     llama = cache_stack.publish("llama", FILES)
     # The plugin reads Models as its ServiceAccount, with the RBAC the chart renders for it.
-    reader = ModelReader.of_cluster(cache_stack.emulator.api_client(cache_stack.plugin))
+    reader = NodeModels.of_cluster(cache_stack.emulator.api_client(cache_stack.plugin))
     cache = cache_stack.cache()
     plugin = start_plugin(
         socket_dir=socket_dir, kubelet_dir=kubelet_dir, cache=cache, models=reader, ready=cache.usable
@@ -238,7 +238,7 @@ def test_a_plugin_that_may_not_read_models_answers_unavailable_naming_its_rbac(b
     nobody = bed.stack.emulator.add_identity(
         Identity(name="system:serviceaccount:d8-ai-models:nobody", token="t-no")
     )
-    bed.reader = ModelReader.of_cluster(bed.stack.emulator.api_client(nobody))
+    bed.reader = NodeModels.of_cluster(bed.stack.emulator.api_client(nobody))
     bed.restart()
     error = refusal(bed.publish)
     assert code_of(error) is grpc.StatusCode.UNAVAILABLE

@@ -9,7 +9,7 @@ import pytest
 from ai_models.domain.delivery.workload_models import ModelSeen
 from ai_models.domain.models.reference import ModelKey
 from ai_models.names import ModelKind, ModelPhase
-from ai_models.nodecache.models import ModelReader, ModelsUnreadable
+from ai_models.nodecache.models import ModelsUnreadable, NodeModels
 from csi.models import ClusterModels
 from kubeemu.authn import Identity
 from kubeemu.pytest_fixtures import RunningEmulator
@@ -31,7 +31,7 @@ class Clock:
 def test_reads_a_ready_model_and_a_cluster_model(kube_api_client: Any, cluster_models: ClusterModels) -> None:
     cluster_models.put(QWEN, digest=DIGEST)
     cluster_models.put(SHARED, phase=ModelPhase.PUBLISHING)
-    reader = ModelReader.of_cluster(kube_api_client)
+    reader = NodeModels.of_cluster(kube_api_client)
     assert reader.seen(QWEN) == ModelSeen(QWEN, ModelPhase.READY, digest=DIGEST, size_bytes=1)
     assert reader.seen(SHARED) == ModelSeen(SHARED, ModelPhase.PUBLISHING)
     assert reader.seen(ModelKey(ModelKind.MODEL, "team-b", "qwen")).phase is None
@@ -42,7 +42,7 @@ def test_a_ready_answer_is_kept_for_the_ttl_and_read_again_after(
 ) -> None:
     cluster_models.put(QWEN, digest=DIGEST)
     clock = Clock()
-    reader = ModelReader.of_cluster(kube_api_client, ttl_seconds=10.0, clock=clock)
+    reader = NodeModels.of_cluster(kube_api_client, ttl_seconds=10.0, clock=clock)
     assert reader.seen(QWEN).phase is ModelPhase.READY
     cluster_models.delete(QWEN)
     clock.now += 9.0
@@ -52,7 +52,7 @@ def test_a_ready_answer_is_kept_for_the_ttl_and_read_again_after(
 
 
 def test_an_answer_that_refuses_is_never_kept(kube_api_client: Any, cluster_models: ClusterModels) -> None:
-    reader = ModelReader.of_cluster(kube_api_client, clock=Clock())
+    reader = NodeModels.of_cluster(kube_api_client, clock=Clock())
     assert reader.seen(QWEN).phase is None
     cluster_models.put(QWEN, phase=ModelPhase.PUBLISHING)
     assert reader.seen(QWEN).phase is ModelPhase.PUBLISHING
@@ -67,7 +67,7 @@ def test_the_kept_answers_are_bounded() -> None:
         reads.append(key)
         return {"status": {"phase": "Ready", "artifact": {"digest": DIGEST}}}
 
-    reader = ModelReader(read, capacity=2, clock=Clock())
+    reader = NodeModels(read, capacity=2, clock=Clock())
     keys = [ModelKey(ModelKind.CLUSTER_MODEL, "", f"m{index}") for index in range(3)]
     for key in keys:
         reader.seen(key)
@@ -81,7 +81,7 @@ def test_an_api_server_that_refuses_the_read_is_unreadable_and_names_the_rbac(
 ) -> None:
     cluster_models.put(QWEN, digest=DIGEST)
     nobody = Identity(name="system:serviceaccount:d8-ai-models:nobody", token="t-nobody")
-    reader = ModelReader.of_cluster(kube_emulator.api_client(kube_emulator.add_identity(nobody)))
+    reader = NodeModels.of_cluster(kube_emulator.api_client(kube_emulator.add_identity(nobody)))
     with pytest.raises(ModelsUnreadable, match=r"Model team-a/qwen: the API server answered 403.*RBAC"):
         reader.seen(QWEN)
 

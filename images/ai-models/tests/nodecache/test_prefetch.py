@@ -12,7 +12,7 @@ import pytest
 from ai_models.adapters.kube import ClientOptions, new_api_client
 from ai_models.names import NODE_CACHE_DRIVER, VOLUME_DIGEST_ATTRIBUTE, VOLUME_MODEL_ATTRIBUTE
 from ai_models.nodecache.cache import CacheRequest, NodeCache
-from ai_models.nodecache.models import ModelReader
+from ai_models.nodecache.models import NodeModels
 from ai_models.nodecache.prefetch import Prefetcher, trimmed
 from support.eventually import eventually
 from support.node_cache_stack import CacheStack, cache_stack_fixture  # noqa: F401  (fixture)
@@ -51,7 +51,7 @@ def prefetching(cache_stack: CacheStack) -> Iterator[NodeCache]:
     )
     cache = cache_stack.cache()
     prefetcher = Prefetcher(
-        cache=cache, models=ModelReader.of_cluster(api_client), api_client=api_client, node_name=NODE
+        cache=cache, models=NodeModels.of_cluster(api_client), api_client=api_client, node_name=NODE
     ).start()
     try:
         eventually(lambda: prefetcher.synced, timeout=10, message="the pod informer to sync")

@@ -13,7 +13,7 @@ share stays here:
   served verbatim.
 - `app`: the public and the internal FastAPI apps (problem responses, request metrics);
   `routes_service`: the contract documents and the probes; `state`: what the routes answer from.
-- `auth`: bearer token -> TokenReview -> SubjectAccessReview for an `Access`, cached (`ttl_cache`);
+- `auth`: bearer token -> TokenReview -> SubjectAccessReview for an `Access`, cached (`adapters.ttl_cache`);
   `kube_calls`: Kubernetes failures as problems; `model_objects`: Models and ClusterModels read;
   `problems`: the problem responses.
 - `catalog.catalog`: page and entry assembly; `catalog.paging`: keyset page tokens; `catalog.index`: the

@@ -22,10 +22,10 @@ from typing import Any, Final
 
 from kubernetes import client
 
+from ai_models.adapters.ttl_cache import TtlCache
 from ai_models.api.kube_calls import KubeCalls
 from ai_models.api.metrics import ApiMetrics
 from ai_models.api.problems import ApiProblem, forbidden, unauthenticated
-from ai_models.api.ttl_cache import TtlCache
 from ai_models.names import API_GROUP, CATALOG_IMPORTS_RESOURCE, ModelKind
 
 log = logging.getLogger(__name__)

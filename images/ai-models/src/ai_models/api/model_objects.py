@@ -1,8 +1,9 @@
 """Models and ClusterModels as the api reads them, with the api's own ServiceAccount.
 
 Serving and lookup read the object on every request, so answers are kept for a short TTL
-(`api_object_cache_seconds`): a materializer fetching hundreds of files costs one read, and a
-phase change is seen within the TTL. Uploads read fresh, because they decide on the phase.
+(`api_object_cache_seconds`) by the reader the node plugin shares (`adapters/kube/model_reader.py`):
+a materializer fetching hundreds of files costs one read, and a phase change is seen within the TTL.
+Uploads read fresh, because they decide on the phase.
 """
 
 from __future__ import annotations
@@ -13,14 +14,12 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from kubernetes import client
-
+from ai_models.adapters.kube.model_reader import ModelReader, keep_every_answer, model_getter
 from ai_models.api.kube_calls import KubeCalls
-from ai_models.api.ttl_cache import TtlCache
 from ai_models.domain.delivery.workload_models import ModelSeen
 from ai_models.domain.models.reference import ModelKey
 from ai_models.domain.storage.ledger import Owner
-from ai_models.names import API_GROUP, API_VERSION, ModelKind, ModelPhase
+from ai_models.names import API_GROUP, ModelKind, ModelPhase
 
 MAX_CACHED: Final = 10_000
 
@@ -61,7 +60,9 @@ def _from_body(ref: ModelKey, body: Mapping[str, Any]) -> ModelObject:
     )
 
 
-class ModelReader:
+class ApiModels:
+    """The api's reads of Models and ClusterModels: the shared `ModelReader`, every answer kept."""
+
     def __init__(
         self,
         *,
@@ -71,52 +72,21 @@ class ModelReader:
         cache_ttl_seconds: float,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._objects = client.CustomObjectsApi(api_client)
         self._calls = calls
-        self._timeout = request_timeout
-        self._cache: TtlCache[ModelKey, ModelObject] = TtlCache(
-            ttl_seconds=cache_ttl_seconds, max_entries=MAX_CACHED, clock=clock
-        )
-        # TtlCache answers None for a miss, so a remembered absence needs a marker of its own.
-        self._absent: TtlCache[ModelKey, bool] = TtlCache(
-            ttl_seconds=cache_ttl_seconds, max_entries=MAX_CACHED, clock=clock
+        self._reader = ModelReader(
+            model_getter(api_client, timeout=request_timeout),
+            ttl_seconds=cache_ttl_seconds,
+            capacity=MAX_CACHED,
+            keep=keep_every_answer,
+            clock=clock,
         )
 
     def get(self, ref: ModelKey, *, fresh: bool = False) -> ModelObject | None:
         """The object, or None when it does not exist; raises ApiProblem (502/503) on API failures."""
-        if not fresh:
-            found = self._cache.get(ref)
-            if found is not None:
-                return found
-            if self._absent.get(ref):
-                return None
-        body = self._read(ref)
-        if body is None:
-            self._absent.put(ref, True)
-            return None
-        obj = _from_body(ref, body)
-        self._cache.put(ref, obj)
-        return obj
-
-    def _read(self, ref: ModelKey) -> Mapping[str, Any] | None:
-        plural = ref.kind.plural.value
-        needs = f"get on {plural}.{API_GROUP}"
-        if ref.kind is ModelKind.MODEL:
-            body: Mapping[str, Any] | None = self._calls.call(
-                "GetModel",
-                lambda: self._objects.get_namespaced_custom_object(
-                    API_GROUP, API_VERSION, ref.namespace, plural, ref.name, _request_timeout=self._timeout
-                ),
-                needs=needs,
-                on_missing=lambda: None,
-            )
-            return body
-        cluster_body: Mapping[str, Any] | None = self._calls.call(
-            "GetClusterModel",
-            lambda: self._objects.get_cluster_custom_object(
-                API_GROUP, API_VERSION, plural, ref.name, _request_timeout=self._timeout
-            ),
-            needs=needs,
-            on_missing=lambda: None,
+        call = "GetModel" if ref.kind is ModelKind.MODEL else "GetClusterModel"
+        read = self._calls.call(
+            call,
+            lambda: self._reader.read(ref, fresh=fresh),
+            needs=f"get on {ref.kind.plural.value}.{API_GROUP}",
         )
-        return cluster_body
+        return _from_body(ref, read.body) if read.body is not None else None

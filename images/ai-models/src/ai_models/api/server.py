@@ -39,7 +39,7 @@ from ai_models.api.connections import ConnectionLimits, guarded_protocol
 from ai_models.api.kube_calls import KubeCalls
 from ai_models.api.lookup.lookup import Lookup
 from ai_models.api.metrics import ApiMetrics, MetricsServer
-from ai_models.api.model_objects import ModelReader
+from ai_models.api.model_objects import ApiModels
 from ai_models.api.serving.delivery_tokens import DeliveryTokens
 from ai_models.api.serving.listing import ClusterModelListing
 from ai_models.api.serving.serving import ArtifactServer, DownloadLimits, DownloadSlots
@@ -118,7 +118,7 @@ def build_runtime(settings: ApiSettings, *, store: ObjectStore, api_client: Any)
         )
     )
     metrics.downloads_in_flight.set_function(lambda: downloads.in_flight)
-    models = ModelReader(
+    models = ApiModels(
         api_client=api_client,
         calls=calls,
         request_timeout=timeout,

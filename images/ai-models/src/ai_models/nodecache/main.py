@@ -27,7 +27,7 @@ from ai_models.adapters.kube.client import KubeConfigError
 from ai_models.nodecache.cache import CacheConfig, NodeCache
 from ai_models.nodecache.health import HealthServer
 from ai_models.nodecache.identity import IdentityService
-from ai_models.nodecache.models import ModelReader
+from ai_models.nodecache.models import NodeModels
 from ai_models.nodecache.node import NodeService
 from ai_models.nodecache.prefetch import Prefetcher
 from ai_models.nodecache.report import NodeReporter
@@ -93,7 +93,7 @@ def run(arguments: PluginArguments, settings: NodeCacheSettings, *, stop: thread
         )
         opened = cache
         # One reader for NodePublish and the prefetch: a granted answer serves both.
-        models = ModelReader.of_cluster(api_client)
+        models = NodeModels.of_cluster(api_client)
         server = CsiServer(
             endpoint=arguments.csi_endpoint,
             identity=IdentityService(ready=opened.usable),

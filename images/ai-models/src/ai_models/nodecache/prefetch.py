@@ -4,7 +4,7 @@ The Pods with `spec.nodeName=<this node>` are watched (the project's informer, t
 read here). For every inline volume of this driver in a pod that is not finished or going away, the
 model it names is authorized exactly as NodePublish authorizes it (`authorize.wanted_model` with the
 Pod object's own namespace, which the API server guarantees; the attributes are hints), read through
-the plugin's `ModelReader`, and its digest is wanted from the cache. A refusal is logged and left to
+the plugin's `NodeModels`, and its digest is wanted from the cache. A refusal is logged and left to
 NodePublish to report; the informer's resync offers every pod again, so a model that becomes Ready
 later is fetched then. Work runs in one thread fed by a bounded queue: a slow Model read never
 holds the watch.

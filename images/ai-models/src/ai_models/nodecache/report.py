@@ -16,10 +16,9 @@ import time
 from collections.abc import Callable
 from typing import Any, Final, Protocol
 
-from kubernetes import client
-from kubernetes.client.exceptions import ApiException
-from urllib3.exceptions import HTTPError
-
+from ai_models.adapters.kube.errors import KubeError
+from ai_models.adapters.kube.objects import Objects
+from ai_models.adapters.kube.resources import NODES
 from ai_models.domain.delivery.node_cache import CacheReport
 from ai_models.names import NODE_CACHE_READY_LABEL, NODE_CACHE_REPORT_ANNOTATION
 
@@ -50,7 +49,7 @@ class NodeReporter:
         clock: Callable[[], float] | None = None,
     ) -> None:
         self._cache = cache
-        self._core = client.CoreV1Api(api_client)
+        self._nodes = Objects(api_client, NODES, timeout=REQUEST_TIMEOUT)
         self._node = node_name
         self._interval = interval_seconds
         self._refresh = refresh_seconds
@@ -96,8 +95,14 @@ class NodeReporter:
             annotation = report.annotation(now=datetime.datetime.now(datetime.UTC))
             metadata["annotations"] = {NODE_CACHE_REPORT_ANNOTATION: annotation}
         try:
-            self._core.patch_node(self._node, {"metadata": metadata}, _request_timeout=REQUEST_TIMEOUT)
-        except ApiException as error:
+            self._nodes.patch(self._node, {"metadata": metadata})
+        except KubeError as error:
+            if error.status == 0:
+                logger.warning(
+                    "cannot reach the Kubernetes API to patch the node's cache report",
+                    extra={"node": self._node, "error": error.message},
+                )
+                return False
             logger.warning(
                 "cannot patch the node's cache report",
                 extra={
@@ -105,12 +110,6 @@ class NodeReporter:
                     "status": error.status,
                     "fix": "the node cache's ClusterRole must grant get and patch on nodes",
                 },
-            )
-            return False
-        except (HTTPError, OSError) as error:
-            logger.warning(
-                "cannot reach the Kubernetes API to patch the node's cache report",
-                extra={"node": self._node, "error": f"{type(error).__name__}: {error}"},
             )
             return False
         return True

@@ -9,10 +9,9 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from typing import Any
 
 from ai_models.domain.storage.ledger import Owner
-from ai_models.names import API_GROUP, API_VERSION, ModelKind
+from ai_models.names import ModelKind
 
 logger = logging.getLogger(__name__)
 
@@ -108,33 +107,22 @@ def kube_reporter(owner: Owner) -> Report | None:
     """A `Report` that merge-patches `status.progress` of `owner`; None when no Kubernetes client can
     be configured here (logged: the publication goes on without progress)."""
     # Imported here: the kubernetes client is slow to import, and only this reporter needs it.
-    from kubernetes import client  # noqa: PLC0415
-
     from ai_models.adapters.kube.client import ClientOptions, KubeConfigError, new_api_client  # noqa: PLC0415
+    from ai_models.adapters.kube.objects import Objects  # noqa: PLC0415
+    from ai_models.adapters.kube.resources import CLUSTER_MODELS, MODELS  # noqa: PLC0415
 
     options = ClientOptions(retries=1, read_timeout_seconds=5.0)
     try:
-        api = client.CustomObjectsApi(new_api_client(options))
+        api_client = new_api_client(options)
     except KubeConfigError as error:
         logger.warning("progress is not reported: no Kubernetes client", extra={"error": str(error)})
         return None
-    plural = ModelKind(owner.kind).plural.value
+    kind = MODELS if ModelKind(owner.kind) is ModelKind.MODEL else CLUSTER_MODELS
+    objects = Objects(api_client, kind, timeout=options.request_timeout)
 
     def report(value: str) -> None:
-        body: dict[str, Any] = {"status": {"progress": value}}
-        if owner.namespace:
-            api.patch_namespaced_custom_object_status(
-                API_GROUP,
-                API_VERSION,
-                owner.namespace,
-                plural,
-                owner.name,
-                body,
-                _request_timeout=options.request_timeout,
-            )
-        else:
-            api.patch_cluster_custom_object_status(
-                API_GROUP, API_VERSION, plural, owner.name, body, _request_timeout=options.request_timeout
-            )
+        objects.patch(
+            owner.name, {"status": {"progress": value}}, owner.namespace or None, subresource="status"
+        )
 
     return report

@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from ai_models.api.model_objects import ModelObject, ModelReader
+from ai_models.api.model_objects import ApiModels, ModelObject
 from ai_models.api.models_lookup import ArtifactView, ConditionView, Delivery, ModelLookup, ResolvedProfile
 from ai_models.api.models_serving import CLUSTER_MODEL_MANIFEST_PATH, MODEL_MANIFEST_PATH
 from ai_models.api.problems import not_found
@@ -79,7 +79,7 @@ def lookup_answer(found: ModelObject, *, module_namespace: str) -> ModelLookup:
 
 
 class Lookup:
-    def __init__(self, *, models: ModelReader, module_namespace: str) -> None:
+    def __init__(self, *, models: ApiModels, module_namespace: str) -> None:
         self._models = models
         self._namespace = module_namespace
 

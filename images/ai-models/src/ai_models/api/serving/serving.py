@@ -33,7 +33,7 @@ from starlette.types import Message, Receive, Scope, Send
 from ai_models.adapters.objectstore import ObjectNotFound, ObjectStore, ObjectStoreError
 from ai_models.api.auth import Subject
 from ai_models.api.metrics import ApiMetrics
-from ai_models.api.model_objects import ModelObject, ModelReader
+from ai_models.api.model_objects import ApiModels, ModelObject
 from ai_models.api.models import ProblemType
 from ai_models.api.problems import ApiProblem, not_found, object_store_error, store_failed, wrong_phase
 from ai_models.api.serving.delivery_tokens import digest_changed
@@ -170,7 +170,7 @@ class ArtifactServer:
         self,
         *,
         store: ObjectStore,
-        models: ModelReader,
+        models: ApiModels,
         metrics: ApiMetrics,
         downloads: DownloadSlots | None = None,
     ) -> None:

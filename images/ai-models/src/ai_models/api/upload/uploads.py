@@ -39,7 +39,7 @@ from starlette.requests import ClientDisconnect, Request
 from ai_models.adapters.objectstore import ObjectStore, ObjectStoreError, SizeMismatch
 from ai_models.api.auth import Access, Gatekeeper
 from ai_models.api.metrics import ApiMetrics
-from ai_models.api.model_objects import ModelObject, ModelReader
+from ai_models.api.model_objects import ApiModels, ModelObject
 from ai_models.api.models import ProblemType
 from ai_models.api.problems import (
     ApiProblem,
@@ -213,7 +213,7 @@ class Uploads:
         *,
         store: ObjectStore,
         keys: SigningKeys,
-        models: ModelReader,
+        models: ApiModels,
         ledger: UploadLedger,
         gatekeeper: Gatekeeper,
         metrics: ApiMetrics,

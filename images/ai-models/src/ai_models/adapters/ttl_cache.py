@@ -1,4 +1,5 @@
-"""A small thread-safe LRU whose entries expire (review answers, objects read for serving)."""
+"""A small thread-safe LRU whose entries expire: the api's review answers, and the Models the
+api and the node plugin read (`kube.model_reader`)."""
 
 from __future__ import annotations
 
@@ -39,3 +40,7 @@ class TtlCache(Generic[K, V]):
             self._entries.move_to_end(key)
             while len(self._entries) > self._max:
                 self._entries.popitem(last=False)
+
+    def discard(self, key: K) -> None:
+        with self._lock:
+            self._entries.pop(key, None)

@@ -27,6 +27,8 @@ from ai_models.adapters.kube.resources import Resource
 REQUEST_TIMEOUT: Final = (3.0, 30.0)
 PAGE_SIZE: Final = 500
 MERGE_PATCH: Final = "application/merge-patch+json"
+# Built-in kinds only: lists with a merge key (containers, volumes) merge instead of being replaced.
+STRATEGIC_MERGE_PATCH: Final = "application/strategic-merge-patch+json"
 JSON_PATCH: Final = "application/json-patch+json"
 _TRANSPORT_FAILURES: Final = (urllib3.exceptions.HTTPError, OSError)
 

@@ -176,6 +176,13 @@ def test_the_webhook_configuration() -> None:
         "module": "ai-models",
         "app": CONTROLLER,
     }
+    # Applied once the controller serving it is ready (DMT's webhook-configuration-annotations).
+    assert configuration["metadata"]["annotations"] == {
+        "werf.io/deploy-dependency-controller": (
+            f"state=ready,kind=Deployment,group=apps,version=v1,name={CONTROLLER}"
+        )
+    }
+    assert chart.get("Deployment", CONTROLLER, NAMESPACE)
     hook = the_webhook(chart)
     ca = item.values()["aiModels"]["internal"]["rootCA"]["crt"]
     assert hook["clientConfig"] == {

@@ -31,6 +31,7 @@ DOMAIN = (
 )
 DIGEST = r"sha256:[0-9a-f]{64}"
 REPOSITORY = re.compile(rf"{PATH_COMPONENT}(?:/{PATH_COMPONENT})*")
+DMT_REGISTRY = "registry.example.com/deckhouse"
 
 
 def dmt_string(rng: random.Random) -> str:
@@ -72,12 +73,17 @@ def is_pullable(image: str) -> bool:
     return REPOSITORY.fullmatch(name) is not None
 
 
-def images(objects: list[dict[str, Any]]) -> Iterator[str]:
+def container_images(objects: list[dict[str, Any]]) -> Iterator[str]:
     for obj in objects:
         spec = obj.get("spec", {})
-        for pod in (spec.get("template", {}).get("spec"), spec.get("jobTemplate", {}).get("spec")):
+        job_spec = spec.get("jobTemplate", {}).get("spec", {})
+        for pod in (spec.get("template", {}).get("spec"), job_spec.get("template", {}).get("spec")):
             for container in [*(pod or {}).get("containers", []), *(pod or {}).get("initContainers", [])]:
                 yield container["image"]
+
+
+def images(objects: list[dict[str, Any]]) -> Iterator[str]:
+    yield from container_images(objects)
     for text in (json.dumps(obj) for obj in objects if obj.get("kind") in {"ConfigMap", "Secret"}):
         # The controller passes the publisher and materializer images on in its settings.
         yield from re.findall(r"[^\s\"'=]+@sha256:[0-9a-f]{64}", text)
@@ -103,17 +109,30 @@ def test_every_registry_field_the_templates_read_has_a_dmt_default() -> None:
     assert "default" not in properties["base"]
 
 
-def test_images_rendered_from_dmt_values_are_pullable_references() -> None:
+def dmt_rendered() -> list[dict[str, Any]]:
+    """The chart as `dmt lint` renders it: the registry values it generates, and the global registry
+    it sets itself (deckhouse/dmt internal/modules/values/compose.go, applyDigests)."""
     values = scenario("minimal").values()
     values[MODULE_VALUES_KEY]["registry"] = dmt_registry()
-    rendered = render_chart(values)
-    found = sorted(set(images(rendered.objects)))
+    values["global"]["modulesImages"]["registry"]["base"] = DMT_REGISTRY
+    return render_chart(values).objects
+
+
+def test_images_rendered_from_dmt_values_are_pullable_references() -> None:
+    rendered = dmt_rendered()
+    found = sorted(set(images(rendered)))
     assert found
     assert [image for image in found if not is_pullable(image)] == []
-    base = values[MODULE_VALUES_KEY]["registry"]["base"]
-    assert any(image.startswith(f"{base}/ai-models@") for image in found)
-    for obj in rendered.objects:
+    for obj in rendered:
         validate_object(obj)
+
+
+def test_every_container_image_comes_from_the_one_registry_dmt_accepts() -> None:
+    """DMT's image-digest rule (pkg/linters/container/rules/container_image_digest_check.go): the
+    repository of every container's image is exactly registry.example.com/deckhouse."""
+    containers = sorted(set(container_images(dmt_rendered())))
+    assert containers
+    assert [image for image in containers if image.partition("@")[0] != DMT_REGISTRY] == []
 
 
 def test_the_dmt_docker_config_is_a_docker_config() -> None:

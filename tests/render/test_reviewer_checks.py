@@ -5,6 +5,7 @@ reported finding by finding."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -186,3 +187,48 @@ def test_unwaived_host_path_is_reported_when_the_exception_is_missing(compliant_
         "which is not rendered",
         "DaemonSet/d8-ai-models/probe-node: PSS restricted: pod: volume kubelet has type hostPath",
     ]
+
+
+def webhook_configuration(annotations: dict[str, str]) -> dict[str, Any]:
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingWebhookConfiguration",
+        "metadata": {
+            "name": "probe",
+            "labels": {"heritage": "deckhouse", "module": "ai-models"},
+            "annotations": annotations,
+        },
+        "webhooks": [],
+    }
+
+
+def test_a_webhook_configuration_without_an_order_for_werf_is_reported() -> None:
+    expectations = ClusterExpectations.from_values(scenario("minimal").values())
+
+    assert review([webhook_configuration({})], expectations) == [
+        "MutatingWebhookConfiguration/probe: needs a werf.io/weight annotation or one prefixed "
+        "werf.io/deploy-dependency-"
+    ]
+    assert review([webhook_configuration({"werf.io/weight": "10"})], expectations) == []
+
+
+def test_a_webhook_configuration_waiting_for_an_object_the_chart_does_not_render_is_reported() -> None:
+    expectations = ClusterExpectations.from_values(scenario("minimal").values())
+    waits = {
+        "werf.io/deploy-dependency-server": "state=ready,kind=Deployment,group=apps,version=v1,name=server"
+    }
+    server = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "server", "namespace": "d8-ai-models"},
+    }
+
+    assert review([webhook_configuration(waits)], expectations) == [
+        "MutatingWebhookConfiguration/probe: werf.io/deploy-dependency-server waits for Deployment "
+        "d8-ai-models/server, which is not rendered"
+    ]
+    assert [
+        finding
+        for finding in review([webhook_configuration(waits), server], expectations)
+        if finding.startswith("MutatingWebhookConfiguration")
+    ] == []

@@ -42,6 +42,9 @@ PROBE_HANDLERS = ("httpGet", "tcpSocket", "exec", "grpc")
 DECKHOUSE_IDS = frozenset({(64535, 64535), (65534, 65534)})
 
 WORKLOAD_KINDS = frozenset({"Deployment", "DaemonSet", "StatefulSet", "Job", "CronJob"})
+WEBHOOK_CONFIGURATION_KINDS = frozenset({"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"})
+WERF_WEIGHT = "werf.io/weight"
+DEPLOY_DEPENDENCY_PREFIX = "werf.io/deploy-dependency-"
 LONG_RUNNING_KINDS = frozenset({"Deployment", "DaemonSet", "StatefulSet"})
 NEEDS_PDB = frozenset({"Deployment", "StatefulSet"})
 NEEDS_VPA = frozenset({"Deployment", "DaemonSet", "StatefulSet"})
@@ -134,6 +137,8 @@ def review(objects: Iterable[dict[str, Any]], expectations: ClusterExpectations)
             messages += check_pdb(obj)
         if kind in WORKLOAD_KINDS:
             messages += check_workload(obj, objects, expectations, exceptions)
+        if kind in WEBHOOK_CONFIGURATION_KINDS:
+            messages += check_webhook_ordering(obj, objects)
         findings.extend(f"{describe(obj)}: {message}" for message in messages)
     return findings
 
@@ -157,6 +162,34 @@ def check_metadata(obj: Mapping[str, Any]) -> list[str]:
             messages.append(f"cluster-scoped object must not set a namespace ({namespace})")
     elif namespace != MODULE_NAMESPACE and (obj.get("kind"), namespace) not in FOREIGN_NAMESPACES:
         messages.append(f"namespaced object must be in {MODULE_NAMESPACE}, not {namespace!r}")
+    return messages
+
+
+def check_webhook_ordering(
+    configuration: Mapping[str, Any], objects: Iterable[Mapping[str, Any]]
+) -> list[str]:
+    """DMT's webhook-configuration-annotations: an order for werf (a weight, or a dependency), and
+    (ours) a dependency only on an object the chart renders, in the module namespace by default."""
+    annotations = (configuration.get("metadata") or {}).get("annotations") or {}
+    dependencies = {
+        key: value for key, value in annotations.items() if key.startswith(DEPLOY_DEPENDENCY_PREFIX)
+    }
+    if WERF_WEIGHT not in annotations and not dependencies:
+        return [f"needs a {WERF_WEIGHT} annotation or one prefixed {DEPLOY_DEPENDENCY_PREFIX}"]
+    rendered = {
+        (
+            obj.get("kind"),
+            (obj.get("metadata") or {}).get("name"),
+            (obj.get("metadata") or {}).get("namespace"),
+        )
+        for obj in objects
+    }
+    messages = []
+    for key, value in sorted(dependencies.items()):
+        fields = dict(item.partition("=")[::2] for item in str(value).split(","))
+        wanted = (fields.get("kind"), fields.get("name"), fields.get("namespace") or MODULE_NAMESPACE)
+        if wanted not in rendered:
+            messages.append(f"{key} waits for {wanted[0]} {wanted[2]}/{wanted[1]}, which is not rendered")
     return messages
 
 

@@ -8,6 +8,7 @@ werf's `env` function, which Helm lacks, is replaced by the values below before 
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import re
 import shlex
@@ -17,9 +18,10 @@ from typing import Any
 
 import pytest
 import yaml
+from packaging.utils import parse_wheel_filename
 
 from ai_models.controller.delivery.jobs import CLAIM_MOUNT
-from support.locks import Locked, closure, locks, parse_lock, pins
+from support.locks import Locked, closure, lock_wheels, locks, parse_lock, pins, target_tags
 from support.paths import REPO_ROOT
 from support.render import render_chart
 from support.scenarios import Scenario, generated_certificate, load_scenarios
@@ -246,6 +248,79 @@ def test_each_lock_is_the_closure_of_its_roots_at_the_tested_pins(lock: Any) -> 
     )
     for name, entry in entries.items():
         assert entry.hashes, f"{lock.path.name}: {name} has no --hash"
+
+
+@pytest.mark.parametrize("lock", locks(), ids=lambda lock: lock.path.relative_to(REPO_ROOT).as_posix())
+def test_every_locked_wheel_loads_on_the_musl_interpreter_of_the_image(lock: Any) -> None:
+    """base/python-3.12 is CPython 3.12 on musl: a manylinux (glibc) wheel does not load there."""
+    entries = parse_lock(lock.path)
+    wheels = lock_wheels(lock.path)
+    assert set(wheels) == set(entries), f"{lock.path.name}: every entry names its wheels; run `make locks`"
+    tags = target_tags()
+    for name, files in wheels.items():
+        assert len(files) == len(entries[name].hashes), f"{lock.path.name}: {name}: one hash per wheel"
+        for filename in files:
+            assert parse_wheel_filename(filename)[3] & tags, (
+                f"{lock.path.name}: {filename} is not for the image"
+            )
+            assert "manylinux" not in filename, f"{lock.path.name}: {filename} needs glibc"
+
+
+def _cli_entry_points() -> set[str]:
+    """The modules `ai-models` imports to run a process (cli.py imports them inside its commands)."""
+    tree = ast.parse((REPO_ROOT / "images" / "ai-models" / "src" / "ai_models" / "cli.py").read_text())
+    return {
+        node.module
+        for function in ast.walk(tree)
+        if isinstance(function, ast.FunctionDef)
+        for node in ast.walk(function)
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.endswith((".main", ".server"))
+    }
+
+
+def _smoke_imports(image: dict[str, Any]) -> set[str]:
+    found: set[str] = set()
+    for command in _shell(image):
+        match = re.search(r"python3 -c 'import ([^']+)'", command)
+        if match:
+            found.update(item.strip() for item in match[1].split(","))
+    return found
+
+
+def test_the_build_stages_run_on_the_interpreter_the_image_runs(images: dict[str, dict[str, Any]]) -> None:
+    for name in (f"{RUNTIME_IMAGE}-build", "python-dependencies"):
+        assert images[name]["fromImage"] == images[RUNTIME_IMAGE]["fromImage"] == "base/python-3.12", name
+        assert not any("apt-get" in command for command in _shell(images[name])), name
+
+
+def test_the_runtime_build_starts_the_cli_and_imports_every_entry_point(
+    images: dict[str, dict[str, Any]],
+) -> None:
+    build = images[f"{RUNTIME_IMAGE}-build"]
+    entry_points = _cli_entry_points()
+    assert {"ai_models.controller.main", "ai_models.api.server", "ai_models.nodecache.main"} <= entry_points
+    assert _smoke_imports(build) == {"ai_models.cli", *entry_points}
+    assert any(re.search(r"/opt/ai-models/lib/bin/ai-models --help", command) for command in _shell(build))
+    setup = build["shell"]["setup"]
+    assert setup.index(next(c for c in setup if "--help" in c)) < setup.index(
+        next(c for c in setup if c.startswith("mkdir"))
+    ), "the smoke test runs before anything else of the stage"
+
+
+def test_the_hooks_dist_is_imported_on_that_interpreter(images: dict[str, dict[str, Any]]) -> None:
+    hooks = sorted((REPO_ROOT / "hooks").rglob("*.py"))
+    imported = {
+        (node.module if isinstance(node, ast.ImportFrom) else alias.name).split(".")[0]
+        for path in hooks
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        and not (isinstance(node, ast.ImportFrom) and node.level)
+        for alias in node.names
+    }
+    vendored = {"deckhouse", "cryptography", "ai_models"} & imported
+    assert vendored == {"deckhouse", "cryptography", "ai_models"}
+    smoke = {module.split(".")[0] for module in _smoke_imports(images["python-dependencies"])}
+    assert vendored <= smoke
 
 
 def test_the_hook_pins_are_the_tested_pins() -> None:

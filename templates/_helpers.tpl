@@ -131,11 +131,22 @@ Usage: include "ai_models.csi_node_driver_registrar_image" . */ -}}
 {{- include "ai_models.module_common_image" (list . $image) -}}
 {{- end -}}
 
-{{- /* "true" when SecurityPolicyException objects can be applied: the admission-policy-engine-crd
-module, which serves the kind, is enabled (lib-helm's condition). Reads global.enabledModules.
-Usage: if (include "ai_models.security_policy_exceptions_available" .) */ -}}
+{{- /* "true" when the cluster serves the kind "<group>/<version>/<Kind>" (.Capabilities.APIVersions,
+which Deckhouse fills from the API server's discovery), or, where a render has no discovery (dmt,
+helm template), when the module that serves it is enabled: global.enabledModules holds its name as
+DKP 1.75+ fills it, or the `-crd` shim older releases and lib-helm key on. Decided by capability,
+not by module name (issue 24, D156). Usage: include "ai_models.platform_serves" (list . "autoscaling.k8s.io/v1/VerticalPodAutoscaler" "vertical-pod-autoscaler") */ -}}
+{{- define "ai_models.platform_serves" -}}
+{{- $ctx := index . 0 -}}
+{{- $kind := index . 1 -}}
+{{- $module := index . 2 -}}
+{{- $enabled := dig "enabledModules" list ($ctx.Values.global | default dict) -}}
+{{- if or ($ctx.Capabilities.APIVersions.Has $kind) (has $module $enabled) (has (printf "%s-crd" $module) $enabled) -}}true{{- end -}}
+{{- end -}}
+
+{{- /* "true" when SecurityPolicyException objects can be applied (admission-policy-engine). Usage: if (include "ai_models.security_policy_exceptions_available" .) */ -}}
 {{- define "ai_models.security_policy_exceptions_available" -}}
-{{- if has "admission-policy-engine-crd" (dig "enabledModules" list (.Values.global | default dict)) -}}true{{- end -}}
+{{- include "ai_models.platform_serves" (list . "deckhouse.io/v1alpha1/SecurityPolicyException" "admission-policy-engine") -}}
 {{- end -}}
 
 {{- /* Name of the pull secret rendered by templates/registry-secret.yaml. Reads .Chart.Name.
@@ -671,18 +682,14 @@ data:
     {{- $cert | trim | nindent 4 }}
 {{- end -}}
 
-{{- /* "true" when PrometheusRule objects can be applied: the operator-prometheus-crd module is
-enabled or monitoring.coreos.com/v1 PrometheusRule is served. Reads global.enabledModules and
-.Capabilities.APIVersions. Usage: if (include "ai_models.prometheus_rules_available" .) */ -}}
+{{- /* "true" when PrometheusRule objects can be applied (operator-prometheus). Usage: if (include "ai_models.prometheus_rules_available" .) */ -}}
 {{- define "ai_models.prometheus_rules_available" -}}
-{{- if or (has "operator-prometheus-crd" (dig "enabledModules" list (.Values.global | default dict))) (.Capabilities.APIVersions.Has "monitoring.coreos.com/v1/PrometheusRule") -}}true{{- end -}}
+{{- include "ai_models.platform_serves" (list . "monitoring.coreos.com/v1/PrometheusRule" "operator-prometheus") -}}
 {{- end -}}
 
-{{- /* "true" when GrafanaDashboardDefinition objects can be applied: the prometheus-crd module is
-enabled or deckhouse.io/v1 GrafanaDashboardDefinition is served. Reads global.enabledModules and
-.Capabilities.APIVersions. Usage: if (include "ai_models.grafana_dashboards_available" .) */ -}}
+{{- /* "true" when GrafanaDashboardDefinition objects can be applied (prometheus). Usage: if (include "ai_models.grafana_dashboards_available" .) */ -}}
 {{- define "ai_models.grafana_dashboards_available" -}}
-{{- if or (has "prometheus-crd" (dig "enabledModules" list (.Values.global | default dict))) (.Capabilities.APIVersions.Has "deckhouse.io/v1/GrafanaDashboardDefinition") -}}true{{- end -}}
+{{- include "ai_models.platform_serves" (list . "deckhouse.io/v1/GrafanaDashboardDefinition" "prometheus") -}}
 {{- end -}}
 
 {{- /* "true" when rules take the observability module's form, lib-helm's condition in
@@ -819,18 +826,14 @@ spec:
 
 {{- /* ===== Module processes (controller, api) ================================================ */ -}}
 
-{{- /* "true" when VerticalPodAutoscaler objects can be applied: the vertical-pod-autoscaler-crd
-module is enabled or autoscaling.k8s.io/v1 VerticalPodAutoscaler is served. Reads
-global.enabledModules and .Capabilities.APIVersions. Usage: if (include "ai_models.vpa_available" .) */ -}}
+{{- /* "true" when VerticalPodAutoscaler objects can be applied (vertical-pod-autoscaler). Usage: if (include "ai_models.vpa_available" .) */ -}}
 {{- define "ai_models.vpa_available" -}}
-{{- if or (has "vertical-pod-autoscaler-crd" (dig "enabledModules" list (.Values.global | default dict))) (.Capabilities.APIVersions.Has "autoscaling.k8s.io/v1/VerticalPodAutoscaler") -}}true{{- end -}}
+{{- include "ai_models.platform_serves" (list . "autoscaling.k8s.io/v1/VerticalPodAutoscaler" "vertical-pod-autoscaler") -}}
 {{- end -}}
 
-{{- /* "true" when ServiceMonitor objects can be applied: the operator-prometheus-crd module is
-enabled or monitoring.coreos.com/v1 ServiceMonitor is served. Reads global.enabledModules and
-.Capabilities.APIVersions. Usage: if (include "ai_models.service_monitors_available" .) */ -}}
+{{- /* "true" when ServiceMonitor objects can be applied (operator-prometheus). Usage: if (include "ai_models.service_monitors_available" .) */ -}}
 {{- define "ai_models.service_monitors_available" -}}
-{{- if or (has "operator-prometheus-crd" (dig "enabledModules" list (.Values.global | default dict))) (.Capabilities.APIVersions.Has "monitoring.coreos.com/v1/ServiceMonitor") -}}true{{- end -}}
+{{- include "ai_models.platform_serves" (list . "monitoring.coreos.com/v1/ServiceMonitor" "operator-prometheus") -}}
 {{- end -}}
 
 {{- /* Directory where a module process finds the object store CA (key ca.crt of the Secret

@@ -629,20 +629,24 @@ def test_the_registrar_image_key_is_the_discovered_kubernetes_minor(
 
 
 @pytest.mark.parametrize(
-    ("modules", "available"),
+    ("modules", "api_versions", "available"),
     [
-        (["admission-policy-engine-crd"], "true"),
-        (["admission-policy-engine-crd", "admission-policy-engine"], "true"),
-        # The kind comes from the CRD module; the engine alone, or nothing, does not serve it.
-        (["admission-policy-engine"], ""),
-        ([], ""),
+        # DKP 1.75+ fills enabledModules with the engine's own name; older releases with the shim.
+        (["admission-policy-engine"], [], "true"),
+        (["admission-policy-engine-crd"], [], "true"),
+        # The capability decides wherever the render has discovery, whatever the module list says.
+        ([], ["deckhouse.io/v1alpha1/SecurityPolicyException"], "true"),
+        ([], [], ""),
+        (["admission-policy-engine-extra"], ["deckhouse.io/v1alpha1/SecurityPolicy"], ""),
     ],
 )
-def test_exceptions_are_available_with_the_policy_engine_crd_module(
-    probe_chart: ProbeChart, modules: list[str], available: str
+def test_exceptions_are_available_where_the_kind_is_served_or_the_policy_engine_is_enabled(
+    probe_chart: ProbeChart, modules: list[str], api_versions: list[str], available: str
 ) -> None:
     values = module_values(global_overrides={"enabledModules": ["cert-manager", *modules]})
-    answer = probe_chart.evaluate('{{ include "ai_models.security_policy_exceptions_available" . }}', values)
+    answer = probe_chart.evaluate(
+        '{{ include "ai_models.security_policy_exceptions_available" . }}', values, api_versions=api_versions
+    )
     assert answer == available
 
 

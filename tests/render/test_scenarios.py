@@ -35,7 +35,12 @@ REQUIRED = {
     "deckhouse-dev",
     "proxy",
     "observability",
+    # The globals as DKP 1.75, 1.77 and 1.78 fill them: module names without -crd shims (issue 24).
+    "platform-1-75",
+    "platform-1-77",
+    "platform-1-78",
 }
+PLATFORM_SCENARIOS = ("platform-1-75", "platform-1-77", "platform-1-78")
 
 
 # Where the default domain would be wrong, it must not appear in any rendered byte.
@@ -84,3 +89,17 @@ def test_nothing_hard_codes_the_default_cluster_domain(item: Scenario) -> None:
 def test_the_cluster_domain_check_runs_on_a_custom_domain() -> None:
     assert "custom-cluster-domain" in {item.name for item in CUSTOM_DOMAIN}
     assert scenario("custom-cluster-domain").values()["global"]["discovery"]["clusterDomain"] == "corp.local"
+
+
+@pytest.mark.parametrize("name", PLATFORM_SCENARIOS)
+def test_the_platform_globals_render_the_objects_their_modules_serve(name: str) -> None:
+    """By capability or by the module's own name: nothing waits for a -crd shim DMT calls temporary."""
+    chart = rendered(name)
+    kinds = {obj["kind"] for obj in chart.objects}
+    assert {"SecurityPolicyException", "VerticalPodAutoscaler", "PrometheusRule", "ServiceMonitor"} <= kinds
+    assert "GrafanaDashboardDefinition" in kinds
+    (exception,) = chart.of_kind("SecurityPolicyException")
+    (daemon_set,) = chart.of_kind("DaemonSet")
+    labels = daemon_set["spec"]["template"]["metadata"]["labels"]
+    assert labels.get("security.deckhouse.io/security-policy-exception") == exception["metadata"]["name"]
+    assert review(chart.objects, ClusterExpectations.from_values(scenario(name).values())) == []

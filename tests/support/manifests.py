@@ -109,7 +109,11 @@ class ClusterExpectations:
         return cls(
             node_selector=node_selector,
             tolerations=tolerations,
-            vpa_enabled="vertical-pod-autoscaler-crd" in (global_.get("enabledModules") or []),
+            # As templates/_helpers.tpl ai_models.platform_serves decides without discovery.
+            vpa_enabled=bool(
+                {"vertical-pod-autoscaler", "vertical-pod-autoscaler-crd"}
+                & set(global_.get("enabledModules") or [])
+            ),
             cluster_domain=str(discovery.get("clusterDomain") or DEFAULT_CLUSTER_DOMAIN),
             module_image_base=f"{module_base}/{MODULE}" if module_base else global_base,
             common_image_base=global_base,

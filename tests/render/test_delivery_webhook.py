@@ -206,7 +206,12 @@ def test_the_webhook_configuration() -> None:
         "reinvocationPolicy": "Never",
         "namespaceSelector": {
             "matchExpressions": [
-                {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": [NAMESPACE]}
+                {
+                    "key": "kubernetes.io/metadata.name",
+                    "operator": "NotIn",
+                    "values": [NAMESPACE, "kube-system", "kube-public", "kube-node-lease"],
+                },
+                {"key": "heritage", "operator": "NotIn", "values": ["deckhouse"]},
             ]
         },
     }
@@ -529,3 +534,24 @@ def test_other_kinds_and_the_module_namespace_are_never_sent(
     )
     emulator.apply(workload("Deployment", "own", annotations, namespace=NAMESPACE))
     assert recorder.seen() == []
+
+
+@pytest.mark.parametrize(
+    ("namespace", "labels"),
+    [("kube-system", {}), ("kube-node-lease", {}), ("d8-monitoring", {"heritage": "deckhouse"})],
+)
+def test_the_clusters_and_deckhouses_namespaces_are_never_sent(
+    gated: tuple[RunningEmulator, RecordingWebhook], namespace: str, labels: dict[str, str]
+) -> None:
+    emulator, recorder = gated
+    emulator.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": namespace, "labels": {"kubernetes.io/metadata.name": namespace, **labels}},
+        }
+    )
+    emulator.apply(workload("Deployment", "system", {MODEL_ANNOTATION: "llama"}, namespace=namespace))
+    assert recorder.seen() == []
+    emulator.apply(workload("Deployment", "server", {MODEL_ANNOTATION: "llama"}))
+    assert recorder.seen() == [("CREATE", "Deployment", WORKLOAD_NAMESPACE, "server")], "the webhook answers"

@@ -90,6 +90,19 @@ def test_workloads_in_the_module_namespace_are_ignored() -> None:
 
 
 @pytest.mark.parametrize(
+    "namespace", ["kube-system", "kube-public", "kube-node-lease", "d8-system", "d8-monitoring"]
+)
+def test_workloads_in_the_clusters_and_deckhouses_namespaces_are_ignored(namespace: str) -> None:
+    assert ignored(namespace)
+    assert parse(workload(namespace=namespace, **{MODEL_ANNOTATION: "qwen"})) is None
+
+
+@pytest.mark.parametrize("namespace", ["kube-team", "team-d8-a", "d8", "default"])
+def test_a_namespace_that_only_looks_like_a_system_one_is_served(namespace: str) -> None:
+    assert not ignored(namespace)
+
+
+@pytest.mark.parametrize(
     ("values", "names"),
     [
         ({"model": ""}, [MODEL_ANNOTATION, "empty model name", "separated by commas"]),

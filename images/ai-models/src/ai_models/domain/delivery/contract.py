@@ -148,9 +148,20 @@ class InvalidSpec:
         return "; ".join(self.problems)
 
 
+# The cluster's own namespaces; Deckhouse's are all `d8-*` (the webhook also skips namespaces
+# labelled heritage=deckhouse, templates/controller/webhook.yaml).
+SYSTEM_NAMESPACES: Final = frozenset({"kube-system", "kube-public", "kube-node-lease"})
+PLATFORM_NAMESPACE_PREFIX: Final = "d8-"
+
+
 def ignored(namespace: str) -> bool:
-    """Workloads of the module's own namespace never get models delivered."""
-    return namespace == MODULE_NAMESPACE
+    """Workloads of the module's own namespace, the cluster's and Deckhouse's never get models
+    delivered: a gate the module cannot lift there could hold the platform itself."""
+    return (
+        namespace == MODULE_NAMESPACE
+        or namespace in SYSTEM_NAMESPACES
+        or namespace.startswith(PLATFORM_NAMESPACE_PREFIX)
+    )
 
 
 def requests_models(obj: Mapping[str, Any]) -> bool:

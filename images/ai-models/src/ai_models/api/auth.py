@@ -17,11 +17,11 @@ import dataclasses
 import hashlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from kubernetes import client
-
+from ai_models.adapters.kube.objects import Objects
+from ai_models.adapters.kube.resources import SUBJECT_ACCESS_REVIEWS, TOKEN_REVIEWS
 from ai_models.adapters.ttl_cache import TtlCache
 from ai_models.api.kube_calls import KubeCalls
 from ai_models.api.metrics import ApiMetrics
@@ -122,9 +122,8 @@ class Gatekeeper:
         cache_ttl_seconds: float = DEFAULT_CACHE_TTL_SECONDS,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._authn = client.AuthenticationV1Api(api_client)
-        self._authz = client.AuthorizationV1Api(api_client)
-        self._timeout = request_timeout
+        self._token_reviews = Objects(api_client, TOKEN_REVIEWS, timeout=request_timeout)
+        self._access_reviews = Objects(api_client, SUBJECT_ACCESS_REVIEWS, timeout=request_timeout)
         self._calls = KubeCalls(metrics=metrics)
         self._subjects: TtlCache[str, Subject] = TtlCache(
             ttl_seconds=cache_ttl_seconds, max_entries=MAX_CACHED, clock=clock
@@ -147,56 +146,54 @@ class Gatekeeper:
         return subject
 
     def _review_token(self, token: str) -> Subject:
-        body = client.V1TokenReview(
-            api_version="authentication.k8s.io/v1",
-            kind="TokenReview",
-            spec=client.V1TokenReviewSpec(token=token),
-        )
+        body = {"apiVersion": TOKEN_REVIEWS.api_version, "kind": TOKEN_REVIEWS.kind, "spec": {"token": token}}
         review = self._calls.call(
-            "TokenReview",
-            lambda: self._authn.create_token_review(body, _request_timeout=self._timeout),
-            needs=_NEEDS["TokenReview"],
+            "TokenReview", lambda: self._token_reviews.create(body), needs=_NEEDS["TokenReview"]
         )
-        status = review.status
-        if status is None or not status.authenticated or status.user is None or not status.user.username:
-            reason = (status.error if status is not None else None) or "not authenticated"
+        status = _mapping((review or {}).get("status"))
+        user = _mapping(status.get("user"))
+        if not status.get("authenticated") or not user.get("username"):
+            reason = status.get("error") or "not authenticated"
             raise unauthenticated(
                 f"Kubernetes did not accept the bearer token ({reason}); send a valid, unexpired token"
             )
-        user = status.user
+        extra = _mapping(user.get("extra"))
         return Subject(
-            username=user.username,
-            uid=user.uid or "",
-            groups=tuple(user.groups or ()),
-            extra=tuple(sorted((k, tuple(v or ())) for k, v in (user.extra or {}).items())),
+            username=str(user["username"]),
+            uid=str(user.get("uid") or ""),
+            groups=tuple(str(group) for group in user.get("groups") or ()),
+            extra=tuple(sorted((str(k), tuple(str(item) for item in v or ())) for k, v in extra.items())),
         )
 
     def _review_access(self, subject: Subject, access: Access) -> None:
-        body = client.V1SubjectAccessReview(
-            api_version="authorization.k8s.io/v1",
-            kind="SubjectAccessReview",
-            spec=client.V1SubjectAccessReviewSpec(
-                user=subject.username,
-                uid=subject.uid or None,
-                groups=list(subject.groups),
-                extra={k: list(v) for k, v in subject.extra} or None,
-                resource_attributes=client.V1ResourceAttributes(
-                    group=API_GROUP,
-                    resource=access.resource,
-                    verb=access.verb,
-                    namespace=access.namespace,
-                    name=access.name,
-                ),
-            ),
-        )
+        attributes = {
+            "group": API_GROUP,
+            "resource": access.resource,
+            "verb": access.verb,
+            "namespace": access.namespace,
+            "name": access.name,
+        }
+        spec = {
+            "user": subject.username,
+            "uid": subject.uid or None,
+            "groups": list(subject.groups),
+            "extra": {k: list(v) for k, v in subject.extra} or None,
+            # Unset attributes are left out, not sent as null: no namespace means cluster-wide.
+            "resourceAttributes": _present(attributes),
+        }
+        body = {
+            "apiVersion": SUBJECT_ACCESS_REVIEWS.api_version,
+            "kind": SUBJECT_ACCESS_REVIEWS.kind,
+            "spec": _present(spec),
+        }
         review = self._calls.call(
             "SubjectAccessReview",
-            lambda: self._authz.create_subject_access_review(body, _request_timeout=self._timeout),
+            lambda: self._access_reviews.create(body),
             needs=_NEEDS["SubjectAccessReview"],
         )
-        status = review.status
-        if status is None or not status.allowed:
-            reason = (status.reason if status is not None else None) or "no RBAC rule allows it"
+        status = _mapping((review or {}).get("status"))
+        if not status.get("allowed"):
+            reason = status.get("reason") or "no RBAC rule allows it"
             log.info(
                 "request forbidden",
                 extra={
@@ -208,6 +205,15 @@ class Gatekeeper:
                 },
             )
             raise forbidden(f"user {subject.username!r} may not {access.describe()} ({reason}); {access.fix}")
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    """A review's part as a mapping; a missing or malformed part reads as empty (not allowed)."""
+    return value if isinstance(value, Mapping) else {}
+
+
+def _present(fields: Mapping[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in fields.items() if value is not None}
 
 
 __all__ = ["Access", "ApiProblem", "Gatekeeper", "Subject", "bearer_token", "catalog_access", "object_access"]

@@ -2,38 +2,22 @@
 
 An error answer becomes 502 (`kubernetes-error`, naming the call, the answer and, for 401/403,
 the permission the api's ServiceAccount lacks); an unreachable API or an overloaded one
-(429/503/504) becomes 503 (`kubernetes-unavailable`). Request handlers never see a client
-exception.
+(429/503/504) becomes 503 (`kubernetes-unavailable`). Request handlers never see a `KubeError`.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable
-from typing import Final, TypeVar
+from typing import TypeVar
 
-import urllib3
-from kubernetes.client.exceptions import ApiException
-
+from ai_models.adapters.kube.errors import KubeError
 from ai_models.api.metrics import ApiMetrics
 from ai_models.api.problems import ApiProblem, kubernetes_error, kubernetes_unavailable
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-# The API's answer to these means it cannot serve now, not that it refused the request.
-UNAVAILABLE_STATUSES: Final = frozenset({429, 503, 504})
-
-
-def status_message(error: ApiException) -> str:
-    """The Kubernetes Status message of an error answer, if it has one."""
-    try:
-        body = json.loads(error.body or "{}")
-    except (TypeError, ValueError):
-        return ""
-    message = body.get("message") if isinstance(body, dict) else None
-    return str(message) if message else ""
 
 
 class KubeCalls:
@@ -54,34 +38,34 @@ class KubeCalls:
         """
         try:
             answer = request()
-        except ApiException as error:
-            status = error.status or 0
-            if status == 404 and on_missing is not None:
+        except KubeError as error:
+            if error.not_found and on_missing is not None:
                 self._metrics.kubernetes_calls.labels(name, "Success").inc()
                 return on_missing()
+            if error.status == 0:
+                raise self._unreachable(name, error) from error
             raise self._answered(name, error, needs=needs) from error
-        except (urllib3.exceptions.HTTPError, OSError) as error:
-            raise self._unreachable(name, error) from error
         self._metrics.kubernetes_calls.labels(name, "Success").inc()
         return answer
 
-    def _answered(self, name: str, error: ApiException, *, needs: str) -> ApiProblem:
-        status = error.status or 0
-        message = status_message(error) or str(error.reason or "no message")
-        unavailable = status in UNAVAILABLE_STATUSES
-        self._metrics.kubernetes_calls.labels(name, "Unavailable" if unavailable else "Error").inc()
+    def _answered(self, name: str, error: KubeError, *, needs: str) -> ApiProblem:
+        status = error.status
+        message = error.message or error.reason or "no message"
+        self._metrics.kubernetes_calls.labels(name, "Unavailable" if error.unavailable else "Error").inc()
         log.warning("%s failed", name, extra={"status": status, "error": message})
-        if unavailable:
+        if error.unavailable:
             return kubernetes_unavailable(
                 f"the Kubernetes API cannot answer the {name} now ({status}: {message}); retry later"
             )
-        hint = f"; the api's ServiceAccount needs {needs}" if status in (401, 403) else ""
+        hint = f"; the api's ServiceAccount needs {needs}" if error.forbidden else ""
         return kubernetes_error(f"the Kubernetes API answered the {name} with {status} ({message}){hint}")
 
-    def _unreachable(self, name: str, error: Exception) -> ApiProblem:
+    def _unreachable(self, name: str, error: KubeError) -> ApiProblem:
+        # No answer came: the message is the transport failure's class (refused, TLS, timeout).
+        failure = error.message or "no answer"
         self._metrics.kubernetes_calls.labels(name, "Unavailable").inc()
-        log.warning("%s failed: Kubernetes API unreachable", name, extra={"error": repr(error)})
+        log.warning("%s failed: Kubernetes API unreachable", name, extra={"error": str(error)})
         return kubernetes_unavailable(
-            f"cannot reach the Kubernetes API for the {name} ({type(error).__name__}); retry later, "
+            f"cannot reach the Kubernetes API for the {name} ({failure}); retry later, "
             "and if it persists check the api pod's network access to the API server"
         )

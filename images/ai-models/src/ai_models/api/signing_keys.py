@@ -19,8 +19,8 @@ import time
 from collections.abc import Callable
 from typing import Any, Final
 
-from kubernetes import client
-
+from ai_models.adapters.kube.objects import Objects
+from ai_models.adapters.kube.resources import SECRETS
 from ai_models.api.kube_calls import KubeCalls
 from ai_models.api.models import ProblemType
 from ai_models.api.problems import UPLOAD_TOKEN_CHALLENGE, ApiProblem
@@ -60,13 +60,12 @@ class SigningKeys:
         refused: str = "uploads are refused",
         call: str = "GetUploadSigningKey",
     ) -> None:
-        self._core = client.CoreV1Api(api_client)
+        self._secrets = Objects(api_client, SECRETS, timeout=request_timeout)
         self._namespace = namespace
         self._secret = secret
         self._refused = refused
         self._call = call
         self._calls = calls
-        self._timeout = request_timeout
         self._ttl = ttl_seconds
         self._min_refresh = min_refresh_seconds
         self._clock = clock
@@ -123,18 +122,16 @@ class SigningKeys:
             return self._key
 
     def _read(self) -> bytes | None:
+        # Objects.get answers None for a missing Secret, so no 404 reaches KubeCalls.
         secret = self._calls.call(
             self._call,
-            lambda: self._core.read_namespaced_secret(
-                self._secret, self._namespace, _request_timeout=self._timeout
-            ),
+            lambda: self._secrets.get(self._secret, self._namespace),
             needs=f"get on secrets {self._secret} in {self._namespace}",
-            on_missing=lambda: None,
         )
         if secret is None:
             log.warning(f"the signing key does not exist; {self._refused}", extra={"secret": self.where})
             return None
-        encoded = (secret.data or {}).get(UPLOAD_SIGNING_KEY)
+        encoded = (secret.get("data") or {}).get(UPLOAD_SIGNING_KEY)
         try:
             key = base64.b64decode(encoded or "", validate=True)
         except (binascii.Error, ValueError):

@@ -17,9 +17,9 @@ import time
 from collections.abc import Callable
 from typing import Any, Final, TypeVar
 
-from kubernetes import client
-from kubernetes.client.exceptions import ApiException
-
+from ai_models.adapters.kube.errors import KubeError
+from ai_models.adapters.kube.objects import Objects
+from ai_models.adapters.kube.resources import SECRETS
 from ai_models.domain.storage.codec import (
     LEDGER_SECRET_KEY,
     LEDGER_SECRET_NAME,
@@ -74,9 +74,8 @@ class SecretLedgerStore:
     def __init__(
         self, api_client: Any, *, namespace: str, request_timeout: tuple[float, float] = (3, 10)
     ) -> None:
-        self._core = client.CoreV1Api(api_client)
+        self._secrets = Objects(api_client, SECRETS, timeout=request_timeout)
         self._namespace = namespace
-        self._timeout = request_timeout
 
     @property
     def where(self) -> str:
@@ -84,15 +83,13 @@ class SecretLedgerStore:
 
     def read(self) -> StoredLedger:
         try:
-            secret = self._core.read_namespaced_secret(
-                LEDGER_SECRET_NAME, self._namespace, _request_timeout=self._timeout
-            )
-        except ApiException as error:
-            if error.status == 404:
-                return StoredLedger(None, None)
-            raise LedgerStoreError(f"cannot read {self.where}: {error.status} {error.reason}") from error
-        encoded = (secret.data or {}).get(LEDGER_SECRET_KEY)
-        version = secret.metadata.resource_version
+            secret = self._secrets.get(LEDGER_SECRET_NAME, self._namespace)
+        except KubeError as error:
+            raise LedgerStoreError(f"cannot read {self.where}: {_failure(error)}") from error
+        if secret is None:
+            return StoredLedger(None, None)
+        encoded = (secret.get("data") or {}).get(LEDGER_SECRET_KEY)
+        version = (secret.get("metadata") or {}).get("resourceVersion")
         if not encoded:
             return StoredLedger(None, version)
         try:
@@ -117,12 +114,12 @@ class SecretLedgerStore:
             try:
                 self._write(decided.ledger, stored.resource_version)
                 return decided.result
-            except ApiException as error:
-                if error.status in (409, 404) and attempt < MAX_ATTEMPTS:
+            except KubeError as error:
+                if (error.conflict or error.not_found) and attempt < MAX_ATTEMPTS:
                     # 409: someone wrote since we read; 404: the Secret vanished since we read.
                     time.sleep(min(0.05 * 2**attempt, 1.0))
                     continue
-                raise LedgerStoreError(f"cannot write {self.where}: {error.status} {error.reason}") from error
+                raise LedgerStoreError(f"cannot write {self.where}: {_failure(error)}") from error
         raise LedgerStoreError(f"cannot write {self.where}: still conflicting after {MAX_ATTEMPTS} attempts")
 
     def _write(self, ledger: Ledger, resource_version: str | None) -> None:
@@ -139,10 +136,16 @@ class SecretLedgerStore:
                 "type": "Opaque",
                 "data": data,
             }
-            self._core.create_namespaced_secret(self._namespace, body, _request_timeout=self._timeout)
+            self._secrets.create(body)  # 409 when someone created it since we read
             return
         body = {"metadata": {"resourceVersion": resource_version}, "data": data}
         # A merge patch carrying resourceVersion is a compare-and-swap: 409 if it moved.
-        self._core.patch_namespaced_secret(
-            LEDGER_SECRET_NAME, self._namespace, body, _request_timeout=self._timeout
-        )
+        self._secrets.patch(LEDGER_SECRET_NAME, body, self._namespace)
+
+
+def _failure(error: KubeError) -> str:
+    """The cause in a store error's message: `403 Forbidden`, or that no answer came. Never the
+    server's text: the controller writes these messages into objects' status."""
+    if error.status == 0:
+        return error.answer
+    return f"{error.status} {error.reason}".rstrip()

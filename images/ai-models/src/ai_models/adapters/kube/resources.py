@@ -61,6 +61,11 @@ PERSISTENT_VOLUMES = Resource("v1", "PersistentVolume", "persistentvolumes", nam
 NODES = Resource("v1", "Node", "nodes", namespaced=False)
 # NodeCache delivery: the node plugin follows the Pods bound to its node (prefetch).
 PODS = Resource("v1", "Pod", "pods", namespaced=True)
+# The api: who calls (TokenReview) and may they (SubjectAccessReview); both are created, never stored.
+TOKEN_REVIEWS = Resource("authentication.k8s.io/v1", "TokenReview", "tokenreviews", namespaced=False)
+SUBJECT_ACCESS_REVIEWS = Resource(
+    "authorization.k8s.io/v1", "SubjectAccessReview", "subjectaccessreviews", namespaced=False
+)
 
 
 def _snake(kind: str) -> str:

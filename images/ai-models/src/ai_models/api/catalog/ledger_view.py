@@ -22,10 +22,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import urllib3
-from kubernetes import client
-from kubernetes.client.exceptions import ApiException
-
+from ai_models.adapters.kube.errors import KubeError
+from ai_models.adapters.kube.objects import Objects
+from ai_models.adapters.kube.resources import SECRETS
 from ai_models.api.catalog.verdicts import VerdictBook
 from ai_models.domain.storage.codec import (
     LEDGER_SECRET_KEY,
@@ -60,29 +59,27 @@ def secret_ledger_reader(
     api_client: Any, *, namespace: str, request_timeout: tuple[float, float]
 ) -> LedgerReader:
     """Reads `ledger.json` of the Secret `ai-models-storage-accounting` in `namespace`."""
-    core = client.CoreV1Api(api_client)
+    secrets = Objects(api_client, SECRETS, timeout=request_timeout)
     where = {"secret": LEDGER_SECRET_NAME, "namespace": namespace}
 
     def read() -> LedgerReading:
         try:
-            secret = core.read_namespaced_secret(
-                LEDGER_SECRET_NAME, namespace, _request_timeout=request_timeout
-            )
-        except ApiException as error:
-            if error.status == 404:
-                return LedgerReading(None, LedgerState.MISSING)
-            log.warning(
-                "cannot read the ledger Secret; verdicts say usage unknown until it can be read",
-                extra={**where, "status": error.status, "reason": error.reason},
-            )
+            secret = secrets.get(LEDGER_SECRET_NAME, namespace)
+        except KubeError as error:
+            if error.status == 0:  # refused, TLS, timeouts
+                log.warning(
+                    "Kubernetes API unreachable reading the ledger Secret; verdicts say usage unknown",
+                    extra={**where, "error": str(error)},
+                )
+            else:
+                log.warning(
+                    "cannot read the ledger Secret; verdicts say usage unknown until it can be read",
+                    extra={**where, "status": error.status, "reason": error.reason},
+                )
             return LedgerReading(None, LedgerState.UNAVAILABLE)
-        except (urllib3.exceptions.HTTPError, OSError) as error:  # refused, TLS, timeouts
-            log.warning(
-                "Kubernetes API unreachable reading the ledger Secret; verdicts say usage unknown",
-                extra={**where, "error": repr(error)},
-            )
-            return LedgerReading(None, LedgerState.UNAVAILABLE)
-        encoded = (secret.data or {}).get(LEDGER_SECRET_KEY)
+        if secret is None:
+            return LedgerReading(None, LedgerState.MISSING)
+        encoded = (secret.get("data") or {}).get(LEDGER_SECRET_KEY)
         if not encoded:
             return LedgerReading(None, LedgerState.MISSING)
         try:

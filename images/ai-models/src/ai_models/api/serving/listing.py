@@ -22,9 +22,10 @@ import logging
 from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
-from kubernetes import client
 from pydantic import ValidationError
 
+from ai_models.adapters.kube.objects import Objects
+from ai_models.adapters.kube.resources import CLUSTER_MODELS
 from ai_models.api.kube_calls import KubeCalls
 from ai_models.api.models_serving import (
     ClusterModelListQuery,
@@ -32,7 +33,7 @@ from ai_models.api.models_serving import (
     ServedClusterModel,
 )
 from ai_models.api.problems import invalid_page_token
-from ai_models.names import API_GROUP, API_VERSION, ModelKind, ModelPhase
+from ai_models.names import ModelPhase
 
 log = logging.getLogger(__name__)
 
@@ -97,9 +98,8 @@ def served(body: Mapping[str, Any]) -> ServedClusterModel | None:
 
 class ClusterModelListing:
     def __init__(self, *, api_client: Any, calls: KubeCalls, request_timeout: tuple[float, float]) -> None:
-        self._objects = client.CustomObjectsApi(api_client)
+        self._cluster_models = Objects(api_client, CLUSTER_MODELS, timeout=request_timeout)
         self._calls = calls
-        self._timeout = request_timeout
 
     def page(self, query: ClusterModelListQuery) -> ClusterModelPage:
         """One page of Ready ClusterModels in name order; raises ApiProblem (400, 502, 503)."""
@@ -119,21 +119,12 @@ class ClusterModelListing:
         return ClusterModelPage(items=items, nextPageToken=encode_token(items[-1].name) if more else None)
 
     def _objects_after(self, after: str | None) -> Iterator[Mapping[str, Any]]:
-        plural = ModelKind.CLUSTER_MODEL.plural.value
         token: str | None = None
         while True:
             answer: Mapping[str, Any] = self._calls.call(
                 "ListClusterModels",
-                functools.partial(
-                    self._objects.list_cluster_custom_object,
-                    API_GROUP,
-                    API_VERSION,
-                    plural,
-                    limit=LIST_CHUNK,
-                    _continue=token,
-                    _request_timeout=self._timeout,
-                ),
-                needs=f"list on {plural}.{API_GROUP}",
+                functools.partial(self._cluster_models.list_page, limit=LIST_CHUNK, continue_token=token),
+                needs=f"list on {CLUSTER_MODELS}",
             )
             for body in answer.get("items") or ():
                 name = str((body.get("metadata") or {}).get("name") or "")

@@ -12,11 +12,8 @@ import logging
 from collections.abc import Callable
 from typing import Any, Final
 
-import urllib3
-from kubernetes.client.exceptions import ApiException
-
+from ai_models.adapters.kube.errors import KubeError
 from ai_models.adapters.kube.ledger_store import Change, LedgerStoreError, SecretLedgerStore
-from ai_models.api.kube_calls import UNAVAILABLE_STATUSES
 from ai_models.api.metrics import ApiMetrics
 from ai_models.api.models import ProblemType
 from ai_models.api.problems import ApiProblem, kubernetes_error, kubernetes_unavailable
@@ -98,24 +95,28 @@ class UploadLedger:
             result = self._store.update(change)
         except LedgerStoreError as error:
             cause = error.__cause__
-            status = cause.status if isinstance(cause, ApiException) else None
-            unavailable = status in UNAVAILABLE_STATUSES
+            if isinstance(cause, KubeError) and cause.status == 0:
+                raise self._unreachable(cause) from error
+            forbidden = isinstance(cause, KubeError) and cause.forbidden
+            unavailable = isinstance(cause, KubeError) and cause.unavailable
             self._metrics.kubernetes_calls.labels(CALL, "Unavailable" if unavailable else "Error").inc()
             log.warning("cannot update the ledger", extra={"error": str(error)})
             if unavailable:
                 raise kubernetes_unavailable(f"{error}; retry later") from error
             hint = (
                 f"; the api's ServiceAccount needs get, create and patch on secrets {LEDGER_SECRET_NAME}"
-                if status in (401, 403)
+                if forbidden
                 else ""
             )
             raise kubernetes_error(f"{error}{hint}") from error
-        except (urllib3.exceptions.HTTPError, OSError) as error:
-            self._metrics.kubernetes_calls.labels(CALL, "Unavailable").inc()
-            log.warning("cannot update the ledger: Kubernetes API unreachable", extra={"error": repr(error)})
-            raise kubernetes_unavailable(
-                f"cannot reach the Kubernetes API to update the storage ledger ({type(error).__name__}); "
-                "retry later"
-            ) from error
         self._metrics.kubernetes_calls.labels(CALL, "Success").inc()
         return result
+
+    def _unreachable(self, cause: KubeError) -> ApiProblem:
+        # No answer came: the cause's message is the transport failure's class, never server text.
+        self._metrics.kubernetes_calls.labels(CALL, "Unavailable").inc()
+        log.warning("cannot update the ledger: Kubernetes API unreachable", extra={"error": str(cause)})
+        return kubernetes_unavailable(
+            f"cannot reach the Kubernetes API to update the storage ledger ({cause.message or 'no answer'}); "
+            "retry later"
+        )

@@ -61,6 +61,12 @@ PERSISTENT_VOLUMES = Resource("v1", "PersistentVolume", "persistentvolumes", nam
 NODES = Resource("v1", "Node", "nodes", namespaced=False)
 # NodeCache delivery: the node plugin follows the Pods bound to its node (prefetch).
 PODS = Resource("v1", "Pod", "pods", namespaced=True)
+# Workload delivery: a Deployment's ReplicaSets (the stale ones the delivery gate left behind).
+REPLICA_SETS = Resource("apps/v1", "ReplicaSet", "replicasets", namespaced=True)
+# The controller's Events, and the provisioner's Events of a shared claim.
+EVENTS = Resource("v1", "Event", "events", namespaced=True)
+# The storage prerequisites: the cluster's StorageClasses.
+STORAGE_CLASSES = Resource("storage.k8s.io/v1", "StorageClass", "storageclasses", namespaced=False)
 
 
 def _snake(kind: str) -> str:

@@ -10,7 +10,7 @@ import pytest
 import yaml
 from kubernetes import client as k8s
 
-from ai_models.adapters.kube.jobs import ObjectRefused
+from ai_models.adapters.kube.errors import KubeError
 from ai_models.controller.jobs.builder import JobLimits
 from ai_models.controller.jobs.labels import label_value
 from ai_models.controller.jobs.templates import PodTemplateError
@@ -316,7 +316,7 @@ def test_a_refused_job_names_the_object_and_the_status_never_the_servers_text(
     job = build(template)
     job["spec"]["template"]["metadata"]["labels"]["bad"] = "secret-looking-value-"
 
-    with pytest.raises(ObjectRefused) as refused:
+    with pytest.raises(KubeError) as refused:
         JobApi(kube_api_client, namespace=MODULE_NAMESPACE).create(job, None)
 
     assert (refused.value.kind, refused.value.status, refused.value.reason) == ("Job", 422, "Invalid")

@@ -10,6 +10,7 @@ import pytest
 from kubernetes import client as k8s
 
 from ai_models.adapters.kube.catalog_sources import CatalogSourceObjects
+from ai_models.adapters.kube.errors import KubeError
 from ai_models.adapters.kube.ledger_store import SecretLedgerStore
 from ai_models.adapters.kube.models import ModelObjects
 from ai_models.adapters.objectstore import DirectoryStore
@@ -50,7 +51,9 @@ class ShortList:
 
 class BrokenList(ShortList):
     def names(self) -> set[str]:
-        raise OSError("connection refused")
+        raise KubeError(
+            verb="list", kind="ModelCatalogSource", name="", namespace="", status=0, message="ConnectionError"
+        )
 
 
 class World:

@@ -8,12 +8,13 @@ import threading
 import time
 from collections.abc import Callable
 from types import FrameType
+from typing import Any
 
-from kubernetes import client as k8s
 from prometheus_client import REGISTRY
 
 from ai_models.adapters.hub import EndpointPolicy, HubClient, set_default_policy
-from ai_models.adapters.kube import KubeConfigError, load_configuration
+from ai_models.adapters.kube import KubeConfigError, load_configuration, startup
+from ai_models.adapters.kube.errors import KubeError
 from ai_models.adapters.kube.events import EventRecorder
 from ai_models.adapters.kube.informer import Informer
 from ai_models.adapters.kube.leases import LeaseTiming, lead_while_holding_lease
@@ -55,7 +56,16 @@ def _raise_terminated(signum: int, _frame: FrameType | None) -> None:
     raise _Terminated(signal.Signals(signum).name)
 
 
-def _load_kube_configuration(*, sleep: Callable[[float], None] = time.sleep) -> k8s.ApiClient:
+def _unreachable_because(error: KubeError) -> str:
+    """What the failed probe says, for the log: without an answer, the transport's own words too,
+    which name the address and the failure (refused, timed out) an operator checks first; they come
+    from this process, never from the server."""
+    if error.status == 0 and error.__cause__ is not None:
+        return f"{error}: {error.__cause__}"
+    return str(error)
+
+
+def _load_kube_configuration(*, sleep: Callable[[float], None] = time.sleep) -> Any:
     """The pod's ServiceAccount in a pod, KUBECONFIG elsewhere (`KubeConfigError` when neither
     works), and one call (the server's version) to see the API answer. A slow, restarting or
     absent API server delays the start with bounded retries and exponential backoff, one log line
@@ -64,19 +74,18 @@ def _load_kube_configuration(*, sleep: Callable[[float], None] = time.sleep) -> 
     # A configuration that cannot be loaded is not retried: waiting would not fix it.
     configuration = load_configuration()
     # The leader election's Lease calls go through the client's default configuration.
-    k8s.Configuration.set_default(configuration)
-    probe_configuration = k8s.Configuration.get_default_copy()
-    probe_configuration.retries = 0  # this loop retries, with backoff; urllib3 would retry at once
+    startup.make_default(configuration)
     started = time.monotonic()
     for attempt in range(1, START_ATTEMPTS + 1):
-        probe = k8s.ApiClient(probe_configuration)
         try:
-            k8s.VersionApi(probe).get_code(_request_timeout=START_REQUEST_TIMEOUT)
-        except Exception as error:
+            # One try each: this loop retries, with backoff; the client's own retries come at once.
+            startup.probe_version(configuration, timeout=START_REQUEST_TIMEOUT)
+        except KubeError as error:
             waited = round(time.monotonic() - started, 1)
+            why = _unreachable_because(error)
             if attempt == START_ATTEMPTS:
                 raise KubernetesUnreachable(
-                    f"the Kubernetes API did not answer in {attempt} attempts over {waited} s: {error}; "
+                    f"the Kubernetes API did not answer in {attempt} attempts over {waited} s: {why}; "
                     "check the API server and the network path to it (KUBERNETES_SERVICE_HOST in a pod, "
                     "KUBECONFIG elsewhere)"
                 ) from error
@@ -87,19 +96,17 @@ def _load_kube_configuration(*, sleep: Callable[[float], None] = time.sleep) -> 
                     "attempt": attempt,
                     "attempts": START_ATTEMPTS,
                     "retry_in_seconds": delay,
-                    "error": str(error),
+                    "error": why,
                 },
             )
             sleep(delay)
             continue
-        finally:
-            probe.close()
         if attempt > 1:
             log.info(
                 "Kubernetes API reachable",
                 extra={"attempt": attempt, "waited_seconds": round(time.monotonic() - started, 1)},
             )
-        return k8s.ApiClient(k8s.Configuration.get_default_copy())
+        return startup.api_client(configuration)
     raise AssertionError("unreachable")
 
 

@@ -7,11 +7,12 @@ import logging
 from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
-from kubernetes import client as k8s
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from ai_models.adapters.kube.pages import page_items
+from ai_models.adapters.kube.events import listed_events
+from ai_models.adapters.kube.objects import Objects
+from ai_models.adapters.kube.resources import NODES, PERSISTENT_VOLUME_CLAIMS, STORAGE_CLASSES
 from ai_models.controller.settings import ControllerSettings
 from ai_models.domain.delivery.claim_facts import PROVISIONING_FAILED_EVENT
 from ai_models.domain.delivery.mode import DeliveryMode
@@ -32,55 +33,49 @@ DEFAULT_CLASS_ANNOTATIONS = (
     "storageclass.beta.kubernetes.io/is-default-class",
 )
 METRIC = STORAGE_PREREQUISITES_METRIC
-# (connect, read) of each read: a stalled API server fails the check (logged at start, no sample on
-# a scrape) instead of blocking the start or the scrape forever.
-REQUEST_TIMEOUT = (5.0, 30.0)
+# Each read has the object client's timeout: a stalled API server fails the check (logged at start,
+# no sample on a scrape) instead of blocking the start or the scrape forever.
 # One page of a Pending claim's ProvisioningFailed Events: a retrying provisioner aggregates into
 # one Event per message, so the latest refusal is in it.
 EVENTS_LIMIT: Final = 50
 
 
 def storage_classes(api: Any) -> tuple[StorageClassFacts, ...]:
-    listed = k8s.StorageV1Api(api).list_storage_class(_request_timeout=REQUEST_TIMEOUT)
-    return tuple(
-        StorageClassFacts(
-            name=item.metadata.name,
-            volume_binding_mode=item.volume_binding_mode or "Immediate",
-            is_default=any(
-                (item.metadata.annotations or {}).get(key) == "true" for key in DEFAULT_CLASS_ANNOTATIONS
-            ),
-        )
-        for item in listed.items
+    return tuple(_storage_class(item) for item in Objects(api, STORAGE_CLASSES).list_all())
+
+
+def _storage_class(item: Mapping[str, Any]) -> StorageClassFacts:
+    annotations = (item.get("metadata") or {}).get("annotations") or {}
+    return StorageClassFacts(
+        name=str(item["metadata"]["name"]),
+        volume_binding_mode=str(item.get("volumeBindingMode") or "Immediate"),
+        is_default=any(annotations.get(key) == "true" for key in DEFAULT_CLASS_ANNOTATIONS),
     )
 
 
-def _claim_events(core: Any, claim: Mapping[str, Any]) -> list[dict[str, Any]]:
+def _claim_events(api: Any, claim: Mapping[str, Any]) -> list[dict[str, Any]]:
     # One page, filtered by the server to this claim's uid and the reason; `claim_facts` still
     # checks the uid of each, and believes only the latest.
     meta = claim["metadata"]
-    return page_items(
-        core.list_namespaced_event(
-            meta["namespace"],
-            field_selector=f"involvedObject.uid={meta['uid']},reason={PROVISIONING_FAILED_EVENT}",
-            limit=EVENTS_LIMIT,
-            _request_timeout=REQUEST_TIMEOUT,
-            _preload_content=False,
-        )
+    return listed_events(
+        api,
+        meta["namespace"],
+        field_selector=f"involvedObject.uid={meta['uid']},reason={PROVISIONING_FAILED_EVENT}",
+        limit=EVENTS_LIMIT,
     )
 
 
 def _shared_claims(api: Any) -> tuple[SharedClaimFacts, ...]:
     """The shared claims the module made, with the access-mode refusal of each Pending one."""
-    core = k8s.CoreV1Api(api)
-    claims = page_items(
-        core.list_persistent_volume_claim_for_all_namespaces(
-            label_selector=SHARED_PVC_SELECTOR, _request_timeout=REQUEST_TIMEOUT, _preload_content=False
-        )
-    )
-    facts = (
-        claim_facts(claim, _claim_events(core, claim) if needs_events(claim) else ()) for claim in claims
-    )
+    claims = Objects(api, PERSISTENT_VOLUME_CLAIMS).list_all(label_selector=SHARED_PVC_SELECTOR)
+    facts = (claim_facts(claim, _claim_events(api, claim) if needs_events(claim) else ()) for claim in claims)
     return tuple(fact for fact in facts if fact is not None)
+
+
+def _node_labels(api: Any) -> tuple[dict[str, str], ...]:
+    return tuple(
+        dict((node.get("metadata") or {}).get("labels") or {}) for node in Objects(api, NODES).list_all()
+    )
 
 
 def read_inputs(api: Any, settings: ControllerSettings) -> StorageInputs:
@@ -94,12 +89,7 @@ def read_inputs(api: Any, settings: ControllerSettings) -> StorageInputs:
         shared_claims=_shared_claims(api) if shared else (),
         node_cache_size=settings.delivery_node_cache_size,
         node_cache_selector=settings.delivery_node_cache_selector,
-        node_labels=()
-        if shared
-        else tuple(
-            dict(node.metadata.labels or {})
-            for node in k8s.CoreV1Api(api).list_node(_request_timeout=REQUEST_TIMEOUT).items
-        ),
+        node_labels=() if shared else _node_labels(api),
     )
 
 

@@ -5,6 +5,9 @@ An Event about a namespaced object lives in that namespace; one about a cluster-
 is where and how `kubectl describe` looks for it. The same reason and message on the same object
 within the aggregation window updates one Event's count instead of creating another, so a
 retrying object does not flood the namespace. Failing to record an Event never fails a reconcile.
+
+`listed_events` reads one page of the Events the API server filters by a field selector (what a
+provisioner reported about a claim).
 """
 
 from __future__ import annotations
@@ -14,11 +17,11 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Final
 
-from kubernetes import client as k8s
-from kubernetes.client.exceptions import ApiException
-
+from ai_models.adapters.kube.errors import KubeError
+from ai_models.adapters.kube.objects import Objects
+from ai_models.adapters.kube.resources import EVENTS
 from ai_models.domain.conditions import timestamp
 from ai_models.names import CLUSTER_EVENTS_NAMESPACE, EVENTS_COMPONENT
 
@@ -26,6 +29,9 @@ log = logging.getLogger(__name__)
 MESSAGE_LIMIT = 1024
 AGGREGATION_WINDOW = datetime.timedelta(minutes=10)
 REMEMBERED_EVENTS = 4096  # recent Events whose count a repeat increments, least recent forgotten
+# (connect, read) of each write: shorter than other calls', since a reconcile waits for its Events
+# and an Event is worth less than the step that reports it.
+EVENT_TIMEOUT: Final = (3.0, 10.0)
 
 
 def _utcnow() -> datetime.datetime:
@@ -40,13 +46,12 @@ class EventRecorder:
         component: str = EVENTS_COMPONENT,
         instance: str = EVENTS_COMPONENT,
         clock: Callable[[], datetime.datetime] = _utcnow,
-        timeout: tuple[float, float] = (3, 10),
+        timeout: tuple[float, float] = EVENT_TIMEOUT,
     ) -> None:
-        self._core = k8s.CoreV1Api(api_client)
+        self._events = Objects(api_client, EVENTS, timeout=timeout)
         self._component = component
         self._instance = instance
         self._clock = clock
-        self._timeout = timeout
         self._lock = threading.Lock()
         # (namespace, uid, type, reason, message) -> (event name, count, first seen)
         self._recent: OrderedDict[tuple[str, ...], tuple[str, int, datetime.datetime]] = OrderedDict()
@@ -89,26 +94,21 @@ class EventRecorder:
             "count": 1,
         }
         try:
-            created = self._core.create_namespaced_event(namespace, body, _request_timeout=self._timeout)
-        except Exception as error:
+            created = self._events.create(body) or {}
+        except KubeError as error:
             log.warning(
                 "cannot record an event",
                 extra={"object": f"{obj.get('kind')} {meta['name']}", "reason": reason, "error": str(error)},
             )
             return
-        self._remember(signature, (str(created.metadata.name), 1, now))
+        self._remember(signature, (str((created.get("metadata") or {}).get("name") or ""), 1, now))
 
     def _bump(self, namespace: str, name: str, count: int, now: datetime.datetime) -> bool:
         try:
-            self._core.patch_namespaced_event(
-                name,
-                namespace,
-                {"count": count, "lastTimestamp": timestamp(now)},
-                _request_timeout=self._timeout,
-            )
-        except ApiException:
-            return False  # gone (expired, deleted): a new Event is recorded instead
-        except Exception as error:
+            self._events.patch(name, {"count": count, "lastTimestamp": timestamp(now)}, namespace)
+        except KubeError as error:
+            if error.status:
+                return False  # gone (expired, deleted) or refused: a new Event is recorded instead
             log.warning("cannot update an event", extra={"event": name, "error": str(error)})
             return True  # not reachable now; a second Event would not reach it either
         return True
@@ -119,3 +119,12 @@ class EventRecorder:
             self._recent.move_to_end(signature)
             while len(self._recent) > REMEMBERED_EVENTS:
                 self._recent.popitem(last=False)
+
+
+def listed_events(
+    api_client: Any, namespace: str, *, field_selector: str, limit: int
+) -> list[dict[str, Any]]:
+    """One page of the Events of `namespace` that `field_selector` picks (the API server filters);
+    raises `KubeError`."""
+    page = Objects(api_client, EVENTS).list_page(namespace, field_selector=field_selector, limit=limit)
+    return [item for item in page.get("items") or () if isinstance(item, dict)]

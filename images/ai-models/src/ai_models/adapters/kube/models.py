@@ -1,17 +1,21 @@
-"""Typed access to Models and ClusterModels: one key type, reads, status, finalizers, events, Secrets."""
+"""Typed access to Models and ClusterModels: one key type, reads, status, finalizers, events.
+
+A failure raises `KubeError`; what is gone meanwhile (a status or finalizer write) or changed since
+it was read (a finalizer write) is not one: the next event brings the object back.
+"""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-from kubernetes import client as k8s
-from kubernetes.client.exceptions import ApiException
-
+from ai_models.adapters.kube.errors import KubeError
 from ai_models.adapters.kube.events import EventRecorder
+from ai_models.adapters.kube.objects import REQUEST_TIMEOUT, Objects
+from ai_models.adapters.kube.resources import CLUSTER_MODELS, MODELS
 from ai_models.domain.models.reference import ModelKey, key_of
-from ai_models.names import API_GROUP, API_VERSION, MODEL_FINALIZER, ModelKind
+from ai_models.names import MODEL_FINALIZER, ModelKind
 
 log = logging.getLogger(__name__)
 
@@ -22,74 +26,36 @@ class ModelObjects:
         api_client: Any,
         *,
         events: EventRecorder | None = None,
-        timeout: tuple[float, float] = (3, 30),
+        timeout: tuple[float, float] = REQUEST_TIMEOUT,
     ) -> None:
-        self._client = api_client
         self.events = events or EventRecorder(api_client)
-        self._objects = k8s.CustomObjectsApi(api_client)
-        self._core = k8s.CoreV1Api(api_client)
-        self._timeout = timeout
-
-    def _call(
-        self, namespaced: Callable[..., Any], cluster: Callable[..., Any], key: ModelKey, *args: Any
-    ) -> Any:
-        """One custom-objects call on the object `key` names: the namespaced form for a Model, the
-        cluster form for a ClusterModel (same arguments after the object's path)."""
-        if key.kind is ModelKind.MODEL:
-            path: tuple[str, ...] = (API_GROUP, API_VERSION, key.namespace, key.kind.plural, key.name)
-            return namespaced(*path, *args, _request_timeout=self._timeout)
-        return cluster(
-            API_GROUP, API_VERSION, key.kind.plural, key.name, *args, _request_timeout=self._timeout
-        )
+        self._kinds = {
+            ModelKind.MODEL: Objects(api_client, MODELS, timeout=timeout),
+            ModelKind.CLUSTER_MODEL: Objects(api_client, CLUSTER_MODELS, timeout=timeout),
+        }
 
     def get(self, key: ModelKey) -> dict[str, Any] | None:
-        try:
-            found = self._call(
-                self._objects.get_namespaced_custom_object, self._objects.get_cluster_custom_object, key
-            )
-        except ApiException as error:
-            if error.status == 404:
-                return None
-            raise
-        result: dict[str, Any] = found
-        return result
+        return self._kinds[key.kind].get(key.name, _namespace(key))
 
     def list_all(self, kind: ModelKind) -> list[dict[str, Any]]:
-        listed = self._objects.list_cluster_custom_object(
-            API_GROUP, API_VERSION, kind.plural, _request_timeout=self._timeout
-        )
-        items: list[dict[str, Any]] = listed.get("items", [])
-        for item in items:
-            item.setdefault("kind", kind.value)
-        return items
+        """Every object of the kind (in every namespace), each with its `kind` set."""
+        return list(self._kinds[kind].list_all())
 
     def patch_status(self, key: ModelKey, status: Mapping[str, Any]) -> None:
-        try:
-            self._call(
-                self._objects.patch_namespaced_custom_object_status,
-                self._objects.patch_cluster_custom_object_status,
-                key,
-                {"status": dict(status)},
-            )
-        except ApiException as error:
-            if error.status != 404:  # gone meanwhile: nothing to report on
-                raise
-
-    def _patch(self, key: ModelKey, body: Any) -> None:
-        self._call(
-            self._objects.patch_namespaced_custom_object, self._objects.patch_cluster_custom_object, key, body
+        """Merge `status` into the object's status; gone meanwhile: nothing to report on."""
+        self._kinds[key.kind].patch(
+            key.name, {"status": dict(status)}, _namespace(key), subresource="status", missing_ok=True
         )
 
     def set_finalizers(self, obj: Mapping[str, Any], finalizers: list[str]) -> None:
         """Replace the finalizer list, guarded by the resourceVersion the decision was made on."""
-        meta = obj["metadata"]
+        key = key_of(obj)
+        version = obj["metadata"]["resourceVersion"]
+        patch = {"metadata": {"finalizers": finalizers, "resourceVersion": version}}
         try:
-            self._patch(
-                key_of(obj),
-                {"metadata": {"finalizers": finalizers, "resourceVersion": meta["resourceVersion"]}},
-            )
-        except ApiException as error:
-            if error.status not in (404, 409):  # gone, or changed: the next event brings it back
+            self._kinds[key.kind].patch(key.name, patch, _namespace(key))
+        except KubeError as error:
+            if not (error.not_found or error.conflict):  # gone, or changed: the next event brings it back
                 raise
 
     def add_finalizer(self, obj: Mapping[str, Any]) -> None:
@@ -105,3 +71,8 @@ class ModelObjects:
     def event(self, obj: Mapping[str, Any], *, type_: str, reason: str, message: str) -> None:
         """Record a Kubernetes Event on the object (through the controller's one recorder)."""
         self.events.record(obj, type_=type_, reason=reason, message=message)
+
+
+def _namespace(key: ModelKey) -> str | None:
+    """A Model's namespace; None for a ClusterModel, which has none."""
+    return key.namespace if key.kind is ModelKind.MODEL else None

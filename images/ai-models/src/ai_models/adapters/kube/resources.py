@@ -66,6 +66,12 @@ TOKEN_REVIEWS = Resource("authentication.k8s.io/v1", "TokenReview", "tokenreview
 SUBJECT_ACCESS_REVIEWS = Resource(
     "authorization.k8s.io/v1", "SubjectAccessReview", "subjectaccessreviews", namespaced=False
 )
+# Workload delivery: a Deployment's ReplicaSets (the stale ones the delivery gate left behind).
+REPLICA_SETS = Resource("apps/v1", "ReplicaSet", "replicasets", namespaced=True)
+# The controller's Events, and the provisioner's Events of a shared claim.
+EVENTS = Resource("v1", "Event", "events", namespaced=True)
+# The storage prerequisites: the cluster's StorageClasses.
+STORAGE_CLASSES = Resource("storage.k8s.io/v1", "StorageClass", "storageclasses", namespaced=False)
 
 
 def _snake(kind: str) -> str:

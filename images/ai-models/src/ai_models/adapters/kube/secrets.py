@@ -1,7 +1,8 @@
-"""Typed access to Secrets by name: read one (its data decoded, its resourceVersion), create one.
+"""Typed access to Secrets by name: read one (its data decoded, its resourceVersion), create one, or
+put one (create, or replace the one of that name).
 
 The controller never lists or watches Secrets outside its own namespace: a user's Secret is read by
-the name the user's object gives, so RBAC can stay at `get`.
+the name the user's object gives, so RBAC can stay at `get`. A failure raises `KubeError`.
 """
 
 from __future__ import annotations
@@ -11,8 +12,8 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from kubernetes import client as k8s
-from kubernetes.client.exceptions import ApiException
+from ai_models.adapters.kube.objects import Objects
+from ai_models.adapters.kube.resources import SECRETS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -27,21 +28,17 @@ class SecretData:
 
 
 class Secrets:
-    def __init__(self, api_client: Any, *, timeout: tuple[float, float] = (3, 10)) -> None:
-        self._core = k8s.CoreV1Api(api_client)
-        self._timeout = timeout
+    def __init__(self, api_client: Any) -> None:
+        self._secrets = Objects(api_client, SECRETS)
 
     def read(self, namespace: str, name: str) -> SecretData | None:
         """The Secret's data, base64-decoded; None when there is no such Secret."""
-        try:
-            secret = self._core.read_namespaced_secret(name, namespace, _request_timeout=self._timeout)
-        except ApiException as error:
-            if error.status == 404:
-                return None
-            raise
+        secret = self._secrets.get(name, namespace)
+        if secret is None:
+            return None
         return SecretData(
-            values={key: base64.b64decode(value) for key, value in (secret.data or {}).items()},
-            resource_version=str(secret.metadata.resource_version or ""),
+            values={key: base64.b64decode(value) for key, value in (secret.get("data") or {}).items()},
+            resource_version=str((secret.get("metadata") or {}).get("resourceVersion") or ""),
         )
 
     def create(
@@ -55,10 +52,9 @@ class Secrets:
             "type": "Opaque",
             "data": {key: base64.b64encode(value).decode() for key, value in values.items()},
         }
-        try:
-            self._core.create_namespaced_secret(namespace, body, _request_timeout=self._timeout)
-        except ApiException as error:
-            if error.status == 409:
-                return False
-            raise
-        return True
+        return self._secrets.create(body, exists_ok=True) is not None
+
+    def put(self, secret: Mapping[str, Any]) -> None:
+        """Create the Secret, or replace the one of that name (an earlier attempt's)."""
+        if self._secrets.create(secret, exists_ok=True) is None:
+            self._secrets.replace(secret)

@@ -12,22 +12,25 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from kubernetes import client as k8s
-from kubernetes.client.exceptions import ApiException
-
-from ai_models.adapters.kube.pages import page_items
+from ai_models.adapters.kube.errors import KubeError
+from ai_models.adapters.kube.objects import JSON_PATCH, MERGE_PATCH, Objects
+from ai_models.adapters.kube.resources import (
+    CRON_JOBS,
+    DAEMON_SETS,
+    DEPLOYMENTS,
+    PODS,
+    REPLICA_SETS,
+    STATEFUL_SETS,
+    Resource,
+)
 
 
 class Conflict(Exception):
     """The object changed since it was read (or is gone): read it again and decide again."""
 
 
-# kind -> (API class, the snake-case kind of its method names)
-_APIS: dict[str, tuple[Any, str]] = {
-    "Deployment": (k8s.AppsV1Api, "deployment"),
-    "StatefulSet": (k8s.AppsV1Api, "stateful_set"),
-    "DaemonSet": (k8s.AppsV1Api, "daemon_set"),
-    "CronJob": (k8s.BatchV1Api, "cron_job"),
+WORKLOADS: dict[str, Resource] = {
+    resource.kind: resource for resource in (DEPLOYMENTS, STATEFUL_SETS, DAEMON_SETS, CRON_JOBS)
 }
 
 
@@ -49,23 +52,22 @@ def label_selector(selector: Mapping[str, Any]) -> str | None:
 
 
 class Workloads:
-    def __init__(self, api_client: Any, *, timeout: tuple[float, float] = (3, 30)) -> None:
-        self._api_client = api_client
-        self._core = k8s.CoreV1Api(api_client)
-        self._timeout = timeout
+    def __init__(self, api_client: Any) -> None:
+        self._workloads = {kind: Objects(api_client, resource) for kind, resource in WORKLOADS.items()}
+        self._pods = Objects(api_client, PODS)
+        self._replica_sets = Objects(api_client, REPLICA_SETS)
 
-    def _call(self, verb: str, kind: str, name: str, namespace: str, body: Any) -> None:
-        api_class, snake = _APIS[kind]
-        method = getattr(api_class(self._api_client), f"{verb}_namespaced_{snake}")
+    def _patch(
+        self, kind: str, namespace: str, name: str, patch: Any, *, content_type: str = MERGE_PATCH
+    ) -> None:
         try:
-            response = method(name, namespace, body, _request_timeout=self._timeout, _preload_content=False)
-        except ApiException as error:
-            if error.status in (404, 409):
+            self._workloads[kind].patch(name, patch, namespace, content_type=content_type)
+        except KubeError as error:
+            if error.not_found or error.conflict:
                 raise Conflict(
                     f"{kind} {namespace}/{name} changed or is gone (HTTP {error.status})"
                 ) from None
             raise
-        response.release_conn()
 
     def replace_template(
         self,
@@ -84,46 +86,26 @@ class Workloads:
             {"op": "replace", "path": "/metadata/resourceVersion", "value": resource_version},
             {"op": "replace", "path": pointer, "value": dict(template)},
         ]
-        self._call("patch", kind, name, namespace, operations)
+        self._patch(kind, namespace, name, operations, content_type=JSON_PATCH)
 
     def merge_annotations(
         self, kind: str, namespace: str, name: str, *, annotations: Mapping[str, str | None]
     ) -> None:
         """Set (a value) or remove (None) annotations of the workload."""
-        self._call("patch", kind, name, namespace, {"metadata": {"annotations": dict(annotations)}})
+        self._patch(kind, namespace, name, {"metadata": {"annotations": dict(annotations)}})
 
     def pods(self, namespace: str, *, selector: str | None) -> list[dict[str, Any]]:
         """The Pods of `namespace` the label selector matches (every Pod with None)."""
-        kwargs: dict[str, Any] = {"label_selector": selector} if selector else {}
-        response = self._core.list_namespaced_pod(
-            namespace, _request_timeout=self._timeout, _preload_content=False, **kwargs
-        )
-        return page_items(response)
+        return list(self._pods.list_all(namespace, label_selector=selector))
 
     def replica_sets(self, namespace: str, *, selector: str) -> list[dict[str, Any]]:
-        """The ReplicaSets of `namespace` the label selector matches (one list)."""
-        response = k8s.AppsV1Api(self._api_client).list_namespaced_replica_set(
-            namespace, label_selector=selector, _request_timeout=self._timeout, _preload_content=False
-        )
-        return page_items(response)
+        """The ReplicaSets of `namespace` the label selector matches."""
+        return list(self._replica_sets.list_all(namespace, label_selector=selector))
 
     def delete_replica_set(self, namespace: str, name: str, *, uid: str) -> bool:
         """Delete the ReplicaSet if it is still the object with `uid` (its Pods go with it, in the
         background); False when it is gone or another object has the name now."""
-        try:
-            response = k8s.AppsV1Api(self._api_client).delete_namespaced_replica_set(
-                name,
-                namespace,
-                body={"preconditions": {"uid": uid}, "propagationPolicy": "Background"},
-                _request_timeout=self._timeout,
-                _preload_content=False,
-            )
-        except ApiException as error:
-            if error.status in (404, 409):
-                return False
-            raise
-        response.release_conn()
-        return True
+        return self._replica_sets.delete(name, namespace, uid=uid, propagation="Background")
 
     def set_scheduling_gates(self, pod: Mapping[str, Any], *, gates: Sequence[Mapping[str, Any]]) -> None:
         """Leave the Pod only `gates` (a subset of its own: gates may only be removed)."""
@@ -136,15 +118,9 @@ class Workloads:
         else:
             operations.append({"op": "remove", "path": "/spec/schedulingGates"})
         try:
-            response = self._core.patch_namespaced_pod(
-                meta["name"],
-                meta["namespace"],
-                operations,
-                _request_timeout=self._timeout,
-                _preload_content=False,
-            )
-        except ApiException as error:
-            if error.status in (404, 409, 422):
+            self._pods.patch(meta["name"], operations, meta["namespace"], content_type=JSON_PATCH)
+        except KubeError as error:
+            # 422: the JSON patch no longer applies (the gates it replaces or removes are gone).
+            if error.not_found or error.conflict or error.status == 422:
                 raise Conflict(f"Pod {meta['namespace']}/{meta['name']} changed or is gone") from None
             raise
-        response.release_conn()

@@ -7,13 +7,12 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from kubernetes import client as k8s
-
+from ai_models.adapters.kube.catalog_sources import CatalogSourceObjects
 from ai_models.adapters.objectstore import ObjectStoreError
 from ai_models.catalog.layout import source_prefix
 from ai_models.controller.catalog.context import CatalogRuntime
 from ai_models.controller.catalog.status import kopf_annotations
-from ai_models.names import API_GROUP, API_VERSION, CATALOG_FINALIZER, Plural
+from ai_models.names import CATALOG_FINALIZER
 
 log = logging.getLogger(__name__)
 
@@ -27,10 +26,7 @@ def _patch_metadata(api: Any, obj: Mapping[str, Any], metadata: dict[str, Any]) 
     # The resourceVersion makes it a compare-and-swap: a finalizer list written by someone since
     # is never overwritten (a 409, and the next look starts from the newer object).
     body = {"metadata": {**metadata, "resourceVersion": meta["resourceVersion"]}}
-    patched: dict[str, Any] = k8s.CustomObjectsApi(api).patch_cluster_custom_object(
-        API_GROUP, API_VERSION, Plural.MODEL_CATALOG_SOURCES, meta["name"], body
-    )
-    return patched
+    return CatalogSourceObjects(api).patch(str(meta["name"]), body)
 
 
 def adopt(runtime: CatalogRuntime, obj: Mapping[str, Any]) -> dict[str, Any]:

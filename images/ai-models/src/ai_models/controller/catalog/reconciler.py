@@ -26,8 +26,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from kubernetes.client.exceptions import ApiException
-
+from ai_models.adapters.kube.errors import KubeError
 from ai_models.controller.catalog import lifecycle, passes
 from ai_models.controller.catalog.context import CatalogRuntime
 from ai_models.controller.catalog.status import SourceStatusWriter, observe
@@ -113,10 +112,10 @@ class CatalogSourceReconciler:
     def reconcile(self, name: str) -> float | None:
         try:
             again = self._reconcile(name)
-        except ApiException as error:
-            if error.status == 404:
+        except KubeError as error:
+            if error.not_found:
                 return None  # deleted meanwhile: nothing of it is left to look at
-            if error.status == 409:
+            if error.conflict:
                 # Someone wrote the source since our view of it: look again at the newer one.
                 log.info(
                     "the catalog source changed while it was written; looking again", extra={"source": name}

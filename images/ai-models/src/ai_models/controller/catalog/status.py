@@ -9,8 +9,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from kubernetes import client as k8s
-
+from ai_models.adapters.kube.catalog_sources import CatalogSourceObjects
 from ai_models.catalog.indexing import Checkpoint
 from ai_models.domain.catalog.outcomes import StatusChange, pass_checkpointed
 from ai_models.domain.catalog.schedule import (
@@ -20,15 +19,12 @@ from ai_models.domain.catalog.schedule import (
 )
 from ai_models.domain.conditions import parse_timestamp, set_condition
 from ai_models.names import (
-    API_GROUP,
-    API_VERSION,
     CATALOG_FINALIZER,
     CATALOG_SYNC_ANNOTATION,
     CATALOG_SYNC_ENABLED,
     CATALOG_SYNC_REQUESTED_AT_ANNOTATION,
     KOPF_ANNOTATION_PREFIX,
     CatalogSourceStatus,
-    Plural,
 )
 
 log = logging.getLogger(__name__)
@@ -146,9 +142,7 @@ class SourceStatusWriter:
             if unchanged:
                 return False
             body = {"status": {**fields, "conditions": conditions}}
-            updated: dict[str, Any] = k8s.CustomObjectsApi(self.api).patch_cluster_custom_object_status(
-                API_GROUP, API_VERSION, Plural.MODEL_CATALOG_SOURCES, self.name, body
-            )
+            updated = CatalogSourceObjects(self.api).patch(self.name, body, status=True)
             self.obj = updated
         self.written(updated)
         return True

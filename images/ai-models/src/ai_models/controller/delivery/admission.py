@@ -18,9 +18,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from kubernetes.client.exceptions import ApiException
-from urllib3.exceptions import HTTPError
-
+from ai_models.adapters.kube.errors import KubeError
 from ai_models.adapters.kube.models import ModelObjects
 from ai_models.controller.delivery.observe import observed
 from ai_models.controller.delivery.strategy import AdmissionStrategy, Unreadable
@@ -48,10 +46,8 @@ class ModelReads:
     def __call__(self, key: ModelKey) -> Mapping[str, Any] | None:
         try:
             return self._models.get(key)
-        except ApiException as error:
-            raise Unreadable(f"{key.describe()}: the API server answered {error.status}") from error
-        except (HTTPError, OSError) as error:
-            raise Unreadable(f"{key.describe()}: {type(error).__name__}") from error
+        except KubeError as error:
+            raise Unreadable.of(key.describe(), error) from error
 
 
 def utcnow() -> datetime.datetime:

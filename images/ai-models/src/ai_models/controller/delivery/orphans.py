@@ -20,11 +20,9 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from kubernetes.client.exceptions import ApiException
-
 from ai_models.adapters.kube.claims import DeliveryObjects
+from ai_models.adapters.kube.errors import KubeError
 from ai_models.adapters.kube.informer import Informer
-from ai_models.adapters.kube.jobs import ObjectRefused
 from ai_models.domain.conditions import parse_timestamp, timestamp
 from ai_models.domain.delivery.claims import ClaimUser, OrphanChange, SharedClaim, orphan_change, owner_gone
 from ai_models.names import SHARED_PVC_UNREFERENCED_SINCE_ANNOTATION
@@ -83,7 +81,7 @@ class OrphanedClaims:
                 users = [ClaimUser.of(item) for item in self._objects.mounting_objects(namespace)]
                 for claim, obj in candidates:
                     self._judge(claim, obj, users, result)
-            except (ApiException, ObjectRefused) as error:
+            except KubeError as error:
                 log.warning(
                     "cannot look at the orphaned shared claims of namespace %s (HTTP %s); the next pass "
                     "tries again",

@@ -19,14 +19,12 @@ import datetime
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final
 
-from kubernetes import client as k8s
-from kubernetes.client.exceptions import ApiException
-from urllib3.exceptions import HTTPError
-
+from ai_models.adapters.kube.errors import KubeError
+from ai_models.adapters.kube.events import listed_events
 from ai_models.adapters.kube.informer import Informer
-from ai_models.adapters.kube.jobs import Jobs, ObjectRefused
-from ai_models.adapters.kube.pages import page_items
-from ai_models.adapters.kube.resources import JOBS, PERSISTENT_VOLUMES
+from ai_models.adapters.kube.jobs import Jobs
+from ai_models.adapters.kube.objects import Objects
+from ai_models.adapters.kube.resources import JOBS, PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES
 from ai_models.controller.delivery.informers import DeliveryInformers
 from ai_models.controller.delivery.jobs import (
     CLAIM_MOUNT,
@@ -169,18 +167,16 @@ class SharedPVCDelivery(SlotWaiters[WorkloadKey]):
         materializer_template: Callable[[], Mapping[str, Any]],
         registry_credentials: Callable[[], bytes | None] = lambda: None,
         module_namespace: str = MODULE_NAMESPACE,
-        timeout: tuple[float, float] = (3, 10),
     ) -> None:
         super().__init__()
         self.rules = SharedPVC(settings.policy)
         self.settings = settings
         self._api_client = api_client
-        self._core = k8s.CoreV1Api(api_client)
+        self._volume_reads = Objects(api_client, PERSISTENT_VOLUMES)
         self._claims = informers.claims
         self._storage_class = storage_class
         self._materializer_template = materializer_template
         self._registry_credentials = registry_credentials
-        self._timeout = timeout
         self.volumes = Informer(
             api_client, PERSISTENT_VOLUMES, name="delivery-volumes", transform=trim_volume
         )
@@ -275,31 +271,19 @@ class SharedPVCDelivery(SlotWaiters[WorkloadKey]):
         volume = str((claim.get("spec") or {}).get("volumeName") or "")
         if phase != ClaimPhase.BOUND.value or not volume:
             return True
-        if self.volumes.get("", volume) is not None:
-            return True
-        try:
-            self._core.read_persistent_volume(
-                volume, _request_timeout=self._timeout, _preload_content=False
-            ).release_conn()
-        except ApiException as error:
-            if error.status == 404:
-                return False
-            raise
-        return True
+        return self.volumes.get("", volume) is not None or self._volume_reads.get(volume) is not None
 
     def _events(self, claim: Mapping[str, Any]) -> list[dict[str, Any]]:
         """The Events about the claim's name (one page), only while it is Pending."""
         if (claim.get("status") or {}).get("phase") not in (None, ClaimPhase.PENDING.value):
             return []
         meta = claim["metadata"]
-        response = self._core.list_namespaced_event(
+        return listed_events(
+            self._api_client,
             meta["namespace"],
             field_selector=f"involvedObject.name={meta['name']},involvedObject.kind={CLAIM_KIND}",
             limit=EVENTS_LIMIT,
-            _request_timeout=self._timeout,
-            _preload_content=False,
         )
-        return page_items(response)
 
     # ----- what it does -------------------------------------------------------------------------
 
@@ -319,7 +303,7 @@ class SharedPVCDelivery(SlotWaiters[WorkloadKey]):
     def _create_claim(self, effect: CreateClaim, ctx: StepContext, subject: Subject) -> Step:
         try:
             ctx.objects.create_claim(effect.manifest)
-        except ObjectRefused as error:
+        except KubeError as error:
             if error.temporary:
                 raise
             return self._refused(
@@ -352,7 +336,7 @@ class SharedPVCDelivery(SlotWaiters[WorkloadKey]):
     ) -> Step:
         try:
             started = self._start(effect, ctx=ctx, subject=subject)
-        except ObjectRefused as error:
+        except KubeError as error:
             if error.temporary:
                 raise
             return self._refused(
@@ -425,7 +409,7 @@ class SharedPVCDelivery(SlotWaiters[WorkloadKey]):
         return True
 
     def _refused(
-        self, error: ObjectRefused, reason: DeliveryReason, cause: str, *, ctx: StepContext, subject: Subject
+        self, error: KubeError, reason: DeliveryReason, cause: str, *, ctx: StepContext, subject: Subject
     ) -> Step:
         """The API server refused an object of the delivery for good: say which and why, and try
         again after the retry period (a temporary refusal backs off instead)."""
@@ -457,22 +441,13 @@ class ClaimReads:
     `Unreadable`."""
 
     def __init__(self, api_client: Any) -> None:
-        self._core = k8s.CoreV1Api(api_client)
+        self._claims = Objects(api_client, PERSISTENT_VOLUME_CLAIMS, timeout=ADMISSION_TIMEOUT)
 
     def __call__(self, namespace: str, name: str) -> Mapping[str, Any] | None:
-        what = f"PersistentVolumeClaim {namespace}/{name}"
         try:
-            response = self._core.read_namespaced_persistent_volume_claim(
-                name, namespace, _request_timeout=ADMISSION_TIMEOUT
-            )
-        except ApiException as error:
-            if error.status == 404:
-                return None
-            raise Unreadable(f"{what}: the API server answered {error.status}") from error
-        except (HTTPError, OSError) as error:
-            raise Unreadable(f"{what}: {type(error).__name__}") from error
-        claim: dict[str, Any] = self._core.api_client.sanitize_for_serialization(response)
-        return claim
+            return self._claims.get(name, namespace)
+        except KubeError as error:
+            raise Unreadable.of(f"PersistentVolumeClaim {namespace}/{name}", error) from error
 
 
 class SharedPVCAdmission:

@@ -13,6 +13,7 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ai_models.adapters.kube.errors import KubeError
 from ai_models.adapters.kube.informer import Informer
 from ai_models.controller.delivery.keys import WorkloadKey
 from ai_models.controller.runtime import Manager
@@ -26,6 +27,12 @@ if TYPE_CHECKING:
 
 class Unreadable(Exception):
     """A read the webhook needed did not answer; the template is gated instead."""
+
+    @classmethod
+    def of(cls, what: str, error: KubeError) -> Unreadable:
+        """The read of `what` failed with `error`: its status, or what kept the answer away."""
+        why = f"the API server answered {error.status}" if error.status else error.message or "no answer"
+        return cls(f"{what}: {why}")
 
 
 @dataclasses.dataclass(frozen=True)

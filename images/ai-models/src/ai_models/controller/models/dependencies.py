@@ -12,20 +12,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubernetes import client as k8s
-from kubernetes.client.exceptions import ApiException
-
+from ai_models.adapters.kube.catalog_sources import CatalogSourceObjects
 from ai_models.adapters.kube.secrets import Secrets
 from ai_models.domain.models.decision import Dependency, DependencyKind
 from ai_models.domain.models.source import CatalogSource, HuggingFaceSource, ParsedSource
-from ai_models.names import API_GROUP, API_VERSION, Plural
 
 
 class DependencyReader:
-    def __init__(self, api_client: Any, *, timeout: tuple[float, float] = (3, 10)) -> None:
-        self._secrets = Secrets(api_client, timeout=timeout)
-        self._objects = k8s.CustomObjectsApi(api_client)
-        self._timeout = timeout
+    def __init__(self, api_client: Any) -> None:
+        self._secrets = Secrets(api_client)
+        self._sources = CatalogSourceObjects(api_client)
 
     def read(self, source: ParsedSource) -> Dependency | None:
         if isinstance(source, HuggingFaceSource) and source.secret_name and source.secret_namespace:
@@ -47,12 +43,5 @@ class DependencyReader:
         return secret.resource_version if secret is not None else ""
 
     def _catalog_source(self, name: str) -> str:
-        try:
-            found = self._objects.get_cluster_custom_object(
-                API_GROUP, API_VERSION, Plural.MODEL_CATALOG_SOURCES, name, _request_timeout=self._timeout
-            )
-        except ApiException as error:
-            if error.status == 404:
-                return ""
-            raise
-        return str((found.get("metadata") or {}).get("resourceVersion") or "")
+        found = self._sources.get(name)
+        return str(((found or {}).get("metadata") or {}).get("resourceVersion") or "")

@@ -141,11 +141,11 @@ def token_secret(owner: Owner, *, namespace: str, token: str) -> dict[str, Any]:
 class JobApi:
     """The publication objects of one owner in the module namespace: its Job and token Secret."""
 
-    def __init__(self, api_client: Any, *, namespace: str, timeout: tuple[float, float] = (3, 30)) -> None:
-        self._jobs = Jobs(api_client, namespace=namespace, timeout=timeout)
+    def __init__(self, api_client: Any, *, namespace: str) -> None:
+        self._jobs = Jobs(api_client, namespace=namespace)
 
     def create(self, job: Mapping[str, Any], secret: Mapping[str, Any] | None) -> None:
-        """Create the token Secret (or update it) and the Job; `ObjectRefused` says which one failed."""
+        """Create the token Secret (or update it) and the Job; the `KubeError` says which one failed."""
         self._jobs.create(job, secret)
 
     def delete(self, owner: Owner) -> None:

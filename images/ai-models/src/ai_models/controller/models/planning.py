@@ -13,8 +13,6 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from kubernetes import client as k8s
-from kubernetes.client.exceptions import ApiException
 from pydantic import ValidationError
 
 from ai_models.adapters.hub.errors import (
@@ -23,6 +21,7 @@ from ai_models.adapters.hub.errors import (
     ProviderNotFound,
     ProviderUnauthorized,
 )
+from ai_models.adapters.kube.catalog_sources import CatalogSourceObjects
 from ai_models.adapters.kube.models import ModelObjects
 from ai_models.adapters.kube.secrets import Secrets
 from ai_models.adapters.kube.source_tokens import TokenSecretMissing, source_token
@@ -53,13 +52,10 @@ from ai_models.domain.publication.request import (
 )
 from ai_models.domain.storage.ledger import Owner
 from ai_models.names import (
-    API_GROUP,
-    API_VERSION,
     CATALOG_SYNC_ANNOTATION,
     CATALOG_SYNC_ENABLED,
     CatalogProvider,
     ModelReason,
-    Plural,
     SourceType,
 )
 
@@ -235,17 +231,12 @@ class Planner:
 
     def _catalog(self, source: CatalogSource) -> Outcome:
         name = source.source_name
-        try:
-            catalog_source: dict[str, Any] = k8s.CustomObjectsApi(self.api_client).get_cluster_custom_object(
-                API_GROUP, API_VERSION, Plural.MODEL_CATALOG_SOURCES, name
+        catalog_source = CatalogSourceObjects(self.api_client).get(name)
+        if catalog_source is None:
+            return Refused(
+                ModelReason.CATALOG_ENTRY_NOT_FOUND,
+                f"ModelCatalogSource {name!r} does not exist; check spec.source.catalog.sourceName",
             )
-        except ApiException as error:
-            if error.status == 404:
-                return Refused(
-                    ModelReason.CATALOG_ENTRY_NOT_FOUND,
-                    f"ModelCatalogSource {name!r} does not exist; check spec.source.catalog.sourceName",
-                )
-            raise
         if (catalog_source.get("spec") or {}).get("provider") == CatalogProvider.AI_MODELS:
             return self._other_cluster(source, catalog_source)
         try:

@@ -27,9 +27,7 @@ import logging
 from collections.abc import Iterable
 from typing import Protocol
 
-import urllib3
-from kubernetes.client.exceptions import ApiException
-
+from ai_models.adapters.kube.errors import KubeError
 from ai_models.adapters.kube.resources import MODEL_CATALOG_SOURCES
 from ai_models.adapters.objectstore import ObjectNotFound, ObjectStore, ObjectStoreError
 from ai_models.catalog.layout import CATALOG_PREFIX, manifest_key, source_prefix, withdrawn_manifest_key
@@ -40,7 +38,7 @@ log = logging.getLogger(__name__)
 
 WHY = "its ModelCatalogSource no longer exists"
 # Failures of one observation: the store, the API server's answer, or no answer at all.
-_FAILURES = (ObjectStoreError, ApiException, urllib3.exceptions.HTTPError, OSError)
+_FAILURES = (ObjectStoreError, KubeError)
 
 
 class SourceDirectory(Protocol):

@@ -12,8 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Final
 
-from kubernetes.client.exceptions import ApiException
-
+from ai_models.adapters.kube.errors import KubeError
 from ai_models.adapters.kube.workloads import label_selector
 from ai_models.controller.delivery.steps.context import StepContext
 from ai_models.controller.delivery.strategy import Subject
@@ -67,7 +66,7 @@ def delete_stale_replica_sets(*, ctx: StepContext, subject: Subject) -> float | 
                         f"the delivery gate; ReplicaSet {verdict.current} delivers them and is available"
                     ),
                 )
-    except ApiException as error:
+    except KubeError as error:
         log.warning(
             "cannot list or delete the stale ReplicaSets of Deployment %s/%s (HTTP %s); trying again in %ss",
             workload.namespace,

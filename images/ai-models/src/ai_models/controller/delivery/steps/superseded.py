@@ -12,12 +12,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from http import HTTPStatus
 from typing import Any, Final
 
-from kubernetes.client.exceptions import ApiException
-
-from ai_models.adapters.kube.jobs import ObjectRefused
+from ai_models.adapters.kube.errors import KubeError
 from ai_models.controller.delivery.steps.context import StepContext
 from ai_models.controller.delivery.strategy import Subject
 from ai_models.domain.conditions import timestamp
@@ -101,8 +98,8 @@ def release_claims(
                     workload.describe(),
                     extra=extra,
                 )
-    except (ApiException, ObjectRefused) as error:
-        if error.status == HTTPStatus.CONFLICT:
+    except KubeError as error:
+        if error.conflict:
             # The claim changed since this pass read it (its cache lagged behind a mark): look again
             # once the cache has caught up rather than write over what another pass wrote.
             log.debug("a shared claim of %s changed meanwhile", workload.describe(), extra=subject.log)

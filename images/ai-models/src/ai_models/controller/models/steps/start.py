@@ -6,9 +6,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from kubernetes.client.exceptions import ApiException
-
-from ai_models.adapters.kube.jobs import ObjectRefused
+from ai_models.adapters.kube.errors import KubeError
 from ai_models.adapters.kube.ledger_store import LedgerStoreError
 from ai_models.controller.jobs.templates import PodTemplateError
 from ai_models.controller.models.jobs import (
@@ -89,7 +87,7 @@ def _start(
         return _fail(ctx, subject, ModelReason(refusal.value), _refusal_message(refusal, plan))
     try:
         ctx.jobs.create(job, secret)
-    except ObjectRefused as error:
+    except KubeError as error:
         return _not_started(ctx, subject, error)
     created.append(True)
     ctx.notify.got_slot(subject.key)
@@ -125,11 +123,11 @@ def _fail(ctx: StepContext, subject: Subject, reason: ModelReason, message: str)
     )
 
 
-def _not_started(ctx: StepContext, subject: Subject, error: ObjectRefused) -> float | None:
+def _not_started(ctx: StepContext, subject: Subject, error: KubeError) -> float | None:
     """The Job or its Secret could not be written: nothing runs, so nothing stays reserved."""
     try:
         ctx.jobs.delete(subject.owner)  # a Secret created before the Job was refused
-    except ApiException as cleanup_error:
+    except KubeError as cleanup_error:
         log.warning(
             "cannot remove the publication objects; the next attempt replaces them",
             extra={**subject.log, "error": str(cleanup_error)},

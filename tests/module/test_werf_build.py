@@ -309,14 +309,13 @@ def test_the_runtime_build_starts_the_cli_and_imports_every_entry_point(
 
 def test_the_hooks_dist_is_imported_on_that_interpreter(images: dict[str, dict[str, Any]]) -> None:
     hooks = sorted((REPO_ROOT / "hooks").rglob("*.py"))
-    imported = {
-        (node.module if isinstance(node, ast.ImportFrom) else alias.name).split(".")[0]
-        for path in hooks
-        for node in ast.walk(ast.parse(path.read_text()))
-        if isinstance(node, ast.Import | ast.ImportFrom)
-        and not (isinstance(node, ast.ImportFrom) and node.level)
-        for alias in node.names
-    }
+    imported: set[str] = set()
+    for path in hooks:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                imported.add(node.module.split(".")[0])
+            elif isinstance(node, ast.Import):
+                imported.update(alias.name.split(".")[0] for alias in node.names)
     vendored = {"deckhouse", "cryptography", "ai_models"} & imported
     assert vendored == {"deckhouse", "cryptography", "ai_models"}
     smoke = {module.split(".")[0] for module in _smoke_imports(images["python-dependencies"])}

@@ -17,7 +17,6 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import helm_python
 import pytest
 import yaml
 from kubernetes.utils import parse_quantity
@@ -327,20 +326,94 @@ def test_the_registrar_image_follows_the_kubernetes_minor() -> None:
     assert container(item.render(), "node-driver-registrar")["image"] == f"{GLOBAL_REGISTRY}@{digest}"
 
 
-def test_a_release_without_the_registrar_for_this_kubernetes_fails_the_render_naming_the_image() -> None:
+K8S_135 = dataclasses.replace(
+    NODE_CACHE,
+    name="delivery-node-cache+k8s-1.35",
+    kube_version="v1.35.0",
+    global_overrides={**NODE_CACHE.global_overrides, "discovery": {"kubernetesVersion": "1.35.0"}},
+)
+
+
+def controller_env(chart: RenderedChart) -> dict[str, Any]:
+    deployment = chart.get("Deployment", "ai-models-controller", NAMESPACE)
+    (found,) = [
+        item for item in deployment["spec"]["template"]["spec"]["containers"] if item["name"] == "controller"
+    ]
+    return env_of(found)
+
+
+def module_registry(chart: RenderedChart) -> str:
+    deployment = chart.get("Deployment", "ai-models-controller", NAMESPACE)
+    image: str = deployment["spec"]["template"]["spec"]["containers"][0]["image"]
+    base, _, digest = image.partition("@")
+    assert digest == IMAGE_DIGEST
+    return base
+
+
+def test_a_release_without_the_registrar_renders_without_the_plugin_and_tells_the_controller_why() -> None:
+    chart = K8S_135.render()
+
+    # The plugin's pods could not start: the DaemonSet, its VPA and its exception are left out...
+    assert node_cache_objects(chart) == EVERY_OBJECT - {
+        ("DaemonSet", NAME),
+        ("VerticalPodAutoscaler", NAME),
+        ("SecurityPolicyException", NAME),
+    }
+    # ...and the rest of the release renders: the controller, the api, the webhook.
+    assert chart.get("Deployment", "ai-models-api", NAMESPACE)
+    reason = controller_env(chart)["AI_MODELS_DELIVERY_NODE_CACHE_UNAVAILABLE"]
+    for words in (
+        "node-driver-registrar image for Kubernetes 1.35 missing",
+        "global.modulesImages.digests.aiModels.csiNodeDriverRegistrar135",
+        "global.modulesImages.digests.common.csiNodeDriverRegistrar135",
+        "set delivery.mode to SharedPVC",
+    ):
+        assert words in reason
+
+
+def test_a_release_with_the_registrar_tells_the_controller_nothing_is_missing() -> None:
+    assert "AI_MODELS_DELIVERY_NODE_CACHE_UNAVAILABLE" not in controller_env(rendered(NODE_CACHE.name))
+    # SharedPVC runs no plugin, so nothing is missing there even without the registrar.
+    shared = dataclasses.replace(K8S_135, name="minimal+k8s-1.35", settings={}).render()
+    assert "AI_MODELS_DELIVERY_NODE_CACHE_UNAVAILABLE" not in controller_env(shared)
+    assert node_cache_objects(shared) == set()
+
+
+def test_the_modules_own_registrar_image_wins_over_the_common_one() -> None:
+    own = "sha256:" + "a7" * 32
     item = dataclasses.replace(
         NODE_CACHE,
-        name="delivery-node-cache+k8s-1.35",
-        kube_version="v1.35.0",
-        global_overrides={"discovery": {"kubernetesVersion": "1.35.0"}},
+        name="delivery-node-cache+own-registrar",
+        global_overrides={
+            **NODE_CACHE.global_overrides,
+            "modulesImages": {"digests": {"aiModels": {"csiNodeDriverRegistrar134": own}}},
+        },
     )
-    with pytest.raises(
-        helm_python.HelmRenderError,
-        match=r"registrar image for Kubernetes 1\.35.*csiNodeDriverRegistrar135 is not set.*SharedPVC",
-    ):
-        item.render()
-    # The other modes need no registrar at all.
-    dataclasses.replace(item, settings={}).render()
+    chart = item.render()
+    # The module's images come from the module's registry, as its controller's does.
+    assert container(chart, "node-driver-registrar")["image"] == f"{module_registry(chart)}@{own}"
+
+
+def test_the_modules_own_registrar_image_serves_a_kubernetes_deckhouse_has_none_for() -> None:
+    own = "sha256:" + "b8" * 32
+    item = dataclasses.replace(
+        K8S_135,
+        name="delivery-node-cache+k8s-1.35+own-registrar",
+        global_overrides={
+            **K8S_135.global_overrides,
+            "modulesImages": {"digests": {"aiModels": {"csiNodeDriverRegistrar135": own}}},
+        },
+    )
+    chart = item.render()
+    assert container(chart, "node-driver-registrar")["image"] == f"{module_registry(chart)}@{own}"
+    assert "AI_MODELS_DELIVERY_NODE_CACHE_UNAVAILABLE" not in controller_env(chart)
+
+
+def test_only_the_common_registrar_image_is_used_when_the_module_has_none() -> None:
+    values = NODE_CACHE.values()
+    assert "csiNodeDriverRegistrar134" not in values["global"]["modulesImages"]["digests"]["aiModels"]
+    registrar = container(rendered(NODE_CACHE.name), "node-driver-registrar")
+    assert registrar["image"] == f"{GLOBAL_REGISTRY}@{REGISTRAR_IMAGE_DIGEST}"
 
 
 def test_the_common_images_are_distinct_in_the_test_values() -> None:

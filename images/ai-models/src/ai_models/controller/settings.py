@@ -66,6 +66,10 @@ class ControllerSettings(Settings):
     delivery_node_cache_selector: dict[str, str] = Field(
         default_factory=dict, description="Setting delivery.nodeCache.nodeSelector (JSON)."
     )
+    delivery_node_cache_unavailable: str | None = Field(
+        default=None,
+        description="Why the release runs no NodeCache node plugin (the chart's words, D162).",
+    )
     delivery_max_concurrent_materializations: int = Field(
         default=2, ge=1, le=64, description="Setting delivery.maxConcurrentMaterializations."
     )

@@ -98,10 +98,11 @@ def start_webhook(api_client: Any, settings: ControllerSettings) -> WebhookServe
 
 
 def node_cache_settings(settings: ControllerSettings) -> NodeCacheSeen:
-    """delivery.nodeCache's selector and size (no Nodes yet)."""
+    """delivery.nodeCache's selector and size, and why no node plugin runs (no Nodes yet)."""
     return NodeCacheSeen(
         selector=dict(settings.delivery_node_cache_selector),
         size_bytes=settings.delivery_node_cache_size_bytes,
+        unavailable=settings.delivery_node_cache_unavailable,
     )
 
 

@@ -1150,10 +1150,32 @@ spec:
   {{- with include "ai_models.artifacts_ca_volume" . }}{{ . | nindent 2 }}{{ end }}
 {{- end -}}
 
+{{- /* "true" when the controller copies the module's pull secret beside each materialize Job:
+unless delivery.materializer.imageRepository names a copy of the image the workloads' namespaces
+pull without it (D162). Usage: if (include "ai_models.materializer_copies_pull_secret" .) */ -}}
+{{- define "ai_models.materializer_copies_pull_secret" -}}
+{{- if not (dig "delivery" "materializer" "imageRepository" "" (.Values.aiModels | default dict)) -}}true{{- end -}}
+{{- end -}}
+
+{{- /* The materializer's image: the module image, or the same digest in
+delivery.materializer.imageRepository, so a mirror always runs the module's own version.
+Usage: include "ai_models.materializer_image" . */ -}}
+{{- define "ai_models.materializer_image" -}}
+{{- $image := include "ai_models.module_image" (list . "aiModels") -}}
+{{- $repository := dig "delivery" "materializer" "imageRepository" "" (.Values.aiModels | default dict) -}}
+{{- if $repository -}}
+{{- printf "%s@%s" $repository (regexReplaceAll "^[^@]*@" $image "") -}}
+{{- else -}}
+{{- $image -}}
+{{- end -}}
+{{- end -}}
+
 {{- /* The materialize Job's pod template (see templates/materializer/pod-template.yaml). Reads the
-module image and aiModels.logLevel. Usage: include "ai_models.materializer_pod_template" . | fromYaml */ -}}
+module image, aiModels.delivery.materializer and aiModels.logLevel.
+Usage: include "ai_models.materializer_pod_template" . | fromYaml */ -}}
 {{- define "ai_models.materializer_pod_template" -}}
 {{- $moduleValues := index .Values (include "ai_models.module_camelcase_name" .) | default dict -}}
+{{- $pullSecrets := dig "delivery" "materializer" "imagePullSecretNames" list $moduleValues -}}
 metadata:
   labels:
     app: ai-models-materializer
@@ -1167,9 +1189,16 @@ spec:
   {{- include "ai_models.pod_security_context_run_as_user_deckhouse_with_writable_fs" . | nindent 2 }}
     # The claim is chowned to fsGroup once, not on every Job: it holds whole models.
     fsGroupChangePolicy: OnRootMismatch
+  {{- with $pullSecrets }}
+  # The admin's Secrets in the workload's namespace (delivery.materializer.imagePullSecretNames).
+  imagePullSecrets:
+  {{- range . }}
+  - name: {{ . | quote }}
+  {{- end }}
+  {{- end }}
   containers:
   - name: materialize
-    image: {{ include "ai_models.module_image" (list . "aiModels") }}
+    image: {{ include "ai_models.materializer_image" . }}
     command: ["ai-models"]
     args: ["materialize"]
     {{- include "ai_models.container_security_context_pss_restricted" . | nindent 4 }}

@@ -176,6 +176,8 @@ def test_the_pod_has_no_identity_placement_or_pull_secret_of_the_module_namespac
     assert scenario("custom-placement").values()["aiModels"].get("nodeSelector")
     for key in ("nodeSelector", "tolerations", "affinity", "imagePullSecrets"):
         assert key not in pod, key
+    # Only the admin names pull secrets for the workload's namespace (delivery.materializer).
+    assert "imagePullSecrets" not in template_of(rendered("minimal"))["spec"]
 
 
 def test_the_controller_adds_the_claim_the_request_and_the_termination_message() -> None:
@@ -206,3 +208,51 @@ def test_the_template_follows_the_log_level_setting() -> None:
     item = dataclasses.replace(scenario("minimal"), name="debug", settings={"logLevel": "Debug"})
     (container,) = template_of(item.render())["spec"]["containers"]
     assert {entry["name"]: entry["value"] for entry in container["env"]}["AI_MODELS_LOG_LEVEL"] == "Debug"
+
+
+MIRROR = "mirror.example.com:5000/deckhouse/ai-models"
+
+
+def controller_env(chart: RenderedChart) -> dict[str, Any]:
+    controller = chart.get("Deployment", "ai-models-controller", NAMESPACE)["spec"]["template"]["spec"]
+    return {entry["name"]: entry.get("value") for entry in controller["containers"][0]["env"]}
+
+
+def module_image(chart: RenderedChart) -> str:
+    controller = chart.get("Deployment", "ai-models-controller", NAMESPACE)["spec"]["template"]["spec"]
+    image: str = controller["containers"][0]["image"]
+    return image
+
+
+def test_by_default_the_controller_copies_the_module_pull_secret_beside_each_job() -> None:
+    chart = rendered("minimal")
+    assert controller_env(chart)["AI_MODELS_DELIVERY_REGISTRY_SECRET"] == "ai-models-module-registry"
+    assert template_of(chart)["spec"]["containers"][0]["image"] == module_image(chart)
+
+
+def test_a_mirror_runs_the_module_digest_and_the_controller_copies_no_pull_secret() -> None:
+    chart = rendered("delivery-materializer-mirror")
+    digest = module_image(chart).partition("@")[2]
+    assert digest.startswith("sha256:")
+
+    (container,) = template_of(chart)["spec"]["containers"]
+    assert container["image"] == f"{MIRROR}@{digest}"
+    # No variable, so the controller reads no Secret and copies none (controller/delivery/wiring).
+    assert "AI_MODELS_DELIVERY_REGISTRY_SECRET" not in controller_env(chart)
+    # The module's own pods still pull with the module's Secret, in the module namespace.
+    assert module_image(chart) != container["image"]
+
+
+def test_the_admins_pull_secrets_are_the_only_ones_of_a_mirrored_job() -> None:
+    chart = rendered("delivery-materializer-mirror")
+    assert template_of(chart)["spec"]["imagePullSecrets"] == [{"name": "mirror-pull"}]
+    job = materialize_job(
+        template_of(chart),
+        workload=WORKLOAD,
+        claim=CLAIM,
+        claim_uid="9f0d7c1e-2b3a-4c5d-8e9f-0a1b2c3d4e5f",
+        request=REQUEST,
+        limits=JobLimits(backoff_limit=2, deadline_seconds=3600),
+        pull_secret=False,
+    )
+    assert job["spec"]["template"]["spec"]["imagePullSecrets"] == [{"name": "mirror-pull"}]

@@ -162,16 +162,29 @@ class DeliveryStack:
 
 @pytest.fixture
 def start_delivery(kube_emulator: RunningEmulator, tmp_path: Path) -> Iterator[Callable[..., DeliveryStack]]:
-    """`start_delivery(limit=2, template=None, identity=None)`: the stack, with `limit` as
-    delivery.maxConcurrentMaterializations, `template` instead of the materializer pod template and
-    the controller as `identity` (default: the emulator's superuser);
+    """`start_delivery(limit=2, template=None, identity=None, registry_credentials=None)`: the stack,
+    with `limit` as delivery.maxConcurrentMaterializations, `template` instead of the materializer pod
+    template, the controller as `identity` (default: the emulator's superuser) and the pull secret it
+    copies beside each Job read by `registry_credentials(controller's client)` (default: none);
     everything it started is stopped when the test ends."""
     with contextlib.ExitStack() as cleanup:
 
         def start(
-            *, limit: int = 2, template: Mapping[str, Any] | None = None, identity: Identity | None = None
+            *,
+            limit: int = 2,
+            template: Mapping[str, Any] | None = None,
+            identity: Identity | None = None,
+            registry_credentials: Callable[[Any], Callable[[], bytes | None]] | None = None,
         ) -> DeliveryStack:
-            return _start(kube_emulator, tmp_path, cleanup, limit=limit, template=template, identity=identity)
+            return _start(
+                kube_emulator,
+                tmp_path,
+                cleanup,
+                limit=limit,
+                template=template,
+                identity=identity,
+                registry_credentials=registry_credentials,
+            )
 
         yield start
 
@@ -184,6 +197,7 @@ def _start(
     limit: int,
     template: Mapping[str, Any] | None,
     identity: Identity | None,
+    registry_credentials: Callable[[Any], Callable[[], bytes | None]] | None = None,
 ) -> DeliveryStack:
     account = install_module(emulator, rendered=rendered_chart()).service_accounts["api"]
     emulator.cluster.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
@@ -227,6 +241,9 @@ def _start(
             ),
             storage_class=lambda: claim_storage_class(read_inputs(controller_client, settings)),
             materializer_template=materializer_template if template is None else lambda: template,
+            registry_credentials=(
+                (lambda: None) if registry_credentials is None else registry_credentials(controller_client)
+            ),
         ),
         events=EventRecorder(controller_client),
         resync_seconds=None,

@@ -62,7 +62,7 @@ def delivery_mode(api_client: Any, settings: ControllerSettings) -> DeliveryMode
             admission=lambda: NodeCacheAdmission(settings=node_cache),
         )
     shared_pvc = shared_pvc_settings(settings)
-    sources = _Sources(api_client, settings)
+    sources = Sources(api_client, settings)
     return DeliveryModeWiring(
         delivery=lambda informers: SharedPVCDelivery(
             api_client,
@@ -122,7 +122,7 @@ def delivery_settings(settings: ControllerSettings) -> DeliverySettings:
     )
 
 
-class _Sources:
+class Sources:
     """What SharedPVC delivery reads outside its own caches, from the settings."""
 
     def __init__(self, api_client: Any, settings: ControllerSettings) -> None:

@@ -173,9 +173,11 @@ def expected_controller_env(values: Mapping[str, Any]) -> dict[str, Any]:
         "AI_MODELS_DELIVERY_PROVISIONING_TIMEOUT": delivery["provisioningTimeout"],
         "AI_MODELS_DELIVERY_MATERIALIZER_TEMPLATE_FILE": "/etc/ai-models/materializer/template.yaml",
         "AI_MODELS_DELIVERY_API_URL": f"http://ai-models-api.{NAMESPACE}.svc",
-        # The pull secret always renders (D129), so the Jobs always get its copy.
-        "AI_MODELS_DELIVERY_REGISTRY_SECRET": "ai-models-module-registry",
     }
+    # The pull secret always renders (D129), so the Jobs get its copy, unless they pull from a
+    # mirror (delivery.materializer.imageRepository, D162).
+    if not (delivery.get("materializer") or {}).get("imageRepository"):
+        env["AI_MODELS_DELIVERY_REGISTRY_SECRET"] = "ai-models-module-registry"
     if values["aiModels"]["internal"]["controllerCert"].get("crt"):
         env["AI_MODELS_CONTROLLER_WEBHOOK_CERT_DIR"] = "/etc/ai-models/webhook-tls"
         env["AI_MODELS_CONTROLLER_WEBHOOK_PORT"] = "9443"

@@ -193,3 +193,31 @@ def test_docs_stay_under_the_size_limit() -> None:
         if path.is_file() and not path.is_relative_to(docs / "internal")
     )
     assert 0 < total <= DOCS_SIZE_LIMIT
+
+
+def test_templates_never_write_the_cluster_domain() -> None:
+    """DMT templates/cluster-domain (error): no template source (.yaml, .yml, .tpl, comments
+    included) holds `cluster.local`; the domain is `global.discovery.clusterDomain`
+    (tests/render/test_scenarios.py holds the rendered manifests to the same)."""
+    templates = REPO_ROOT / "templates"
+    sources = [path for path in templates.rglob("*") if path.suffix in {".yaml", ".yml", ".tpl"}]
+    assert sources
+    assert [rel(path) for path in sources if "cluster.local" in path.read_text(encoding="utf-8")] == []
+
+
+def test_settings_version_and_conversions_agree() -> None:
+    """DMT module/conversions (error): `x-config-version` of openapi/config-values.yaml is set
+    exactly when openapi/conversions/ holds versions, which run 2, 3, ... up to it."""
+    settings = documents(REPO_ROOT / "openapi" / "config-values.yaml")[0]
+    config_version = int(settings.get("x-config-version") or 0)
+    folder = REPO_ROOT / "openapi" / "conversions"
+    versions = sorted(
+        int(documents(path)[0]["version"])
+        for path in (folder.glob("v*.yaml") if folder.is_dir() else [])
+        if re.fullmatch(r"v\d+\.yaml", path.name)
+    )
+    if not versions:
+        assert config_version == 0, "x-config-version without conversions"
+        return
+    assert config_version == versions[-1]
+    assert versions == list(range(2, versions[-1] + 1))

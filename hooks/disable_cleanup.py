@@ -221,8 +221,8 @@ def release_pods(ctx: hook.Context) -> None:
         elif pod.action is PodAction.DELETE:
             ctx.kubernetes.delete("Pod", pod.namespace, pod.name, apiVersion="v1")
             print(
-                f"disable: Pod {_where(item)} waited for {DELIVERY_SCHEDULING_GATE} with a volume of the module; "
-                "deleted, its owner makes a new one",
+                f"disable: Pod {_where(item)} waited for {DELIVERY_SCHEDULING_GATE} with a volume of "
+                "the module; deleted, its owner makes a new one",
                 file=sys.stderr,
             )
 

@@ -30,7 +30,13 @@ from typing import Any
 from deckhouse import hook
 
 from ai_models.domain.delivery.contract import WorkloadKind
-from ai_models.domain.delivery.disable import GatedPod, PodAction, finalizer_patch, workload_patch
+from ai_models.domain.delivery.disable import (
+    REPORT_ANNOTATIONS,
+    GatedPod,
+    PodAction,
+    finalizer_patch,
+    workload_patch,
+)
 from ai_models.domain.delivery.template import CONTAINER_LISTS
 from ai_models.names import (
     API_GROUP,
@@ -99,10 +105,14 @@ def _template_filter(path: Sequence[str]) -> str:
     )
 
 
+REPORT_KEYS = ", ".join(json.dumps(name) for name in REPORT_ANNOTATIONS)
+
+
 def _workload_filter(kind: WorkloadKind) -> str:
     return (
         "{namespace: .metadata.namespace, name: .metadata.name, "
-        "annotations: ((.metadata.annotations // {}) | keys), "
+        # Only the report's annotation keys: a patch may remove only those.
+        f"annotations: [(.metadata.annotations // {{}}) | keys[] | select(IN({REPORT_KEYS}))], "
         f"template: ({_template_filter(kind.template_path)})}}"
     )
 

@@ -699,8 +699,9 @@ def snapshots_of(name: str, cluster: Sequence[Obj]) -> dict[str, list[dict[str, 
 
 
 def binding_contexts(name: str, snapshots: Mapping[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
-    """One binding context per way the hook runs: beforeHelm or afterDeleteHelm, its schedule, and the Synchronization
-    of each binding that runs on it, each with the snapshots addon-operator includes."""
+    """One binding context per way the hook runs: beforeHelm or afterDeleteHelm, its schedule, and
+    the Synchronization of each binding that runs on it, each with the snapshots addon-operator
+    includes."""
     config = hook_config(name)
 
     def included(names: Sequence[str]) -> dict[str, Any]:

@@ -22,9 +22,9 @@ from ai_models.domain.delivery.contract import Workload, WorkloadKind
 from ai_models.domain.delivery.template import applied, gated
 from ai_models.domain.models.reference import ModelKey
 from ai_models.names import (
+    DELIVERY_SCHEDULING_GATE,
     DELIVERY_TEMPLATE_LABEL,
     DELIVERY_TEMPLATE_LABEL_VALUE,
-    DELIVERY_SCHEDULING_GATE,
     MATERIALIZED_DIGESTS_ANNOTATION,
     MODEL_ANNOTATION,
     MODELS_VARIABLE,

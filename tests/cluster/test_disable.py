@@ -166,6 +166,17 @@ def plain_running(pod: Mapping[str, Any]) -> bool:
     )
 
 
+def wait_plain_pods(emulator: RunningEmulator, namespace: str, app: str, *, every: bool) -> None:
+    """Wait until a Pod of the workload (`every`: all its Pods) runs without the module's part."""
+
+    def plain() -> bool:
+        pods = pods_of(emulator, namespace, app)
+        found = [plain_running(pod) for pod in pods]
+        return bool(found) and (all(found) if every else any(found))
+
+    eventually(plain, timeout=90, message=lambda: f"{namespace}/{app}: {pods_of(emulator, namespace, app)}")
+
+
 def assert_left_to_the_user(emulator: RunningEmulator, namespace: str, name: str) -> None:
     workload = get(emulator, f"/apis/apps/v1/namespaces/{namespace}/deployments/{name}")
     assert workload is not None
@@ -224,14 +235,7 @@ def test_disabling_in_shared_pvc_mode_starts_new_pods_keeps_the_claim_and_lets_t
     }
     for name in ("web", "waiting"):
         assert_left_to_the_user(emulator, namespace, name)
-        eventually(
-            lambda name=name: (
-                bool(pods_of(emulator, namespace, name))
-                and all(plain_running(pod) for pod in pods_of(emulator, namespace, name))
-            ),
-            timeout=90,
-            message=lambda name=name: f"{name}: {pods_of(emulator, namespace, name)}",
-        )
+        wait_plain_pods(emulator, namespace, name, every=True)
     # The claims hold the model files: the hook keeps them (the log names them).
     assert sorted(claim["metadata"]["name"] for claim in stack.claims()) == sorted(claims)
     assert_namespace_deletes(emulator, namespace)
@@ -283,9 +287,5 @@ def test_disabling_in_node_cache_mode_starts_new_pods_without_cache_volumes_and_
         workload["spec"]["template"]["spec"].get("nodeSelector") or {}
     )
     for where, app in ((namespace, "reader"), (waiting, "waiting")):
-        eventually(
-            lambda where=where, app=app: any(plain_running(pod) for pod in pods_of(emulator, where, app)),
-            timeout=90,
-            message=lambda where=where, app=app: f"{app}: {pods_of(emulator, where, app)}",
-        )
+        wait_plain_pods(emulator, where, app, every=False)
     assert_namespace_deletes(emulator, waiting)

@@ -664,7 +664,8 @@ FIELDS = {"status.phase": lambda obj: (obj.get("status") or {}).get("phase", "")
 def _field_selector_matches(selector: Mapping[str, Any], obj: Obj) -> bool:
     for expression in selector.get("matchExpressions") or []:
         field, operator, value = expression["field"], expression["operator"], expression["value"]
-        assert field in FIELDS and operator in {"Equals", "NotEquals"}, f"not emulated here: {expression}"
+        assert field in FIELDS, f"not emulated here: {expression}"
+        assert operator in {"Equals", "NotEquals"}, f"not emulated here: {expression}"
         if (FIELDS[field](obj) == value) != (operator == "Equals"):
             return False
     return True
@@ -708,9 +709,9 @@ def binding_contexts(name: str, snapshots: Mapping[str, list[dict[str, Any]]]) -
         return {key: copy.deepcopy(snapshots[key]) for key in names}
 
     contexts: list[dict[str, Any]] = []
-    for binding in ("beforeHelm", "afterDeleteHelm"):
-        if binding in config:
-            contexts.append({"binding": binding, "snapshots": copy.deepcopy(dict(snapshots))})
+    for run in ("beforeHelm", "afterDeleteHelm"):
+        if run in config:
+            contexts.append({"binding": run, "snapshots": copy.deepcopy(dict(snapshots))})
     for item in config.get("schedule", []):
         snaps = included(item.get("includeSnapshotsFrom", []))
         contexts.append({"binding": item["name"], "type": "Schedule", "snapshots": snaps})

@@ -12,6 +12,7 @@ nothing would ever finish what they started. This hook:
 - ungates a Pending Pod held by the delivery gate that has none of the module's volumes, and
   deletes one that has (its owner makes a new one from the stripped template);
 - deletes the materialize Jobs and their Secrets (token, image pull copy): transient objects;
+- takes the node plugin's readiness label and cache report off the Nodes;
 - keeps the shared claims (they hold the model files; an administrator may keep them) and logs
   each with the command that deletes them.
 
@@ -35,6 +36,7 @@ from ai_models.domain.delivery.disable import (
     GatedPod,
     PodAction,
     finalizer_patch,
+    node_patch,
     workload_patch,
 )
 from ai_models.domain.delivery.template import CONTAINER_LISTS
@@ -51,6 +53,7 @@ from ai_models.names import (
     MODULE,
     MODULE_LABEL,
     NODE_CACHE_DRIVER,
+    NODE_CACHE_READY_LABEL,
     SHARED_PVC_LABEL,
     SHARED_PVC_LABEL_VALUE,
     SHARED_PVC_VOLUME,
@@ -72,6 +75,7 @@ FINALIZED = (
     ("catalogsources", "ModelCatalogSource", CATALOG_FINALIZER),
 )
 PODS, JOBS, SECRETS, CLAIMS = "gated_pods", "materialize_jobs", "materialize_secrets", "shared_claims"
+NODES = "cache_nodes"
 MATERIALIZATION = {COMPONENT_LABEL: MATERIALIZATION_COMPONENT, MODULE_LABEL: MODULE}
 
 
@@ -164,6 +168,13 @@ config = json.dumps(
             _binding(JOBS, "batch/v1", "Job", NAME_FILTER, labelSelector={"matchLabels": MATERIALIZATION}),
             _binding(SECRETS, "v1", "Secret", NAME_FILTER, labelSelector={"matchLabels": MATERIALIZATION}),
             _binding(
+                NODES,
+                "v1",
+                "Node",
+                "{name: .metadata.name}",
+                labelSelector={"matchExpressions": [{"key": NODE_CACHE_READY_LABEL, "operator": "Exists"}]},
+            ),
+            _binding(
                 CLAIMS,
                 "v1",
                 "PersistentVolumeClaim",
@@ -244,6 +255,13 @@ def remove_materialization(ctx: hook.Context) -> None:
         ctx.kubernetes.delete("Secret", item["namespace"], item["name"], apiVersion="v1")
 
 
+def clear_nodes(ctx: hook.Context) -> None:
+    for item in filter_results(ctx.snapshots, NODES):
+        ctx.kubernetes.merge_patch(
+            "Node", "", item["name"], node_patch(), apiVersion="v1", ignoreMissingObject=True
+        )
+
+
 def report_claims(snapshots: Mapping[str, Any]) -> None:
     for item in filter_results(snapshots, CLAIMS):
         size = f" ({item['storage']})" if item.get("storage") else ""
@@ -259,6 +277,7 @@ def main(ctx: hook.Context) -> None:
     remove_finalizers(ctx)
     release_pods(ctx)
     remove_materialization(ctx)
+    clear_nodes(ctx)
     report_claims(ctx.snapshots)
 
 

@@ -6,7 +6,8 @@ and the CSIDriver go), then addon-operator runs `hooks/disable_cleanup.py` on af
 hook's snapshots are the cluster's objects as its bindings select them (label and field selectors
 over the API), filtered by a real jq engine; its patch-collector output is applied to the emulator
 over the API. Afterwards a new Pod of every workload is neither gated nor mounts a module volume
-and runs, the Pods that waited run, and a namespace with a Model deletes.
+and runs, the Pods that waited run, the Nodes carry nothing of the node plugin, and a namespace
+with a Model deletes.
 """
 
 from __future__ import annotations
@@ -67,9 +68,13 @@ def _item(emulator: RunningEmulator, api_version: str, kind: str, namespace: str
 
 def _query(binding: Mapping[str, Any]) -> str:
     query = {}
-    labels = (binding.get("labelSelector") or {}).get("matchLabels") or {}
-    if labels:
-        query["labelSelector"] = ",".join(f"{key}={value}" for key, value in sorted(labels.items()))
+    selector = binding.get("labelSelector") or {}
+    terms = [f"{key}={value}" for key, value in sorted((selector.get("matchLabels") or {}).items())]
+    for expression in selector.get("matchExpressions") or []:
+        assert expression["operator"] == "Exists", expression
+        terms.append(expression["key"])
+    if terms:
+        query["labelSelector"] = ",".join(terms)
     fields = (binding.get("fieldSelector") or {}).get("matchExpressions") or []
     if fields:
         assert all(item["operator"] == "Equals" for item in fields), fields
@@ -104,6 +109,14 @@ def apply_operations(emulator: RunningEmulator, operations: list[dict[str, Any]]
         if operation["operation"] == "JSONPatch":
             status, _, body = emulator.request(
                 "PATCH", path, body=operation["jsonPatch"], content_type="application/json-patch+json"
+            )
+            assert status == 200 or (status == 404 and operation.get("ignoreMissingObject")), (
+                operation,
+                body,
+            )
+        elif operation["operation"] == "MergePatch":
+            status, _, body = emulator.request(
+                "PATCH", path, body=operation["mergePatch"], content_type=MERGE
             )
             assert status == 200 or (status == 404 and operation.get("ignoreMissingObject")), (
                 operation,
@@ -288,4 +301,9 @@ def test_disabling_in_node_cache_mode_starts_new_pods_without_cache_volumes_and_
     )
     for where, app in ((namespace, "reader"), (waiting, "waiting")):
         wait_plain_pods(emulator, where, app, every=False)
+    nodes = get(emulator, "/api/v1/nodes")
+    assert nodes is not None
+    for node in nodes["items"]:
+        assert names.NODE_CACHE_READY_LABEL not in (node["metadata"].get("labels") or {}), node["metadata"]
+        assert names.NODE_CACHE_REPORT_ANNOTATION not in (node["metadata"].get("annotations") or {})
     assert_namespace_deletes(emulator, waiting)

@@ -446,6 +446,16 @@ SHARED_CLAIM_OBJ = served(
     spec={"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "2Gi"}}},
     status={"phase": "Bound", "capacity": {"storage": "4Gi"}},
 )
+CACHE_NODE = served(
+    "v1",
+    "Node",
+    "gpu-1",
+    labels={"kubernetes.io/hostname": "gpu-1", names.NODE_CACHE_READY_LABEL: "false"},
+    annotations={names.NODE_CACHE_REPORT_ANNOTATION: '{"usedBytes": 0}'},
+    manager="ai-models-node-cache",
+    spec={"podCIDR": "10.0.0.0/24"},
+)
+PLAIN_NODE = served("v1", "Node", "cpu-1", labels={"kubernetes.io/hostname": "cpu-1"}, spec={})
 PENDING_CLAIM = served(
     "v1",
     "PersistentVolumeClaim",
@@ -604,6 +614,7 @@ FILTER_SAMPLES: dict[tuple[str, str], list[tuple[Obj, Any]]] = {
     ("disable_cleanup", "materialize_secrets"): [
         (MATERIALIZE_TOKEN, {"namespace": "team-a", "name": f"{SHARED_CLAIM}-token"}),
     ],
+    ("disable_cleanup", "cache_nodes"): [(CACHE_NODE, {"name": "gpu-1"})],
     ("disable_cleanup", "shared_claims"): [
         (SHARED_CLAIM_OBJ, {"namespace": "team-a", "name": SHARED_CLAIM, "storage": "4Gi"}),
         (PENDING_CLAIM, {"namespace": "team-b", "name": "ai-models-embed-99", "storage": "1Gi"}),
@@ -966,8 +977,23 @@ DISABLED_CLUSTER = (
     MATERIALIZE_TOKEN,
     SHARED_CLAIM_OBJ,
     PENDING_CLAIM,
+    CACHE_NODE,
+    PLAIN_NODE,
     S3_CREDENTIALS,
 )
+
+
+def merged(target: Any, patch: Any) -> Any:
+    """RFC 7386."""
+    if not isinstance(patch, Mapping):
+        return copy.deepcopy(patch)
+    result = dict(target) if isinstance(target, Mapping) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merged(result.get(key), value)
+    return result
 
 
 def _after_disable(outcome: Outcome) -> None:
@@ -983,6 +1009,8 @@ def _after_disable(outcome: Outcome) -> None:
         assert key in objects, operation
         if operation["operation"] == "JSONPatch":
             objects[key] = jsonpatch.apply_patch(objects[key], operation["jsonPatch"])
+        elif operation["operation"] == "MergePatch":
+            objects[key] = merged(objects[key], operation["mergePatch"])
         else:
             assert operation["operation"] in {"Delete", "DeleteInBackground"}, operation
             deleted.add(key)
@@ -1010,6 +1038,10 @@ def _after_disable(outcome: Outcome) -> None:
         ("Job", "team-a", SHARED_CLAIM),
         ("Secret", "team-a", f"{SHARED_CLAIM}-token"),
     }
+    node = objects[("Node", "", "gpu-1")]["metadata"]
+    assert node["labels"] == {"kubernetes.io/hostname": "gpu-1"}
+    assert names.NODE_CACHE_REPORT_ANNOTATION not in node.get("annotations", {})
+    assert objects[("Node", "", "cpu-1")] == PLAIN_NODE
     assert strip(objects[("Pod", "team-a", "web-5d9c-b")]) == strip(RUNNING_POD)  # a running Pod is left
 
 

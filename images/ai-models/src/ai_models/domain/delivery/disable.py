@@ -11,6 +11,8 @@ writes what these functions give; they are pure, so the hook and its tests share
   container's name guards the index-based paths against a reordered list.
 - an object with the module's finalizer loses it (`test` then `remove` at its index, so a
   finalizer added meanwhile by someone else is not taken).
+- a Node the node plugin reported on loses its readiness label and cache report (the plugin marks
+  itself not ready when it stops, and nothing would ever take them off).
 - a Pending Pod held by the delivery gate: with none of the module's volumes it loses the gate (it
   was made from a gated-only template and now starts as a new Pod would); with one it is deleted,
   since it would start without its files (SharedPVC) or with a volume of the deleted CSI driver
@@ -31,6 +33,8 @@ from ai_models.names import (
     DELIVERY_REASON_ANNOTATION,
     DELIVERY_SCHEDULING_GATE,
     DELIVERY_TEMPLATE_LABEL,
+    NODE_CACHE_READY_LABEL,
+    NODE_CACHE_REPORT_ANNOTATION,
 )
 
 REPORT_ANNOTATIONS = (DELIVERY_REASON_ANNOTATION, DELIVERY_MESSAGE_ANNOTATION)
@@ -85,6 +89,16 @@ def finalizer_patch(finalizers: Sequence[Any], finalizer: str) -> list[dict[str,
             path = f"/metadata/finalizers/{index}"
             operations += [{"op": "test", "path": path, "value": finalizer}, {"op": "remove", "path": path}]
     return operations
+
+
+def node_patch() -> dict[str, Any]:
+    """The merge patch that takes the node plugin's label and report off a Node."""
+    return {
+        "metadata": {
+            "labels": {NODE_CACHE_READY_LABEL: None},
+            "annotations": {NODE_CACHE_REPORT_ANNOTATION: None},
+        }
+    }
 
 
 class PodAction(enum.Enum):

@@ -131,6 +131,11 @@ DELIVERY_SCHEDULING_GATE: Final = "ai.deckhouse.io/model-delivery"
 # On the pod template: what the module added to it (JSON), so removing the annotations removes
 # exactly that and nothing the user wrote.
 DELIVERY_APPLIED_ANNOTATION: Final = "ai.deckhouse.io/model-delivery-applied"
+# On the top-level workload while its pod template carries what the module added (the record, the
+# gate, the volumes): the controller and the admission webhook set it and take it off again, so the
+# after-delete hook binds only these workloads (D158).
+DELIVERY_TEMPLATE_LABEL: Final = "ai.deckhouse.io/model-delivery-template"
+DELIVERY_TEMPLATE_LABEL_VALUE: Final = "true"
 # In every container of a delivering workload.
 MODELS_DIR_VARIABLE: Final = "AI_MODELS_MODELS_DIR"
 MODELS_VARIABLE: Final = "AI_MODELS_MODELS"

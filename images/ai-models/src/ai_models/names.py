@@ -298,6 +298,18 @@ ENV_PREFIX: Final = "AI_MODELS_"
 CONTROLLER_LEASE: Final = "ai-models-controller"
 # Internal base URL of the api Service, from which `status.upload.inCluster` is built.
 API_IN_CLUSTER_URL: Final = f"http://{API_SERVICE}.{MODULE_NAMESPACE}.svc"
+# The serving API as the node plugin and materializers reach it (D159): the api Service's internal
+# TLS port, verified with the module CA; never the plain port.
+API_INTERNAL_URL: Final = f"https://{API_SERVICE}.{MODULE_NAMESPACE}.svc"
+# The audience of the node plugin's projected token (D159): the serving API on the internal
+# listener accepts a Kubernetes token only when its TokenReview names this audience, so a token
+# that crosses the network there is useless against the API server.
+MODULE_TOKEN_AUDIENCE: Final = "ai-models.deckhouse.io"
+# The module CA's certificate (only `tls.crt` of ROOT_CA_SECRET, never its key) for the pods that
+# verify the api's internal listener: the node plugin mounts it, the controller copies it into each
+# materialize Job's token Secret (under the same key).
+MODULE_CA_CONFIGMAP: Final = "ai-models-ca"
+MODULE_CA_KEY: Final = "ca.crt"
 # The api's certificate (signed by the module CA) and the CA itself, rendered by the chart from
 # `aiModels.internal.apiCert` / `rootCA` and read back by the internal_tls hook.
 ROOT_CA_SECRET: Final = "ai-models-root-ca"

@@ -187,7 +187,8 @@ def test_each_listener_serves_only_its_own_paths(api: Any, internal: httpx.Clien
         assert "/api/catalog-import/v1" in body["detail"]
         assert public.get("/healthz").status_code == 200
     # The serving API is there too (the node plugin's and the materializers' way in, D159).
-    for path in ("/api/catalog-import/v1/sources", "/healthz", "/openapi.json", "/api/upload/v1/openapi.json"):
+    elsewhere = ("/api/catalog-import/v1/sources", "/healthz", "/openapi.json", "/api/upload/v1/openapi.json")
+    for path in elsewhere:
         body = problem(internal.get(path), 404, "not-found")
         assert "only /api/internal/v1/models/lookup, the serving API under /api/serving/v1" in body["detail"]
     contract = internal.get("/api/internal/v1/openapi.json")

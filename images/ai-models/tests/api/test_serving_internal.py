@@ -51,7 +51,11 @@ def minted(api_cluster: Any, *, audiences: list[str]) -> str:
     status, _, body = api_cluster.emulator.request(
         "POST",
         f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts/{ACCOUNT}/token",
-        body={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"audiences": audiences}},
+        body={
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {"audiences": audiences},
+        },
     )
     assert status == 201, body
     token: str = body["status"]["token"]

@@ -47,7 +47,6 @@ def get_serving_contract() -> Response:
     return Response(contract_json(Contract.SERVING), media_type=JSON)
 
 
-
 @router.get(HEALTH_PATH)
 def get_health() -> Response:
     return Response(Health(status=HealthStatus.ALIVE).model_dump_json(), media_type=JSON)

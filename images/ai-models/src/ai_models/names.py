@@ -310,6 +310,9 @@ MODULE_TOKEN_AUDIENCE: Final = "ai-models.deckhouse.io"
 # materialize Job's token Secret (under the same key).
 MODULE_CA_CONFIGMAP: Final = "ai-models-ca"
 MODULE_CA_KEY: Final = "ca.crt"
+# Where the node plugin's pod has its module-audience token and the module CA (the chart mounts both).
+NODE_CACHE_MODULE_TOKEN_FILE: Final = "/var/run/secrets/ai-models/token"
+NODE_CACHE_MODULE_CA_FILE: Final = "/etc/ai-models/module-ca/ca.crt"
 # The api's certificate (signed by the module CA) and the CA itself, rendered by the chart from
 # `aiModels.internal.apiCert` / `rootCA` and read back by the internal_tls hook.
 ROOT_CA_SECRET: Final = "ai-models-root-ca"

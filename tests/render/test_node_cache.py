@@ -265,7 +265,8 @@ def test_the_plugin_reads_the_serving_api_over_tls_with_a_module_audience_token(
         Path(env["AI_MODELS_NODE_CACHE_API_CA_FILE"])
         == Path(mounts["module-ca"]["mountPath"]) / MODULE_CA_KEY
     )
-    assert mounts["module-token"]["readOnly"] and mounts["module-ca"]["readOnly"]
+    assert mounts["module-token"]["readOnly"]
+    assert mounts["module-ca"]["readOnly"]
     # The api listens there: the Service's https-internal port leads to the internal listener.
     service = chart.get("Service", "ai-models-api", namespace=NAMESPACE)
     assert {port["name"]: port["port"] for port in service["spec"]["ports"]}["https-internal"] == 443

@@ -387,6 +387,7 @@ class MaterializeVariable(enum.StrEnum):
     reads them)."""
 
     API_URL = "AI_MODELS_MATERIALIZE_API_URL"
+    # The module CA's certificate (PEM), from the Job's token Secret (secretKeyRef, D159).
     CA_BUNDLE = "AI_MODELS_MATERIALIZE_CA_BUNDLE"
     TARGET_DIR = "AI_MODELS_MATERIALIZE_TARGET_DIR"
     ARTIFACTS = "AI_MODELS_MATERIALIZE_ARTIFACTS"

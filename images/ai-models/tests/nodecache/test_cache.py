@@ -136,7 +136,8 @@ def test_a_plugin_killed_mid_download_leaves_only_staging_and_the_next_one_resum
 ) -> None:
     request = cache_stack.publish("llama", FILES)
     cache_stack.store.pause("weights/model.safetensors", at=MIB)
-    arguments = [str(cache_stack.root), cache_stack.url, str(cache_stack.token_file), str(cache_stack.ca_file)]
+    arguments = [str(cache_stack.root), cache_stack.url, str(cache_stack.token_file)]
+    arguments += [str(cache_stack.ca_file)]
     arguments += [request.ref.namespace, request.ref.name, request.digest]
     plugin = subprocess.Popen([sys.executable, "-c", _KILLED_PLUGIN, *arguments])
     try:
@@ -263,9 +264,7 @@ def test_a_refused_download_says_why_and_is_retried(cache_stack: CacheStack) -> 
     assert_tree(cache.wait(request, timeout=60))
 
 
-def test_a_server_the_module_ca_did_not_sign_is_refused(
-    cache_stack: CacheStack, tmp_path: Path
-) -> None:
+def test_a_server_the_module_ca_did_not_sign_is_refused(cache_stack: CacheStack, tmp_path: Path) -> None:
     request = cache_stack.publish("llama", FILES)
     cache = cache_stack.cache(ca_file=str(foreign_ca(tmp_path / "other")))
     failed = cache.wait(request, timeout=60)

@@ -305,7 +305,7 @@ def test_serve_without_a_certificate_says_the_internal_listener_is_off(
         if process.poll() is None:
             process.kill()
             process.wait()
-    assert any(message.startswith("internal lookup listener not started") for message in _messages(log_path))
+    assert any(message.startswith("internal listener (lookup, serving") for message in _messages(log_path))
 
 
 def test_serve_refuses_half_a_certificate(

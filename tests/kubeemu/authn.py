@@ -1,5 +1,10 @@
 """Bearer-token authentication: every token maps to an identity (user name + groups), as a static
-token file does for a real apiserver. Unknown or missing tokens are rejected with 401."""
+token file does for a real apiserver. Unknown or missing tokens are rejected with 401.
+
+A token carries audiences, as a ServiceAccount token does: none named means the API server's own
+(`API_SERVER_AUDIENCE`, what a legacy or default projected token has). The API server accepts a
+token only when the API server's audience is among them (a token bound to another audience is
+refused with 401, as by a real apiserver); a TokenReview checks them against its `spec.audiences`."""
 
 from __future__ import annotations
 
@@ -10,6 +15,8 @@ from dataclasses import dataclass
 SUPERUSER_GROUP = "system:masters"
 AUTHENTICATED_GROUP = "system:authenticated"
 SUPERUSER_NAME = "kubeemu-admin"
+# The real apiserver's default audience is its service-account issuer.
+API_SERVER_AUDIENCE = "https://kubernetes.default.svc.cluster.local"
 
 
 @dataclass(frozen=True)
@@ -20,14 +27,19 @@ class Identity:
     token: str
     groups: tuple[str, ...] = ()
     uid: str = ""
+    # Empty: the API server's audience only.
+    audiences: tuple[str, ...] = ()
 
     @classmethod
-    def service_account(cls, namespace: str, name: str, *, token: str | None = None) -> Identity:
-        """The identity Kubernetes gives a ServiceAccount token."""
+    def service_account(
+        cls, namespace: str, name: str, *, token: str | None = None, audiences: tuple[str, ...] = ()
+    ) -> Identity:
+        """The identity Kubernetes gives a ServiceAccount token (bound to `audiences`, when named)."""
         return cls(
             name=f"system:serviceaccount:{namespace}:{name}",
             token=token or new_token(),
             groups=("system:serviceaccounts", f"system:serviceaccounts:{namespace}"),
+            audiences=audiences,
         )
 
     @classmethod
@@ -40,6 +52,10 @@ class Identity:
         if AUTHENTICATED_GROUP in self.groups:
             return self.groups
         return (*self.groups, AUTHENTICATED_GROUP)
+
+    @property
+    def token_audiences(self) -> tuple[str, ...]:
+        return self.audiences or (API_SERVER_AUDIENCE,)
 
     @property
     def service_account_ref(self) -> tuple[str, str] | None:
@@ -72,4 +88,7 @@ class Authenticator:
         scheme, _, token = authorization_header.partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             return None
-        return self.by_token(token.strip())
+        identity = self.by_token(token.strip())
+        if identity is None or API_SERVER_AUDIENCE not in identity.token_audiences:
+            return None
+        return identity

@@ -8,7 +8,7 @@ from datetime import timedelta
 from typing import Any
 
 from kubeemu import errors
-from kubeemu.authn import Authenticator, Identity, new_token
+from kubeemu.authn import API_SERVER_AUDIENCE, Authenticator, Identity, new_token
 from kubeemu.authz import Attributes, RBACAuthorizer
 from kubeemu.clock import now, rfc3339
 from kubeemu.jsonutil import jsoncopy
@@ -29,13 +29,25 @@ def _answer(body: Mapping[str, Any], status: dict[str, Any]) -> dict[str, Any]:
 
 
 def token_review(authn: Authenticator, body: Mapping[str, Any]) -> dict[str, Any]:
+    """As the real apiserver: the token's audiences must meet the review's `spec.audiences` (the API
+    server's own when none are given); `status.audiences` is what they share."""
     spec = body.get("spec") or {}
     identity = authn.by_token(str(spec.get("token") or ""))
     if identity is None:
         return _answer(body, {"authenticated": False, "user": {}, "error": "invalid bearer token"})
-    status: dict[str, Any] = {"authenticated": True, "user": _user_info(identity)}
-    if spec.get("audiences"):
-        status["audiences"] = list(spec["audiences"])
+    wanted = [str(item) for item in spec.get("audiences") or ()] or [API_SERVER_AUDIENCE]
+    shared = [item for item in wanted if item in identity.token_audiences]
+    if not shared:
+        return _answer(
+            body,
+            {
+                "authenticated": False,
+                "user": {},
+                "error": "[invalid bearer token, token audiences "
+                f"{list(identity.token_audiences)} is invalid for the target audiences {wanted}]",
+            },
+        )
+    status: dict[str, Any] = {"authenticated": True, "user": _user_info(identity), "audiences": shared}
     return _answer(body, status)
 
 
@@ -145,15 +157,17 @@ def self_subject_review(identity: Identity, body: Mapping[str, Any]) -> dict[str
 def token_request(
     authn: Authenticator, *, namespace: str, service_account: str, body: Mapping[str, Any]
 ) -> dict[str, Any]:
-    """Mint a token that authenticates as the ServiceAccount (bound tokens are not time-limited here)."""
+    """Mint a token that authenticates as the ServiceAccount, bound to `spec.audiences` (the API
+    server's when none are named; bound tokens are not time-limited here)."""
     spec = dict(body.get("spec") or {})
     seconds = int(spec.get("expirationSeconds") or 3600)
-    identity = Identity.service_account(namespace, service_account, token=new_token())
+    audiences = tuple(str(item) for item in spec.get("audiences") or ())
+    identity = Identity.service_account(namespace, service_account, token=new_token(), audiences=audiences)
     authn.add(identity)
     out = _answer(
         body, {"token": identity.token, "expirationTimestamp": rfc3339(now() + timedelta(seconds=seconds))}
     )
     out["apiVersion"], out["kind"] = "authentication.k8s.io/v1", "TokenRequest"
     out["metadata"].update({"name": service_account, "namespace": namespace})
-    out["spec"] = {**spec, "expirationSeconds": seconds, "audiences": spec.get("audiences") or []}
+    out["spec"] = {**spec, "expirationSeconds": seconds, "audiences": list(identity.token_audiences)}
     return out

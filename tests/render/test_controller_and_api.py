@@ -172,7 +172,9 @@ def expected_controller_env(values: Mapping[str, Any]) -> dict[str, Any]:
         "AI_MODELS_DELIVERY_MAX_CONCURRENT_MATERIALIZATIONS": str(delivery["maxConcurrentMaterializations"]),
         "AI_MODELS_DELIVERY_PROVISIONING_TIMEOUT": delivery["provisioningTimeout"],
         "AI_MODELS_DELIVERY_MATERIALIZER_TEMPLATE_FILE": "/etc/ai-models/materializer/template.yaml",
-        "AI_MODELS_DELIVERY_API_URL": f"http://ai-models-api.{NAMESPACE}.svc",
+        # The api's internal TLS port, verified with the module CA (D159).
+        "AI_MODELS_DELIVERY_API_URL": f"https://ai-models-api.{NAMESPACE}.svc",
+        "AI_MODELS_DELIVERY_API_CA_FILE": "/etc/ai-models/module-ca/ca.crt",
     }
     # The pull secret always renders (D129), so the Jobs get its copy, unless they pull from a
     # mirror (delivery.materializer.imageRepository, D162).

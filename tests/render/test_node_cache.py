@@ -23,7 +23,17 @@ from kubernetes.utils import parse_quantity
 
 from ai_models import cli
 from ai_models.cli import build_parser
-from ai_models.names import MODULE_NAMESPACE, NODE_CACHE_COMPONENT, NODE_CACHE_DRIVER
+from ai_models.names import (
+    API_INTERNAL_URL,
+    MODULE_CA_CONFIGMAP,
+    MODULE_CA_KEY,
+    MODULE_NAMESPACE,
+    MODULE_TOKEN_AUDIENCE,
+    NODE_CACHE_COMPONENT,
+    NODE_CACHE_DRIVER,
+    NODE_CACHE_MODULE_CA_FILE,
+    NODE_CACHE_MODULE_TOKEN_FILE,
+)
 from ai_models.nodecache.server import socket_path
 from ai_models.nodecache.settings import NodeCacheSettings
 from kubeemu.authz import Attributes
@@ -216,7 +226,49 @@ def test_the_host_paths_are_exactly_the_kubelet_dirs_and_the_cache_root() -> Non
         CACHE_ROOT: "DirectoryOrCreate",
     }
     others = {name: set(volume) - {"name"} for name, volume in volumes.items() if "hostPath" not in volume}
-    assert others == {"tmp": {"emptyDir"}}
+    assert others == {"tmp": {"emptyDir"}, "module-token": {"projected"}, "module-ca": {"configMap"}}
+
+
+def test_the_plugin_reads_the_serving_api_over_tls_with_a_module_audience_token() -> None:
+    chart = rendered(NODE_CACHE.name)
+    spec = pod_spec(chart)
+    volumes = {volume["name"]: volume for volume in spec["volumes"]}
+    # A pod-bound token for the module audience only, short-lived (kubelet rotates it at 80 %).
+    assert volumes["module-token"]["projected"]["sources"] == [
+        {
+            "serviceAccountToken": {
+                "audience": MODULE_TOKEN_AUDIENCE,
+                "expirationSeconds": 600,
+                "path": "token",
+            }
+        }
+    ]
+    # The module CA's certificate alone, from a ConfigMap that holds no key.
+    assert volumes["module-ca"]["configMap"] == {
+        "name": MODULE_CA_CONFIGMAP,
+        "items": [{"key": MODULE_CA_KEY, "path": MODULE_CA_KEY}],
+    }
+    ca = chart.get("ConfigMap", MODULE_CA_CONFIGMAP, namespace=NAMESPACE)
+    assert set(ca["data"]) == {MODULE_CA_KEY}
+    assert "PRIVATE KEY" not in ca["data"][MODULE_CA_KEY]
+    assert (
+        ca["data"][MODULE_CA_KEY].strip()
+        == NODE_CACHE.values()["aiModels"]["internal"]["rootCA"]["crt"].strip()
+    )
+    plugin = container(chart, "node-cache")
+    mounts = {mount["name"]: mount for mount in plugin["volumeMounts"]}
+    env = env_of(plugin)
+    assert env["AI_MODELS_NODE_CACHE_API_URL"] == API_INTERNAL_URL
+    assert Path(env["AI_MODELS_NODE_CACHE_TOKEN_FILE"]).parent == Path(mounts["module-token"]["mountPath"])
+    assert (
+        Path(env["AI_MODELS_NODE_CACHE_API_CA_FILE"])
+        == Path(mounts["module-ca"]["mountPath"]) / MODULE_CA_KEY
+    )
+    assert mounts["module-token"]["readOnly"]
+    assert mounts["module-ca"]["readOnly"]
+    # The api listens there: the Service's https-internal port leads to the internal listener.
+    service = chart.get("Service", "ai-models-api", namespace=NAMESPACE)
+    assert {port["name"]: port["port"] for port in service["spec"]["ports"]}["https-internal"] == 443
 
 
 def test_bidirectional_propagation_only_on_the_kubelet_dir_of_the_plugin_container() -> None:
@@ -282,8 +334,9 @@ def test_the_plugin_container_runs_the_node_cache_process() -> None:
         "AI_MODELS_LOG_LEVEL": "Info",
         "AI_MODELS_LOG_FORMAT": "json",
         "AI_MODELS_NODE_CACHE_SIZE": "500Gi",
-        "AI_MODELS_NODE_CACHE_API_URL": f"http://ai-models-api.{NAMESPACE}.svc",
-        "AI_MODELS_NODE_CACHE_TOKEN_FILE": "/var/run/secrets/kubernetes.io/serviceaccount/token",
+        "AI_MODELS_NODE_CACHE_API_URL": f"https://ai-models-api.{NAMESPACE}.svc",
+        "AI_MODELS_NODE_CACHE_TOKEN_FILE": NODE_CACHE_MODULE_TOKEN_FILE,
+        "AI_MODELS_NODE_CACHE_API_CA_FILE": NODE_CACHE_MODULE_CA_FILE,
         "AI_MODELS_NODE_CACHE_KUBELET_DIR": KUBELET_DIR,
         "AI_MODELS_NODE_CACHE_HEALTH_PORT": "9808",
     }
@@ -296,6 +349,8 @@ def test_the_plugin_container_runs_the_node_cache_process() -> None:
         "/csi": "plugin-dir",
         CACHE_ROOT: "cache-root",
         "/tmp": "tmp",
+        "/var/run/secrets/ai-models": "module-token",
+        "/etc/ai-models/module-ca": "module-ca",
     }
     assert plugin["ports"] == [{"name": "http-health", "containerPort": 9808, "protocol": "TCP"}]
     for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
@@ -755,9 +810,10 @@ def test_the_environment_is_what_the_plugin_settings_read(monkeypatch: pytest.Mo
         monkeypatch.setenv(key, value)
     settings = NodeCacheSettings()  # type: ignore[call-arg]  # required fields come from the environment
     assert settings.node_cache_size == parse_quantity("500Gi")
-    assert settings.node_cache_api_url == f"http://ai-models-api.{NAMESPACE}.svc"
+    assert settings.node_cache_api_url == f"https://ai-models-api.{NAMESPACE}.svc"
     assert str(settings.node_cache_kubelet_dir) in {mount["mountPath"] for mount in plugin["volumeMounts"]}
-    assert settings.node_cache_token_file == Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
+    assert settings.node_cache_token_file == Path(NODE_CACHE_MODULE_TOKEN_FILE)
+    assert settings.node_cache_api_ca_file == NODE_CACHE_MODULE_CA_FILE
     # kubelet probes the pod IP: the listener must be on every address, on the probed port.
     assert settings.node_cache_health_address == "0.0.0.0"
     assert [settings.node_cache_health_port] == [port["containerPort"] for port in plugin["ports"]]

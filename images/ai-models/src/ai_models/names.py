@@ -303,6 +303,21 @@ ENV_PREFIX: Final = "AI_MODELS_"
 CONTROLLER_LEASE: Final = "ai-models-controller"
 # Internal base URL of the api Service, from which `status.upload.inCluster` is built.
 API_IN_CLUSTER_URL: Final = f"http://{API_SERVICE}.{MODULE_NAMESPACE}.svc"
+# The serving API as the node plugin and materializers reach it (D159): the api Service's internal
+# TLS port, verified with the module CA; never the plain port.
+API_INTERNAL_URL: Final = f"https://{API_SERVICE}.{MODULE_NAMESPACE}.svc"
+# The audience of the node plugin's projected token (D159): the serving API on the internal
+# listener accepts a Kubernetes token only when its TokenReview names this audience, so a token
+# that crosses the network there is useless against the API server.
+MODULE_TOKEN_AUDIENCE: Final = "ai-models.deckhouse.io"
+# The module CA's certificate (only `tls.crt` of ROOT_CA_SECRET, never its key) for the pods that
+# verify the api's internal listener: the node plugin mounts it, the controller copies it into each
+# materialize Job's token Secret (under the same key).
+MODULE_CA_CONFIGMAP: Final = "ai-models-ca"
+MODULE_CA_KEY: Final = "ca.crt"
+# Where the node plugin's pod has its module-audience token and the module CA (the chart mounts both).
+NODE_CACHE_MODULE_TOKEN_FILE: Final = "/var/run/secrets/ai-models/token"
+NODE_CACHE_MODULE_CA_FILE: Final = "/etc/ai-models/module-ca/ca.crt"
 # The api's certificate (signed by the module CA) and the CA itself, rendered by the chart from
 # `aiModels.internal.apiCert` / `rootCA` and read back by the internal_tls hook.
 ROOT_CA_SECRET: Final = "ai-models-root-ca"
@@ -377,6 +392,7 @@ class MaterializeVariable(enum.StrEnum):
     reads them)."""
 
     API_URL = "AI_MODELS_MATERIALIZE_API_URL"
+    # The module CA's certificate (PEM), from the Job's token Secret (secretKeyRef, D159).
     CA_BUNDLE = "AI_MODELS_MATERIALIZE_CA_BUNDLE"
     TARGET_DIR = "AI_MODELS_MATERIALIZE_TARGET_DIR"
     ARTIFACTS = "AI_MODELS_MATERIALIZE_ARTIFACTS"

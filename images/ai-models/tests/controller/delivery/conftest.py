@@ -52,6 +52,7 @@ from kubeemu.authn import Identity
 from kubeemu.pytest_fixtures import RunningEmulator
 from support.module_install import install_module
 from support.render import RenderedChart, render_chart
+from support.tls_files import write_tls_files
 from support.values import module_values
 from testbed.jobrunner import JobRunner
 from testbed.module import ENTRY_POINT, IMAGE_ENTRYPOINT, MODULE_COMMAND, withheld_from_pods
@@ -218,7 +219,12 @@ def _start(
     config = ApiSettings(namespace=MODULE_NAMESPACE, api_index_dir=index, api_object_cache_seconds=0)
     api = build_runtime(config, store=store, api_client=api_client)
     cleanup.callback(api.close)
-    server = BackgroundServer(api.app, shutting_down=api.state.shutting_down).start()
+    # The api's internal TLS listener, verified with a test CA the controller copies into each Job's
+    # token Secret, as in the cluster (D159).
+    cert, key, ca_file = write_tls_files(tmp_path / "tls")
+    server = BackgroundServer(
+        api.internal_app, shutting_down=api.state.shutting_down, tls=(cert, key)
+    ).start()
     cleanup.callback(server.stop)
     controller_client = emulator.api_client(identity)
     cleanup.callback(controller_client.close)
@@ -236,6 +242,7 @@ def _start(
             informers=informers,
             settings=SharedPVCSettings(
                 api_url=server.url,
+                ca_file=ca_file,
                 max_concurrent_materializations=limit,
                 materialization_retry=datetime.timedelta(seconds=2),
             ),

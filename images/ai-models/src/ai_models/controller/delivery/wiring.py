@@ -109,6 +109,7 @@ def node_cache_settings(settings: ControllerSettings) -> NodeCacheSeen:
 def shared_pvc_settings(settings: ControllerSettings) -> SharedPVCSettings:
     return SharedPVCSettings(
         api_url=settings.delivery_api_url,
+        ca_file=settings.delivery_api_ca_file,
         max_concurrent_materializations=settings.delivery_max_concurrent_materializations,
         provisioning_deadline=settings.delivery_provisioning_timeout,
         materialization_retry=datetime.timedelta(seconds=settings.delivery_materialization_retry_seconds),

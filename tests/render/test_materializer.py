@@ -29,7 +29,7 @@ from ai_models.domain.delivery.contract import Workload, WorkloadKind
 from ai_models.domain.delivery.materialization import MaterializationRequest, RequestedArtifact
 from ai_models.domain.models.reference import ModelKey
 from ai_models.names import (
-    API_IN_CLUSTER_URL,
+    API_INTERNAL_URL,
     MATERIALIZER_TEMPLATE_CONFIGMAP,
     MODULE_NAMESPACE,
     SHARED_PVC_VOLUME,
@@ -40,15 +40,16 @@ from support.manifest_schemas import validate_object
 from support.manifests import ClusterExpectations, review
 from support.pod_security import restricted_violations
 from support.render import RenderedChart
-from support.scenarios import Scenario, load_scenarios, scenario
+from support.scenarios import Scenario, generated_certificate, load_scenarios, scenario
 
 NAMESPACE = MODULE_NAMESPACE
 SCENARIOS = load_scenarios()
 WORKLOAD = Workload(WorkloadKind.DEPLOYMENT, "team-a", "server", "4a1c0e52-8f1e-4b43-9d0f-0f6c1b8f3e21")
 CLAIM = "ai-models-deployment-server-1a2b3c4d"
 DIGEST = "sha256:" + "cd" * 32
+CA_PEM = generated_certificate(("ai-models-api.d8-ai-models.svc",)).ca_pem
 REQUEST = MaterializationRequest(
-    api_url=API_IN_CLUSTER_URL,
+    api_url=API_INTERNAL_URL,
     target_dir=CLAIM_MOUNT,
     artifacts=(RequestedArtifact.of("llama", ModelKey(ModelKind.MODEL, "team-a", "llama"), DIGEST),),
 )
@@ -197,7 +198,11 @@ def test_the_controller_adds_the_claim_the_request_and_the_termination_message()
     )
     literal = {name: entry["value"] for name, entry in env.items() if "value" in entry}
     # What the materializer reads back is what the controller asked for.
-    parsed = MaterializationRequest.from_env({**literal, MaterializeVariable.TOKEN.value: "t"})
+    assert env[MaterializeVariable.CA_BUNDLE.value]["valueFrom"]["secretKeyRef"]["name"] == token_secret_name(
+        CLAIM
+    )
+    from_secret = {MaterializeVariable.TOKEN.value: "t", MaterializeVariable.CA_BUNDLE.value: CA_PEM}
+    parsed = MaterializationRequest.from_env({**literal, **from_secret})
     assert parsed == REQUEST
     (rule,) = job["spec"]["podFailurePolicy"]["rules"]
     assert rule["onExitCodes"]["containerName"] == container["name"]

@@ -5,6 +5,7 @@ serving users' tokens as documented."""
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Iterator
 from typing import Any
 
@@ -64,7 +65,9 @@ def minted(api_cluster: Any, *, audiences: list[str]) -> str:
 
 @pytest.fixture
 def internal(api: Any) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=api.internal_url, timeout=30, verify=str(api.ca_file)) as client:
+    with httpx.Client(
+        base_url=api.internal_url, timeout=30, verify=ssl.create_default_context(cafile=str(api.ca_file))
+    ) as client:
         yield client
 
 

@@ -77,7 +77,7 @@ def template_of(chart: RenderedChart) -> dict[str, Any]:
     return template
 
 
-def job_for(chart: RenderedChart) -> dict[str, Any]:
+def job_for(chart: RenderedChart, *, pull_secret: bool = True) -> dict[str, Any]:
     return materialize_job(
         template_of(chart),
         workload=WORKLOAD,
@@ -85,7 +85,7 @@ def job_for(chart: RenderedChart) -> dict[str, Any]:
         claim_uid="9f0d7c1e-2b3a-4c5d-8e9f-0a1b2c3d4e5f",
         request=REQUEST,
         limits=JobLimits(backoff_limit=2, deadline_seconds=3600),
-        pull_secret=True,
+        pull_secret=pull_secret,
     )
 
 
@@ -251,13 +251,5 @@ def test_a_mirror_runs_the_module_digest_and_the_controller_copies_no_pull_secre
 def test_the_admins_pull_secrets_are_the_only_ones_of_a_mirrored_job() -> None:
     chart = rendered("delivery-materializer-mirror")
     assert template_of(chart)["spec"]["imagePullSecrets"] == [{"name": "mirror-pull"}]
-    job = materialize_job(
-        template_of(chart),
-        workload=WORKLOAD,
-        claim=CLAIM,
-        claim_uid="9f0d7c1e-2b3a-4c5d-8e9f-0a1b2c3d4e5f",
-        request=REQUEST,
-        limits=JobLimits(backoff_limit=2, deadline_seconds=3600),
-        pull_secret=False,
-    )
+    job = job_for(chart, pull_secret=False)
     assert job["spec"]["template"]["spec"]["imagePullSecrets"] == [{"name": "mirror-pull"}]

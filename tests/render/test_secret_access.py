@@ -206,7 +206,11 @@ def test_no_cluster_role_of_a_module_account_reads_secrets(mode: str) -> None:
 def test_the_controller_reads_no_secret_of_another_namespace(mode: str) -> None:
     attrs = Attributes(
         user=f"system:serviceaccount:{MODULE_NAMESPACE}:controller",
-        groups=("system:serviceaccounts", f"system:serviceaccounts:{MODULE_NAMESPACE}", "system:authenticated"),
+        groups=(
+            "system:serviceaccounts",
+            f"system:serviceaccounts:{MODULE_NAMESPACE}",
+            "system:authenticated",
+        ),
         verb="get",
         namespace="team-a",
         resource="secrets",
@@ -220,7 +224,9 @@ def test_every_secret_the_controller_may_read_is_one_no_source_may_name(mode: st
     """The names the chart lets the controller read in d8-ai-models are all reserved by the rule
     that refuses them as a ModelCatalogSource's token, and so is every Secret the chart renders
     there: a source cannot make the controller send one of them."""
-    readable = {name for (account, name), verbs in NAMED.items() if account == "controller" and "get" in verbs}
+    readable = {
+        name for (account, name), verbs in NAMED.items() if account == "controller" and "get" in verbs
+    }
     for name in sorted(readable):
         assert ("controller", "get") in granted(mode, name), name
     rendered = {

@@ -26,7 +26,8 @@ def test_names_lists_the_module_secrets_this_file_checks() -> None:
 
 
 @pytest.mark.parametrize(
-    "secret", [*MODULE_SECRETS, "ai-models-module-registry", "publish-0b1c2d3e-4f50-6172-8394-a5b6c7d8e9f0-token"]
+    "secret",
+    [*MODULE_SECRETS, "ai-models-module-registry", "publish-0b1c2d3e-4f50-6172-8394-a5b6c7d8e9f0-token"],
 )
 def test_a_source_may_not_take_its_token_from_a_module_secret(secret: str) -> None:
     refusal = module_secret_refusal(secret, field=FIELD)
@@ -35,7 +36,9 @@ def test_a_source_may_not_take_its_token_from_a_module_secret(secret: str) -> No
     assert "put the token into a Secret of another name" in refusal
 
 
-@pytest.mark.parametrize("secret", ["hub-token", "cluster-a-token", "my-ai-models-token", "publisher", "ai-model"])
+@pytest.mark.parametrize(
+    "secret", ["hub-token", "cluster-a-token", "my-ai-models-token", "publisher", "ai-model"]
+)
 def test_a_source_may_name_any_other_secret(secret: str) -> None:
     assert module_secret_refusal(secret, field=FIELD) is None
 
@@ -59,5 +62,11 @@ def test_the_grant_objects_read_one_secret_by_name_for_the_controller_only() -> 
     ]
     assert binding["kind"] == "RoleBinding"
     assert binding["metadata"] == role["metadata"]
-    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "ai-models-read-hf"}
-    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "controller", "namespace": "d8-ai-models"}]
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "Role",
+        "name": "ai-models-read-hf",
+    }
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "controller", "namespace": "d8-ai-models"}
+    ]

@@ -14,7 +14,12 @@ import pytest
 from ai_models.adapters.kube.errors import KubeError
 from ai_models.adapters.kube.secrets import Secrets
 from ai_models.adapters.kube.source_tokens import TokenSecretMissing, source_token
-from ai_models.domain.secret_reads import grant_objects, module_secret_refusal, read_refused
+from ai_models.domain.secret_reads import (
+    grant_commands,
+    grant_objects,
+    module_secret_refusal,
+    read_refused,
+)
 from ai_models.names import MODULE_NAMESPACE, UPLOAD_SIGNING_SECRET
 from kubeemu.pytest_fixtures import RunningEmulator
 from support.module_install import install_module
@@ -22,6 +27,12 @@ from support.paths import DOCS_DIR
 from support.yamlfiles import load_yaml_documents
 
 COMMAND = re.compile(r"`d8 k ([^`]+)`")
+# A grant's two commands as the guides show them, one per line of a shell block.
+GUIDE_GRANT = re.compile(
+    r"^ *d8 k (-n (\S+) create role ai-models-read-\S+ --verb=get --resource=secrets --resource-name=(\S+))\n"
+    r" *d8 k (-n \S+ create rolebinding .*)$",
+    re.MULTILINE,
+)
 TOKEN_FIELD = "spec.huggingFace.tokenSecretRef"
 
 
@@ -102,3 +113,24 @@ def test_a_catalog_source_cannot_borrow_a_module_secret_the_chart_lets_the_contr
     with pytest.raises(TokenSecretMissing) as refused:
         source_token(controller_api, MODULE_NAMESPACE, _source(UPLOAD_SIGNING_SECRET))
     assert str(refused.value) == module_secret_refusal(UPLOAD_SIGNING_SECRET, field=TOKEN_FIELD)
+
+
+@pytest.mark.parametrize("page", ["USER_GUIDE.md", "ADMIN_GUIDE.md"])
+def test_the_grants_the_guides_show_let_the_controller_read_the_secret_they_name(
+    kube_emulator: RunningEmulator, controller_api: Any, page: str
+) -> None:
+    grants = GUIDE_GRANT.findall((DOCS_DIR / page).read_text(encoding="utf-8"))
+    assert grants, f"{page} shows no grant"
+    for role_command, namespace, secret, binding_command in grants:
+        # The guide's commands are the ones a refusal gives for that Secret.
+        assert f"`d8 k {role_command}` and `d8 k {binding_command}`" == grant_commands(namespace, secret)
+        kube_emulator.cluster.apply(
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
+        )
+        _secret(kube_emulator, namespace, secret, f"token of {secret}")
+        with pytest.raises(KubeError):
+            Secrets(controller_api).read(namespace, secret)
+        kube_emulator.kubectl(*shlex.split(role_command))
+        kube_emulator.kubectl(*shlex.split(binding_command))
+        found = Secrets(controller_api).read(namespace, secret)
+        assert found is not None and found.text("token") == f"token of {secret}"

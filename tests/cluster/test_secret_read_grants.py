@@ -79,7 +79,8 @@ def test_the_controller_reads_a_model_secret_only_once_the_documented_grant_is_a
     for obj in grant:
         kube_emulator.cluster.apply(obj)
     found = Secrets(controller_api).read("default", "hf-token")
-    assert found is not None and found.text("token") == secret["stringData"]["token"]
+    assert found is not None
+    assert found.text("token") == secret["stringData"]["token"]
     # The grant names one Secret: its neighbour stays out of reach.
     with pytest.raises(KubeError) as neighbour:
         Secrets(controller_api).read("default", "other")
@@ -133,4 +134,5 @@ def test_the_grants_the_guides_show_let_the_controller_read_the_secret_they_name
         kube_emulator.kubectl(*shlex.split(role_command))
         kube_emulator.kubectl(*shlex.split(binding_command))
         found = Secrets(controller_api).read(namespace, secret)
-        assert found is not None and found.text("token") == f"token of {secret}"
+        assert found is not None
+        assert found.text("token") == f"token of {secret}"

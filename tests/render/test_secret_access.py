@@ -242,6 +242,7 @@ def test_every_secret_the_controller_may_read_is_one_no_source_may_name(mode: st
         if "secrets" in (rule.get("resources") or [])
         for name in rule.get("resourceNames") or []
     }
-    assert rendered and named_in_roles
+    assert rendered
+    assert named_in_roles
     for name in sorted(readable | rendered | named_in_roles):
         assert module_secret_refusal(name, field="spec.huggingFace.tokenSecretRef") is not None, name

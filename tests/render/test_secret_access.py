@@ -246,3 +246,17 @@ def test_every_secret_the_controller_may_read_is_one_no_source_may_name(mode: st
     assert named_in_roles
     for name in sorted(readable | rendered | named_in_roles):
         assert module_secret_refusal(name, field="spec.huggingFace.tokenSecretRef") is not None, name
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_the_pull_secret_the_controller_is_told_to_copy_is_granted_to_it_by_name(mode: str) -> None:
+    """SharedPVC delivery copies the Secret AI_MODELS_DELIVERY_REGISTRY_SECRET names: without a
+    cluster-wide read, that name must be one the controller's Role names."""
+    deployment = chart(mode).get("Deployment", "ai-models-controller", MODULE_NAMESPACE)
+    [name] = [
+        item["value"]
+        for container in deployment["spec"]["template"]["spec"]["containers"]
+        for item in container.get("env") or []
+        if item["name"] == "AI_MODELS_DELIVERY_REGISTRY_SECRET"
+    ]
+    assert ("controller", "get") in granted(mode, name)

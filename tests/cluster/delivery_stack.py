@@ -64,7 +64,9 @@ TINY_FILES = {
 TINY = repository("acme/tiny-llama", TINY_FILES)
 WEBHOOK_LISTENING = "serving the admission webhook"
 RWX_CLASS = StorageClassBehaviour(name="rwx", default=True)
-REGISTRY_SECRET = "deckhouse-registry-copy-source"
+# The module's pull secret under the name the chart gives it (ai_models.registry_secret_name): the
+# only name its Role lets the controller read (D160).
+REGISTRY_SECRET = "ai-models-module-registry"
 DOCKER_CONFIG = b'{"auths": {"registry.example": {"auth": "dXNlcjpwYXNz"}}}'
 REPORT_REASON = names.DELIVERY_REASON_ANNOTATION
 REPORT_MESSAGE = names.DELIVERY_MESSAGE_ANNOTATION

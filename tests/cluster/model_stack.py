@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 from kubernetes import client as typed_client
 
+from ai_models.domain.secret_reads import grant_objects
 from fakes.hub import FakeHub
 from fakes.s3 import S3Bucket
 from kubeemu.authn import Identity, new_token
@@ -258,6 +259,12 @@ class ModelStack:
         self.core.create_namespaced_secret(
             namespace, {"metadata": {"name": name, "namespace": namespace}, "stringData": data}
         )
+
+    def grant_secret_read(self, name: str, namespace: str) -> None:
+        """What the namespace's admin does for a Secret the controller must read (D160): the Role
+        and RoleBinding that let it `get` that one Secret."""
+        for obj in grant_objects(namespace, name):
+            self.emulator.cluster.apply(obj)
 
     # ----- store and ledger ----------------------------------------------------------------------
 

@@ -243,7 +243,7 @@ CONTROLLER_CLUSTER_RULES = [
     rule(["ai.deckhouse.io"], ["modelcatalogsources/status"], ["get", "patch", "update"]),
     rule(["ai.deckhouse.io"], ["models", "clustermodels"], ["get", "list", "watch", "patch"]),
     rule(["ai.deckhouse.io"], ["models/status", "clustermodels/status"], ["get", "patch"]),
-    rule([""], ["secrets"], ["get"]),
+    # No Secret is read cluster-wide (D160): a user's Secret only through a grant naming it.
     rule([""], ["events"], ["create", "patch"]),
     # The storage-prerequisites check; SharedPVC (the default mode) reads shared claims and events.
     rule(["storage.k8s.io"], ["storageclasses"], ["list"]),

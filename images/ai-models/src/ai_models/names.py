@@ -356,6 +356,14 @@ ARTIFACT_DIGEST_ANNOTATION: Final = "ai.deckhouse.io/artifact-digest"
 # `publish-<uid>-token`.
 PUBLICATION_JOB_PREFIX: Final = "publish-"
 PUBLICATION_TOKEN_SECRET_SUFFIX: Final = "-token"
+# Every Secret the module keeps in its namespace is named `ai-models-*` (the chart's, the hooks' and
+# the controller's own: signing keys, ledger, CA, certificates, artifact credentials, pull secret)
+# or `publish-<uid>-token`; a ModelCatalogSource may name neither as its token (D160).
+MODULE_SECRET_PREFIX: Final = "ai-models-"
+# The controller's ServiceAccount (in MODULE_NAMESPACE) and the name of the Role and RoleBinding a
+# namespace's admin creates to let it read one Secret (`ai-models-read-<secret>`, D160).
+CONTROLLER_SERVICE_ACCOUNT: Final = "controller"
+SECRET_READ_GRANT_PREFIX: Final = "ai-models-read-"
 
 # Public, serving and internal HTTP APIs (docs/internal/ARCHITECTURE.md §5).
 CATALOG_IMPORT_API_PREFIX: Final = "/api/catalog-import/v1"

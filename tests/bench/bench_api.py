@@ -28,6 +28,7 @@ import hashlib
 import http.client
 import os
 import signal
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -56,6 +57,7 @@ from kubeemu.pytest_fixtures import REPO_CRDS, RunningEmulator, start_emulator
 from support.eventually import eventually
 from support.module_install import MODULE_NAMESPACE, install_module
 from support.processes import API_LISTENING, logged_address
+from support.tls_files import write_tls_files
 from testbed.access_levels import grant_access_level
 
 UPLOAD_BYTES = 2 * GIB
@@ -94,6 +96,10 @@ class ApiProcess:
     process: subprocess.Popen[bytes]
     url: str
     log_path: Path
+    # With `start_api(internal_tls=True)`: the internal TLS listener, where the node plugin and the
+    # materializers read the serving API (D159), and the test CA file that verifies its certificate.
+    internal_url: str = ""
+    ca_file: Path | None = None
 
     @property
     def pid(self) -> int:
@@ -105,6 +111,13 @@ class ApiProcess:
             if line.startswith(f"{field}:"):
                 return int(line.split()[1]) * 1024 / 1e6
         raise RuntimeError(f"no {field} for process {self.pid}")
+
+    def internal_ssl_context(self) -> ssl.SSLContext:
+        """What verifies the internal listener's certificate: the CA file alone, as the plugin and
+        the materializers trust the module CA."""
+        if not self.internal_url or self.ca_file is None:
+            raise RuntimeError("the api was started without its internal TLS listener")
+        return ssl.create_default_context(cafile=str(self.ca_file))
 
     def stop(self) -> None:
         if self.process.poll() is None:
@@ -176,7 +189,20 @@ def prepare_cluster(emulator: RunningEmulator) -> tuple[Identity, Identity, Owne
     return api_account, reader, owner, UploadGrant(token=token, bearer=editor.token)
 
 
-def start_api(emulator: RunningEmulator, account: Identity, store: Path, work: Path) -> ApiProcess:
+def start_api(
+    emulator: RunningEmulator, account: Identity, store: Path, work: Path, *, internal_tls: bool = False
+) -> ApiProcess:
+    """The api on 127.0.0.1 (port 0); with `internal_tls` also its internal TLS listener, with a
+    certificate for 127.0.0.1 a test CA signed (`support.tls_files`), as the test stacks serve it."""
+    tls_env: dict[str, str] = {}
+    ca_file: Path | None = None
+    if internal_tls:
+        cert, key, ca_file = write_tls_files(work / "api-tls")
+        tls_env = {
+            "AI_MODELS_API_TLS_CERT_FILE": str(cert),
+            "AI_MODELS_API_TLS_KEY_FILE": str(key),
+            "AI_MODELS_API_INTERNAL_PORT": "0",
+        }
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith(("AI_MODELS_", "KUBERNETES_"))},
         "KUBECONFIG": str(emulator.kubeconfig(account)),
@@ -186,6 +212,7 @@ def start_api(emulator: RunningEmulator, account: Identity, store: Path, work: P
         "AI_MODELS_API_METRICS_PORT": "0",
         "AI_MODELS_API_INDEX_DIR": str(work / "index"),
         "AI_MODELS_LOG_FORMAT": "json",
+        **tls_env,
     }
     (work / "index").mkdir()
     log_path = work / "api.log"
@@ -197,12 +224,16 @@ def start_api(emulator: RunningEmulator, account: Identity, store: Path, work: P
             stderr=subprocess.STDOUT,
         )
 
+    def logged(fact: str) -> str:
+        lines = log_path.read_text(errors="replace").splitlines()
+        found = (logged_address(line, API_LISTENING, fact=fact) for line in lines)
+        return next((address for address in found if address), "")
+
     def ready() -> str:
         if process.poll() is not None:
             raise RuntimeError(f"the api exited:\n{log_path.read_text()}")
         # It binds port 0 and logs the address it got.
-        lines = log_path.read_text(errors="replace").splitlines()
-        address = next((found for line in lines if (found := logged_address(line, API_LISTENING))), "")
+        address = logged("address")
         try:
             return address if address and httpx.get(f"http://{address}/readyz", timeout=2).is_success else ""
         except httpx.TransportError:
@@ -213,7 +244,15 @@ def start_api(emulator: RunningEmulator, account: Identity, store: Path, work: P
     except BaseException:
         ApiProcess(process=process, url="", log_path=log_path).stop()
         raise
-    return ApiProcess(process=process, url=f"http://{address}", log_path=log_path)
+    api = ApiProcess(process=process, url=f"http://{address}", log_path=log_path)
+    if internal_tls:
+        # Logged on the same line as the public address, both listeners bound by then.
+        internal = logged("internal")
+        if not internal:
+            api.stop()
+            raise RuntimeError(f"the api started no internal listener:\n{log_path.read_text()}")
+        api.internal_url, api.ca_file = f"https://{internal}", ca_file
+    return api
 
 
 def file_copy_seconds(source: Path, target: Path) -> float:

@@ -6,10 +6,12 @@ is missed.
 A 2 GiB artifact (four 512 MiB shards of synthetic bytes and a config) of a Ready Model, served by
 a real `ai-models api` process from a directory store, against the Kubernetes API emulator in this
 process (the api authenticates as its own ServiceAccount with the chart's RBAC and checks the
-delivery token with the key in the emulator). Materialized into a directory (the claim), compared
-in the same run with a plain download of the same files through the same api with the same token:
-httpx streaming each file to disk, fsync at the end (what any HTTP client would do, without
-verifying or resuming anything).
+delivery token with the key in the emulator). As in the cluster (D159), the materializer reads the
+api's internal TLS listener (a test CA's certificate for 127.0.0.1, `support.tls_files`), trusting
+the CA it gets as PEM in `AI_MODELS_MATERIALIZE_CA_BUNDLE`. Materialized into a directory (the
+claim), compared in the same run with a plain download of the same files over the same https
+listener with the same token: httpx streaming each file to disk, verified with the same CA, fsync at
+the end (what any HTTP client would do, without verifying or resuming anything).
 
 Throughput is bytes over the materializer's own time from its first request to its last
 completion record (its summary line); interpreter start-up is printed beside it. Memory is the
@@ -125,10 +127,16 @@ def _high_water_kib(pid: int) -> int:
 
 
 def plain_download(api: ApiProcess, token: str, paths: list[str], base: str, target: Path) -> float:
-    """Each file streamed through the api into a file, fsync'd: no verification, no resume."""
+    """Each file streamed through the api's internal TLS listener into a file, fsync'd: no
+    verification of the content, no resume."""
     target.mkdir(parents=True)
     started = time.perf_counter()
-    with httpx.Client(base_url=api.url, timeout=600, headers={"Authorization": f"Bearer {token}"}) as client:
+    with httpx.Client(
+        base_url=api.internal_url,
+        verify=api.internal_ssl_context(),
+        timeout=600,
+        headers={"Authorization": f"Bearer {token}"},
+    ) as client:
         for path in paths:
             with client.stream("GET", f"{base}/files/{path}") as response, (target / path).open("wb") as out:
                 response.raise_for_status()
@@ -156,9 +164,10 @@ def main() -> int:
             total = sum(len(content) for content in contents.values())
             workload = Workload(WorkloadKind.DEPLOYMENT, "bench", "server", "uid-server")
             token = delivery_token([(owner, digest)], key=KEY, workload=workload)
-            api = start_api(emulator, account, store_root, work)
+            api = start_api(emulator, account, store_root, work, internal_tls=True)
+            assert api.ca_file is not None
             request = MaterializationRequest(
-                api_url=api.url,
+                api_url=api.internal_url,
                 target_dir=str(work / "claim"),
                 artifacts=(RequestedArtifact.of("big", model_key(owner), digest),),
                 termination_message_path=str(work / "termination"),
@@ -167,6 +176,7 @@ def main() -> int:
                 item["name"]: item["value"] for item in request.to_env(token_secret="-") if "value" in item
             }
             env[MaterializeVariable.TOKEN.value] = token
+            env[MaterializeVariable.CA_BUNDLE.value] = api.ca_file.read_text()
             downloads: list[float] = []
             runs: list[Run] = []
             for number in range(ROUNDS):

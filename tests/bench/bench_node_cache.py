@@ -5,14 +5,18 @@ missed.
 
 A 2 GiB artifact (four 512 MiB shards of synthetic bytes and a config) of a Ready Model, served by a
 real `ai-models api` process from a directory store, against the Kubernetes API emulator in this
-process, with the module's RBAC as the chart renders it in NodeCache mode (the plugin reads with its
-own ServiceAccount token, which the api checks with TokenReview and SubjectAccessReview).
+process, with the module's RBAC as the chart renders it in NodeCache mode. As in the cluster (D159),
+the plugin (started as the test stacks start it, `support.node_cache_plugin`) reads the api's
+internal TLS listener, verified with a test CA's file (`support.tls_files`), with a token of its
+ServiceAccount the TokenRequest API issued for the module audience, which the api checks with a
+TokenReview naming that audience and a SubjectAccessReview.
 
 - Cold fetch: a plugin with an empty cache root is asked to publish the model over its unix socket
   (as kubelet would, retrying while it answers UNAVAILABLE); its time is the download's own, from
   the plugin's "artifact ready" line (start of the download to the verified, published tree),
-  compared in the same run with a plain download of the same files through the same api with the
-  same token: httpx streaming each file to disk, fsync'd (no verification, no resume).
+  compared in the same run with a plain download of the same files over the same https listener
+  with the same token and CA: httpx streaming each file to disk, fsync'd (no verification, no
+  resume).
 - Cache hit: `HITS` NodePublishVolume calls of the now cached model to distinct targets (a real
   read-only bind mount each, the Model read through the plugin's short cache), timed at the caller
   over the socket; then each is unpublished.
@@ -29,8 +33,6 @@ import dataclasses
 import json
 import os
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -49,18 +51,19 @@ from ai_models.names import (
     VOLUME_DIGEST_ATTRIBUTE,
     VOLUME_MODEL_ATTRIBUTE,
 )
-from bench.bench_api import start_api
+from bench.bench_api import ApiProcess, start_api
 from bench.bench_materialize import plain_download, shard_contents
 from bench.checks import Check
 from fakes.model_files import GIB, MIB
 from fakes.served_artifacts import publish_ready
 from kubeemu.pytest_fixtures import REPO_CRDS, start_emulator
 from support.module_install import install_module
-from support.node_cache_stack import NODE_CACHE_SETTINGS
+from support.node_cache_plugin import plugin_process
+from support.node_cache_stack import NODE_CACHE_SETTINGS, module_token
 from support.render import render_chart
 from support.values import module_values
+from testbed.csi_kubelet import CsiNode
 
-ENTRY_POINT = Path(sys.executable).parent / "ai-models"
 ROUNDS = 3
 HITS = 200
 PEAK_RSS_TARGET_MB = 200.0
@@ -84,46 +87,23 @@ class Round:
 class Plugin:
     """One `ai-models node-cache` over a fresh cache root and kubelet directory."""
 
-    def __init__(self, *, work: Path, kubeconfig: Path, token_file: Path, api_url: str) -> None:
+    def __init__(self, *, work: Path, kubeconfig: Path, token_file: Path, api: ApiProcess) -> None:
         self.work = work
         self.kubelet_dir = work / "kubelet"
-        self.socket = work / "csi.sock"
-        self.log_path = work / "plugin.log"
-        (work / "cache").mkdir(parents=True)
-        self.kubelet_dir.mkdir()
-        env = {
-            **{
-                key: value
-                for key, value in os.environ.items()
-                if not key.startswith(("AI_MODELS_", "KUBERNETES_"))
-            },
-            "KUBECONFIG": str(kubeconfig),
-            "AI_MODELS_LOG_FORMAT": "json",
-            "AI_MODELS_NODE_CACHE_SIZE": "10Gi",
-            "AI_MODELS_NODE_CACHE_API_URL": api_url,
-            "AI_MODELS_NODE_CACHE_TOKEN_FILE": str(token_file),
-            "AI_MODELS_NODE_CACHE_KUBELET_DIR": str(self.kubelet_dir),
-            "AI_MODELS_NODE_CACHE_PUBLISH_WAIT_SECONDS": "1",
-            "AI_MODELS_NODE_CACHE_HEALTH_ADDRESS": "127.0.0.1",
-            "AI_MODELS_NODE_CACHE_HEALTH_PORT": "0",
-        }
-        with self.log_path.open("wb") as log:
-            self.process = subprocess.Popen(
-                [
-                    str(ENTRY_POINT),
-                    "node-cache",
-                    "--csi-endpoint",
-                    f"unix://{self.socket}",
-                    "--node-name",
-                    "bench-node",
-                    "--cache-root",
-                    str(work / "cache"),
-                ],
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-        self.channel = grpc.insecure_channel(f"unix://{self.socket}")
+        self.kubelet_dir.mkdir(parents=True)
+        assert api.ca_file is not None, "the plugin reads the api's internal TLS listener"
+        self.process = plugin_process(
+            CsiNode(name="bench-node", kubelet_dir=self.kubelet_dir, socket=work / "csi.sock"),
+            cache_root=work / "cache",
+            kubeconfig=kubeconfig,
+            token_file=token_file,
+            api_url=api.internal_url,
+            ca_file=api.ca_file,
+            cache_size="10Gi",
+            log_path=work / "plugin.log",
+            env={"AI_MODELS_NODE_CACHE_PUBLISH_WAIT_SECONDS": "1"},
+        ).start()
+        self.channel = grpc.insecure_channel(f"unix://{work / 'csi.sock'}")
         try:
             grpc.channel_ready_future(self.channel).result(timeout=60)
         except grpc.FutureTimeoutError as error:
@@ -132,7 +112,7 @@ class Plugin:
         self.node = csi_pb2_grpc.NodeStub(self.channel)
 
     def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
+        return self.process.log()
 
     def publish(self, pod_uid: str, digest: str) -> Path:
         target = self.kubelet_dir / "pods" / pod_uid / "volumes" / CSI_DIR / "model" / "mount"
@@ -181,13 +161,7 @@ class Plugin:
 
     def stop(self) -> None:
         self.channel.close()
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        self.process.terminate(timeout=60)
 
 
 def pod_uid(number: int) -> str:
@@ -240,9 +214,12 @@ def main() -> int:
                 emulator, DirectoryStore(store_root), MODEL, contents, namespace=NAMESPACE
             )
             total = sum(len(content) for content in contents.values())
-            api = start_api(emulator, accounts["api"], store_root, work)
+            api = start_api(emulator, accounts["api"], store_root, work, internal_tls=True)
+            # The projected module-audience token kubelet would give the plugin (D159); the plain
+            # download sends the same one.
+            token = module_token(emulator, plugin_account)
             token_file = work / "token"
-            token_file.write_text(plugin_account.token)
+            token_file.write_text(token)
             downloads: list[float] = []
             rounds: list[Round] = []
             for number in range(ROUNDS):
@@ -251,7 +228,7 @@ def main() -> int:
                     downloads.append(
                         plain_download(
                             api,
-                            plugin_account.token,
+                            token,
                             list(contents),
                             f"/api/serving/v1/models/{NAMESPACE}/{MODEL}",
                             copy,
@@ -263,7 +240,7 @@ def main() -> int:
                     work=work / f"plugin-{number}",
                     kubeconfig=emulator.kubeconfig(plugin_account),
                     token_file=token_file,
-                    api_url=api.url,
+                    api=api,
                 )
                 try:
                     rounds.append(cold_and_hits(plugin, digest, number))

@@ -10,6 +10,11 @@ from dataclasses import dataclass
 SUPERUSER_GROUP = "system:masters"
 AUTHENTICATED_GROUP = "system:authenticated"
 SUPERUSER_NAME = "kubeemu-admin"
+# userInfo.extra keys of a pod-bound ServiceAccount token (pkg/serviceaccount/claims.go).
+NODE_NAME_EXTRA = "authentication.kubernetes.io/node-name"
+POD_NAME_EXTRA = "authentication.kubernetes.io/pod-name"
+POD_UID_EXTRA = "authentication.kubernetes.io/pod-uid"
+CREDENTIAL_ID_EXTRA = "authentication.kubernetes.io/credential-id"
 
 
 @dataclass(frozen=True)
@@ -20,14 +25,40 @@ class Identity:
     token: str
     groups: tuple[str, ...] = ()
     uid: str = ""
+    # userInfo.extra as (key, values) pairs: a pod-bound ServiceAccount token carries the
+    # authentication.kubernetes.io/{pod-name,pod-uid,node-name,credential-id} claims here.
+    extra: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     @classmethod
-    def service_account(cls, namespace: str, name: str, *, token: str | None = None) -> Identity:
+    def service_account(
+        cls,
+        namespace: str,
+        name: str,
+        *,
+        token: str | None = None,
+        extra: tuple[tuple[str, tuple[str, ...]], ...] = (),
+    ) -> Identity:
         """The identity Kubernetes gives a ServiceAccount token."""
         return cls(
             name=f"system:serviceaccount:{namespace}:{name}",
             token=token or new_token(),
             groups=("system:serviceaccounts", f"system:serviceaccounts:{namespace}"),
+            extra=extra,
+        )
+
+    @classmethod
+    def pod_bound(cls, namespace: str, name: str, *, pod: str, pod_uid: str, node: str) -> Identity:
+        """A ServiceAccount token bound to a Pod (projected volume, or a TokenRequest whose
+        boundObjectRef is the Pod): its claims as the apiserver puts them in userInfo.extra."""
+        token = new_token()
+        claims = {
+            NODE_NAME_EXTRA: (node,),
+            POD_NAME_EXTRA: (pod,),
+            POD_UID_EXTRA: (pod_uid,),
+            CREDENTIAL_ID_EXTRA: (f"JTI={token[:16]}",),
+        }
+        return cls.service_account(
+            namespace, name, token=token, extra=tuple((k, v) for k, v in claims.items() if v[0])
         )
 
     @classmethod

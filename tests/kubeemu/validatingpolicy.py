@@ -364,12 +364,7 @@ def _message(validation: Mapping[str, Any], expression: str, activation: Mapping
     message_expression = str(validation.get("messageExpression") or "")
     if message_expression:
         value = _evaluate(message_expression, activation)
-        if (
-            isinstance(value, str)
-            and not isinstance(value, CELEvalError)
-            and value.strip()
-            and "\n" not in value
-        ):
+        if isinstance(value, str) and value.strip() and "\n" not in value:
             return str(value)
     message = str(validation.get("message") or "")
     return message or f"failed expression: {expression}"

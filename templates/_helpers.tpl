@@ -113,22 +113,56 @@ Usage: include "ai_models.module_common_image" (list . "kubeRbacProxy") */ -}}
 {{- printf "%s@%s" $base $digest -}}
 {{- end -}}
 
-{{- /* Image reference of the node-driver-registrar CSI sidecar built for the cluster's Kubernetes
-minor, as Deckhouse's CSI modules take it: the common image csiNodeDriverRegistrar<major><minor>
-(1.34 -> csiNodeDriverRegistrar134). Reads global.discovery.kubernetesVersion, then
-.Capabilities.KubeVersion, and the common image digests; fails naming the missing key.
-Usage: include "ai_models.csi_node_driver_registrar_image" . */ -}}
-{{- define "ai_models.csi_node_driver_registrar_image" -}}
+{{- /* Image reference of a module image, or nothing when the module has no digest for it (lib-helm's
+helm_lib_module_image_no_fail): for an image a release may lack without failing the whole render.
+The reference itself is ai_models.module_image's. Usage: include "ai_models.module_image_no_fail" (list . "aiModels") */ -}}
+{{- define "ai_models.module_image_no_fail" -}}
+{{- $ctx := index . 0 -}}
+{{- $image := index . 1 -}}
+{{- $digest := "" -}}
+{{- if and $ctx.Module $ctx.Module.Package -}}
+{{- with $ctx.Module.Package.Digests }}{{ $digest = index . $image }}{{ end -}}
+{{- else -}}
+{{- $digest = dig "modulesImages" "digests" (include "ai_models.module_camelcase_name" $ctx) $image "" ($ctx.Values.global | default dict) -}}
+{{- end -}}
+{{- if $digest }}{{ include "ai_models.module_image" . }}{{ end -}}
+{{- end -}}
+
+{{- /* Image reference of a common image, or nothing when the release has no digest for it (lib-helm's
+helm_lib_module_common_image_no_fail). Usage: include "ai_models.module_common_image_no_fail" (list . "kubeRbacProxy") */ -}}
+{{- define "ai_models.module_common_image_no_fail" -}}
+{{- $ctx := index . 0 -}}
+{{- if dig "modulesImages" "digests" "common" (index . 1) "" ($ctx.Values.global | default dict) -}}
+{{- include "ai_models.module_common_image" . -}}
+{{- end -}}
+{{- end -}}
+
+{{- /* The key of the node-driver-registrar CSI sidecar built for the cluster's Kubernetes minor, as
+Deckhouse's CSI modules name it: csiNodeDriverRegistrar<major><minor> (1.34 -> csiNodeDriverRegistrar134).
+Reads global.discovery.kubernetesVersion, then .Capabilities.KubeVersion.
+Usage: include "ai_models.csi_node_driver_registrar_key" . */ -}}
+{{- define "ai_models.csi_node_driver_registrar_key" -}}
 {{- $version := dig "discovery" "kubernetesVersion" "" (.Values.global | default dict) | toString -}}
 {{- if not $version -}}
 {{- $version = .Capabilities.KubeVersion.Version -}}
 {{- end -}}
 {{- $semver := semver $version -}}
-{{- $image := printf "csiNodeDriverRegistrar%d%d" $semver.Major $semver.Minor -}}
-{{- if not (dig "modulesImages" "digests" "common" $image "" (.Values.global | default dict)) -}}
-{{- fail (printf "delivery.mode NodeCache needs the node-driver-registrar image for Kubernetes %d.%d, and this Deckhouse release has none (global.modulesImages.digests.common.%s is not set): use a Deckhouse release that supports this Kubernetes version, or set delivery.mode to SharedPVC" $semver.Major $semver.Minor $image) -}}
+{{- printf "csiNodeDriverRegistrar%d%d" $semver.Major $semver.Minor -}}
 {{- end -}}
-{{- include "ai_models.module_common_image" (list . $image) -}}
+
+{{- /* Image reference of the node-driver-registrar sidecar for the cluster's Kubernetes minor, with
+the common fallback lib-helm's helm_lib_csi_image_with_common_fallback gives CSI modules (D162): the
+module's own image of that key first (global.modulesImages.digests.aiModels, or the package's
+digests), then the common one (global.modulesImages.digests.common). Nothing when neither exists:
+the caller leaves the node plugin out and ai_models.node_cache_unavailable says why, so one missing
+optional image never fails the release. Usage: include "ai_models.csi_node_driver_registrar_image" . */ -}}
+{{- define "ai_models.csi_node_driver_registrar_image" -}}
+{{- $key := include "ai_models.csi_node_driver_registrar_key" . -}}
+{{- $image := include "ai_models.module_image_no_fail" (list . $key) -}}
+{{- if not $image -}}
+{{- $image = include "ai_models.module_common_image_no_fail" (list . $key) -}}
+{{- end -}}
+{{- $image -}}
 {{- end -}}
 
 {{- /* "true" when the cluster serves the kind "<group>/<version>/<Kind>" (.Capabilities.APIVersions,
@@ -1116,10 +1150,32 @@ spec:
   {{- with include "ai_models.artifacts_ca_volume" . }}{{ . | nindent 2 }}{{ end }}
 {{- end -}}
 
+{{- /* "true" when the controller copies the module's pull secret beside each materialize Job:
+unless delivery.materializer.imageRepository names a copy of the image the workloads' namespaces
+pull without it (D162). Usage: if (include "ai_models.materializer_copies_pull_secret" .) */ -}}
+{{- define "ai_models.materializer_copies_pull_secret" -}}
+{{- if not (dig "delivery" "materializer" "imageRepository" "" (.Values.aiModels | default dict)) -}}true{{- end -}}
+{{- end -}}
+
+{{- /* The materializer's image: the module image, or the same digest in
+delivery.materializer.imageRepository, so a mirror always runs the module's own version.
+Usage: include "ai_models.materializer_image" . */ -}}
+{{- define "ai_models.materializer_image" -}}
+{{- $image := include "ai_models.module_image" (list . "aiModels") -}}
+{{- $repository := dig "delivery" "materializer" "imageRepository" "" (.Values.aiModels | default dict) -}}
+{{- if $repository -}}
+{{- printf "%s@%s" $repository (regexReplaceAll "^[^@]*@" $image "") -}}
+{{- else -}}
+{{- $image -}}
+{{- end -}}
+{{- end -}}
+
 {{- /* The materialize Job's pod template (see templates/materializer/pod-template.yaml). Reads the
-module image and aiModels.logLevel. Usage: include "ai_models.materializer_pod_template" . | fromYaml */ -}}
+module image, aiModels.delivery.materializer and aiModels.logLevel.
+Usage: include "ai_models.materializer_pod_template" . | fromYaml */ -}}
 {{- define "ai_models.materializer_pod_template" -}}
 {{- $moduleValues := index .Values (include "ai_models.module_camelcase_name" .) | default dict -}}
+{{- $pullSecrets := dig "delivery" "materializer" "imagePullSecretNames" list $moduleValues -}}
 metadata:
   labels:
     app: ai-models-materializer
@@ -1133,9 +1189,16 @@ spec:
   {{- include "ai_models.pod_security_context_run_as_user_deckhouse_with_writable_fs" . | nindent 2 }}
     # The claim is chowned to fsGroup once, not on every Job: it holds whole models.
     fsGroupChangePolicy: OnRootMismatch
+  {{- with $pullSecrets }}
+  # The admin's Secrets in the workload's namespace (delivery.materializer.imagePullSecretNames).
+  imagePullSecrets:
+  {{- range . }}
+  - name: {{ . | quote }}
+  {{- end }}
+  {{- end }}
   containers:
   - name: materialize
-    image: {{ include "ai_models.module_image" (list . "aiModels") }}
+    image: {{ include "ai_models.materializer_image" . }}
     command: ["ai-models"]
     args: ["materialize"]
     {{- include "ai_models.container_security_context_pss_restricted" . | nindent 4 }}

@@ -7,6 +7,25 @@ aiModels.delivery.mode. Usage: if (include "ai_models.node_cache_enabled" .) */ 
 {{- if eq (dig "delivery" "mode" "" (.Values.aiModels | default dict)) "NodeCache" -}}true{{- end -}}
 {{- end -}}
 
+{{- /* Why the node plugin cannot run in this release, or nothing: today only a missing
+node-driver-registrar image for the cluster's Kubernetes minor (D162). The controller gets it as
+AI_MODELS_DELIVERY_NODE_CACHE_UNAVAILABLE and reports it (the storage-prerequisites verdict and each
+workload's NodeCacheDeliveryDisabled). Usage: include "ai_models.node_cache_unavailable" . */ -}}
+{{- define "ai_models.node_cache_unavailable" -}}
+{{- if not (include "ai_models.csi_node_driver_registrar_image" .) -}}
+{{- $key := include "ai_models.csi_node_driver_registrar_key" . -}}
+{{- $version := regexReplaceAll "^csiNodeDriverRegistrar([0-9])" $key "${1}." -}}
+{{- printf "node-driver-registrar image for Kubernetes %s missing: neither the module (global.modulesImages.digests.%s.%s) nor Deckhouse (global.modulesImages.digests.common.%s) ships one, so the NodeCache node plugin is not deployed; use a Deckhouse release that supports Kubernetes %s, or set delivery.mode to SharedPVC" $version (include "ai_models.module_camelcase_name" .) $key $key $version -}}
+{{- end -}}
+{{- end -}}
+
+{{- /* "true" when the node plugin's DaemonSet, its VPA and its SecurityPolicyException render:
+NodeCache mode and nothing missing (ai_models.node_cache_unavailable). The CSIDriver and the RBAC
+follow the mode alone. Usage: if (include "ai_models.node_cache_plugin_deployed" .) */ -}}
+{{- define "ai_models.node_cache_plugin_deployed" -}}
+{{- if and (include "ai_models.node_cache_enabled" .) (not (include "ai_models.node_cache_unavailable" .)) -}}true{{- end -}}
+{{- end -}}
+
 {{- /* Name of the DaemonSet, its VPA and its SecurityPolicyException. Usage: include "ai_models.node_cache_name" . */ -}}
 {{- define "ai_models.node_cache_name" -}}
 ai-models-node-cache

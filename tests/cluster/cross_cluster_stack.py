@@ -57,7 +57,9 @@ class CrossClusterStack:
         return self.serving.wait_phase(name, "Ready", namespace=None, timeout=120)
 
     def token_secret(self, name: str, token: str) -> None:
+        """The token Secret and, as the cluster administrator grants it, the controller's read of it."""
         self.consuming.secret(name, MODULE_NAMESPACE, {"token": token})
+        self.consuming.grant_secret_read(name, MODULE_NAMESPACE)
 
     def ai_models_source(
         self,

@@ -64,7 +64,9 @@ TINY_FILES = {
 TINY = repository("acme/tiny-llama", TINY_FILES)
 WEBHOOK_LISTENING = "serving the admission webhook"
 RWX_CLASS = StorageClassBehaviour(name="rwx", default=True)
-REGISTRY_SECRET = "deckhouse-registry-copy-source"
+# The module's pull secret under the name the chart gives it (ai_models.registry_secret_name): the
+# only name its Role lets the controller read (D160).
+REGISTRY_SECRET = "ai-models-module-registry"
 DOCKER_CONFIG = b'{"auths": {"registry.example": {"auth": "dXNlcjpwYXNz"}}}'
 REPORT_REASON = names.DELIVERY_REASON_ANNOTATION
 REPORT_MESSAGE = names.DELIVERY_MESSAGE_ANNOTATION
@@ -110,14 +112,16 @@ class DeliveryStack:
 
     def controller(self, replica: str = "controller-0", **env: str) -> ModuleProcess:
         """A controller replica serving the webhook; the controller Service leads to it from now on."""
-        api_port = self.models.api_port
-        assert api_port, "start the api first: materializers read from it"
+        assert self.models.api_port, "start the api first: materializers read from it"
         process = self.models.controller(
             replica,
             AI_MODELS_CONTROLLER_WEBHOOK_CERT_DIR=str(self.cert_dir),
             AI_MODELS_CONTROLLER_WEBHOOK_PORT="0",
             AI_MODELS_CONTROLLER_WEBHOOK_ADDRESS="127.0.0.1",
-            AI_MODELS_DELIVERY_API_URL=f"http://127.0.0.1:{api_port}",
+            # The api's internal TLS listener and the CA the controller copies into each Job's token
+            # Secret, as in the cluster (D159).
+            AI_MODELS_DELIVERY_API_URL=self.models.internal_api_url,
+            AI_MODELS_DELIVERY_API_CA_FILE=str(self.models.api_ca_file),
             AI_MODELS_DELIVERY_MATERIALIZER_TEMPLATE_FILE=str(self.materializer_template),
             AI_MODELS_DELIVERY_REGISTRY_SECRET=REGISTRY_SECRET,
             AI_MODELS_DELIVERY_MATERIALIZATION_RETRY_SECONDS="2",

@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 from kubernetes import client as typed_client
 
+from ai_models.domain.secret_reads import grant_objects
 from fakes.hub import FakeHub
 from fakes.s3 import S3Bucket
 from kubeemu.authn import Identity, new_token
@@ -28,6 +29,7 @@ from support.module_tls import with_internal_tls
 from support.processes import ModuleProcess
 from support.render import RenderedChart, render_chart
 from support.tcpproxy import TcpProxy
+from support.tls_files import write_tls_files
 from support.values import module_values
 from testbed.access_levels import grant_access_level
 from testbed.jobrunner import JobRunner
@@ -53,6 +55,10 @@ class ModelStack:
     api_port: int | None = None
     replicas: dict[str, ModuleProcess] = dataclasses.field(default_factory=dict)
     api_ports: dict[str, int] = dataclasses.field(default_factory=dict)
+    # With internal TLS: the api's internal listener (certificate, key, CA) for 127.0.0.1, where
+    # the node plugin and the materializers read the serving API, and the port api-0 bound (D159).
+    api_tls: tuple[Path, Path, Path] | None = None
+    internal_api_port: int | None = None
     _uploader: Identity | None = None
 
     @property
@@ -116,6 +122,15 @@ class ModelStack:
         It binds port 0 and the stack reads the port it got from its log; "api-0" started again
         takes the port it had, so the upload URLs a controller already handed out stay valid."""
         port = self.api_port if replica == "api-0" and self.api_port else 0
+        if self.api_tls is not None:
+            cert, key, _ = self.api_tls
+            internal = self.internal_api_port if replica == "api-0" and self.internal_api_port else 0
+            env = {
+                "AI_MODELS_API_TLS_CERT_FILE": str(cert),
+                "AI_MODELS_API_TLS_KEY_FILE": str(key),
+                "AI_MODELS_API_INTERNAL_PORT": str(internal),
+                **env,
+            }
         process = ModuleProcess(
             "api",
             "--host",
@@ -141,7 +156,20 @@ class ModelStack:
         self.api_ports[replica] = process.api_port()
         if replica == "api-0":
             self.api_port = self.api_ports[replica]
+            if self.api_tls is not None:
+                self.internal_api_port = process.internal_api_port()
         return process
+
+    @property
+    def internal_api_url(self) -> str:
+        """The serving API as the node plugin and the materializers read it: api-0's TLS listener."""
+        assert self.internal_api_port, "start the api of a stack with internal TLS first"
+        return f"https://127.0.0.1:{self.internal_api_port}"
+
+    @property
+    def api_ca_file(self) -> Path:
+        assert self.api_tls is not None, "the stack has no internal TLS"
+        return self.api_tls[2]
 
     def metrics(self, replica: str = "controller-0") -> dict[str, float]:
         """The replica's metrics as `name{labels}` -> value (Prometheus text format)."""
@@ -231,6 +259,12 @@ class ModelStack:
         self.core.create_namespaced_secret(
             namespace, {"metadata": {"name": name, "namespace": namespace}, "stringData": data}
         )
+
+    def grant_secret_read(self, name: str, namespace: str) -> None:
+        """What the namespace's admin does for a Secret the controller must read (D160): the Role
+        and RoleBinding that let it `get` that one Secret."""
+        for obj in grant_objects(namespace, name):
+            self.emulator.cluster.apply(obj)
 
     # ----- store and ledger ----------------------------------------------------------------------
 
@@ -332,7 +366,8 @@ def model_stack(
     internal_tls: bool = False,
 ) -> Iterator[ModelStack]:
     """With `internal_tls`, the chart is rendered with the certificates the internal TLS hook
-    issues (the controller's admission webhook needs them)."""
+    issues (the controller's admission webhook needs them), and the api serves its internal TLS
+    listener on 127.0.0.1 with a test CA's certificate (the hook's names the Service, not 127.0.0.1)."""
     settings: dict[str, Any] = {
         "artifacts": {
             "bucket": bucket.name,
@@ -375,6 +410,7 @@ def model_stack(
         capacity_limit=capacity_limit,
         store_proxy=proxy,
         chart=chart,
+        api_tls=write_tls_files(workdir / "api-tls") if internal_tls else None,
     )
     try:
         yield stack

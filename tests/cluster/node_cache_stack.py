@@ -41,6 +41,7 @@ from fakes.model_files import safetensors_bytes
 from fakes.s3 import MotoS3, S3Bucket, fresh_bucket_name
 from kubeemu.pytest_fixtures import REPO_CRDS, RunningEmulator, start_emulator
 from support.node_cache_plugin import plugin_process
+from support.node_cache_stack import module_token
 from support.processes import ModuleProcess
 from support.tcpproxy import TcpProxy
 from testbed.csi_kubelet import CsiMount, CsiNode, is_mount_point, require_bind_mounts, unmount_under
@@ -116,7 +117,8 @@ class NodeCacheStack:
             cache_root=cache_root,
             kubeconfig=self.delivery.models.module.kubeconfig(NODE_CACHE_ACCOUNT),
             token_file=self.token_file,
-            api_url=self.api_proxy.url("http"),
+            api_url=self.api_proxy.url("https"),
+            ca_file=self.delivery.models.api_ca_file,
             cache_size=self.cache_size,
             log_path=self.workdir / f"node-cache-{node}.log",
             env={"AI_MODELS_NODE_CACHE_PUBLISH_WAIT_SECONDS": PUBLISH_WAIT_SECONDS, **env},
@@ -344,11 +346,13 @@ def node_cache_stack(
             for node in csi_nodes:
                 label_node(emulator, node.name, NODE_GROUP)
             token_file = workdir / "node-cache-token"
-            token_file.write_text(accounts[NODE_CACHE_ACCOUNT].token)
+            # The projected module-audience token kubelet would give the plugin (D159).
+            token_file.write_text(module_token(emulator, accounts[NODE_CACHE_ACCOUNT]))
             delivery.api()
-            api_port = delivery.models.api_port
-            assert api_port is not None
-            with TcpProxy("127.0.0.1", api_port) as api_proxy:
+            internal_port = delivery.models.internal_api_port
+            assert internal_port is not None
+            # The api's internal TLS listener: a test CA's certificate for 127.0.0.1.
+            with TcpProxy("127.0.0.1", internal_port) as api_proxy:
                 stack = NodeCacheStack(
                     delivery=delivery,
                     nodes={n.name: n for n in csi_nodes},

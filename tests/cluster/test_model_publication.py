@@ -110,6 +110,8 @@ def test_a_private_repository_needs_a_token_that_can_read_it(stack: ModelStack) 
     stack.controller()
     stack.secret("hf-good", USER_NAMESPACE, {"token": "hf_good"})
     stack.secret("hf-bad", USER_NAMESPACE, {"HF_TOKEN": "hf_bad"})
+    stack.grant_secret_read("hf-good", USER_NAMESPACE)
+    stack.grant_secret_read("hf-bad", USER_NAMESPACE)
     url = "https://huggingface.co/acme/private-llama"
     stack.create_model("anonymous", {"url": url})
     stack.create_model("wrong-token", {"url": url, "authSecretRef": {"name": "hf-bad"}})

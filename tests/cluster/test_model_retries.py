@@ -5,12 +5,15 @@ on at once instead of after the retry timer (600 s here, so only the fix can exp
 from __future__ import annotations
 
 import datetime
+import re
+import shlex
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from ai_models.domain.secret_reads import read_refused
 from cluster.model_stack import USER_NAMESPACE, ModelStack, model_stack
 from fakes.hub import FakeHub
 from fakes.hub_corpus import FakeModel, repository
@@ -27,6 +30,8 @@ PRIVATE = repository(
 # Longer than any test waits: a retry seen here comes from the fix, not from the timer.
 NO_TIMER = {"AI_MODELS_PUBLICATION_RETRY_SECONDS": "600"}
 RETRY_ANNOTATION = "ai.deckhouse.io/retry-requested-at"
+# A command a condition message gives, `d8 k <arguments>`: here its arguments, for kubectl.
+COMMAND = re.compile(r"`d8 k ([^`]+)`")
 
 
 @pytest.fixture
@@ -107,6 +112,7 @@ def test_a_restarted_controller_continues_the_attempt_count_and_a_retry_request_
 
 def test_a_model_fixed_by_creating_its_missing_secret_is_ready_within_seconds(stack: ModelStack) -> None:
     stack.controller(**NO_TIMER)
+    stack.grant_secret_read("hf", USER_NAMESPACE)
     stack.create_model(
         "private", {"url": "https://huggingface.co/acme/private", "authSecretRef": {"name": "hf"}}
     )
@@ -127,6 +133,31 @@ def test_a_model_fixed_by_creating_its_missing_secret_is_ready_within_seconds(st
     # Well under the 600 s timer (and the default 300 s): the Secret is read every 5 s.
     stack.wait_phase("private", "Ready", timeout=30)
     assert stack.status("private")["source"]["resolvedType"] == "HuggingFace"
+
+
+def test_a_model_whose_secret_the_controller_may_not_read_is_ready_once_the_grant_it_names_is_made(
+    stack: ModelStack,
+) -> None:
+    """The chart's RBAC gives the controller no read of a user's Secret (D160): the Model says which
+    grant to make, and the commands it gives, run as they are, let the publication go on."""
+    stack.controller(**NO_TIMER)
+    stack.secret("hf", USER_NAMESPACE, {"token": "hf_good"})
+    stack.create_model(
+        "private", {"url": "https://huggingface.co/acme/private", "authSecretRef": {"name": "hf"}}
+    )
+    stack.wait_phase("private", "Failed")
+    failure = stack.condition("private", "ArtifactResolved")
+    assert failure["reason"] == "PublicationFailed"
+    assert failure["message"] == read_refused(USER_NAMESPACE, "hf", field="spec.source.authSecretRef")
+    assert [request for request in stack.hub.requests() if "acme/private" in request.path] == []
+
+    commands = COMMAND.findall(failure["message"])
+    assert len(commands) == 2
+    for command in commands:
+        stack.emulator.kubectl(*shlex.split(command))
+
+    # The Secret's version is read every 5 s while the Model is Failed; well under the 600 s timer.
+    stack.wait_phase("private", "Ready", timeout=30)
 
 
 def test_a_model_whose_catalog_source_is_created_later_is_ready_once_the_source_served(

@@ -47,7 +47,7 @@ def run(csi_sanity: Path) -> int:
             env={
                 "KUBECONFIG": str(work / "kubeconfig"),
                 "AI_MODELS_NODE_CACHE_SIZE": "1Gi",
-                "AI_MODELS_NODE_CACHE_API_URL": "http://127.0.0.1:1",
+                "AI_MODELS_NODE_CACHE_API_URL": "https://127.0.0.1:1",
                 "AI_MODELS_NODE_CACHE_TOKEN_FILE": str(work / "token"),
                 "AI_MODELS_NODE_CACHE_KUBELET_DIR": str(kubelet),
                 "AI_MODELS_NODE_CACHE_HEALTH_ADDRESS": "127.0.0.1",

@@ -8,7 +8,7 @@ import pytest
 from kubernetes import client as typed_client
 from kubernetes.client.exceptions import ApiException
 
-from kubeemu.authn import Identity
+from kubeemu.authn import API_SERVER_AUDIENCE, Identity
 from kubeemu.pytest_fixtures import EmulatorFactory, RunningEmulator, api_status
 
 # The generated client types its parameters as pydantic models; tests pass plain dicts, as
@@ -193,7 +193,8 @@ def test_reviews_are_authorized_for_the_caller(secured: RunningEmulator) -> None
 def test_token_request_mints_a_service_account_token(secured: RunningEmulator) -> None:
     core = client.CoreV1Api(secured.api_client())
     core.create_namespaced_service_account("default", {"metadata": {"name": "worker"}})
-    minted = core.create_namespaced_service_account_token("worker", "default", {"spec": {"audiences": ["x"]}})
+    minted = core.create_namespaced_service_account_token("worker", "default", {"spec": {}})
+    assert minted.spec.audiences == [API_SERVER_AUDIENCE]
     status, _, body = secured.request(
         "POST",
         "/apis/authentication.k8s.io/v1/selfsubjectreviews",
@@ -202,6 +203,42 @@ def test_token_request_mints_a_service_account_token(secured: RunningEmulator) -
     )
     assert status == 201
     assert body["status"]["userInfo"]["username"] == "system:serviceaccount:default:worker"
+
+
+def test_a_token_bound_to_another_audience_is_refused_by_the_api_server(secured: RunningEmulator) -> None:
+    core = client.CoreV1Api(secured.api_client())
+    core.create_namespaced_service_account("default", {"metadata": {"name": "worker"}})
+    minted = core.create_namespaced_service_account_token("worker", "default", {"spec": {"audiences": ["x"]}})
+    assert minted.spec.audiences == ["x"]
+    status, _, _ = secured.request("GET", "/api/v1/namespaces", token=minted.status.token)
+    assert status == 401
+
+
+def test_token_review_checks_the_audiences_as_the_apiserver_does(secured: RunningEmulator) -> None:
+    core = client.CoreV1Api(secured.api_client())
+    core.create_namespaced_service_account("default", {"metadata": {"name": "worker"}})
+    bound = core.create_namespaced_service_account_token(
+        "worker", "default", {"spec": {"audiences": ["ai-models", "other"]}}
+    ).status.token
+    auth = client.AuthenticationV1Api(secured.api_client())
+
+    def review(token: str, audiences: list[str] | None) -> Any:
+        spec: dict[str, Any] = {"token": token}
+        if audiences is not None:
+            spec["audiences"] = audiences
+        return auth.create_token_review({"spec": spec}).status
+
+    # A bound token: accepted for an audience it names, status.audiences is what the two share.
+    accepted = review(bound, ["ai-models", "elsewhere"])
+    assert accepted.authenticated is True
+    assert accepted.audiences == ["ai-models"]
+    # The review without audiences means the API server's: a bound token is not for it.
+    assert review(bound, None).authenticated is False
+    # A token of the API server's audience (a legacy or default token) is refused for another one.
+    refused = review("bot-token", ["ai-models"])
+    assert refused.authenticated is False
+    assert "audiences" in refused.error
+    assert review("bot-token", None).audiences == [API_SERVER_AUDIENCE]
 
 
 def test_impersonation_requires_the_impersonate_verb(secured: RunningEmulator) -> None:

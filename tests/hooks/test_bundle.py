@@ -245,7 +245,8 @@ def assert_ran(result: subprocess.CompletedProcess[str], hook: Path) -> None:
 
 def binding_contexts(config: Mapping[str, Any]) -> list[dict[str, Any]]:
     """What addon-operator sends a hook on start: Synchronization for each kubernetes binding that
-    runs on it, then beforeHelm or the schedule; every snapshot empty (a fresh cluster)."""
+    runs on it, then beforeHelm (afterDeleteHelm, when the module is disabled) or the schedule;
+    every snapshot empty (a fresh cluster)."""
     kubernetes = config.get("kubernetes", [])
     snapshots: dict[str, list[Any]] = {binding["name"]: [] for binding in kubernetes}
     contexts: list[dict[str, Any]] = [
@@ -253,8 +254,9 @@ def binding_contexts(config: Mapping[str, Any]) -> list[dict[str, Any]]:
         for binding in kubernetes
         if binding.get("executeHookOnSynchronization", True)
     ]
-    if "beforeHelm" in config:
-        contexts.append({"binding": "beforeHelm", "snapshots": snapshots})
+    for binding in ("beforeHelm", "afterDeleteHelm"):
+        if binding in config:
+            contexts.append({"binding": binding, "snapshots": snapshots})
     contexts.extend(
         {"binding": item["name"], "type": "Schedule", "snapshots": snapshots}
         for item in config.get("schedule", [])

@@ -19,6 +19,7 @@ HOOK_FILES = sorted(HOOKS_DIR.glob("*.py"))
 EXPECTED = {
     "artifacts_credentials",
     "copy_custom_certificate",
+    "disable_cleanup",
     "internal_tls",
 }
 

@@ -30,9 +30,21 @@ from pathlib import Path
 from typing import Any
 
 import jq  # type: ignore[import-not-found]
+import jsonpatch
 import pytest
 from deckhouse import hook
 
+from ai_models import names
+from ai_models.domain.delivery.template import (
+    CachedModel,
+    DeliveredModel,
+    gate,
+    rewrite,
+    rewrite_for_node_cache,
+    strip,
+)
+from ai_models.domain.models.reference import ModelKey
+from ai_models.names import ModelKind
 from support.render import render_chart
 from support.values import MINIMAL_SETTINGS, module_values
 
@@ -257,6 +269,203 @@ CUSTOM_TLS_WITHOUT_CA = secret(
 )
 
 
+# ----- disable_cleanup: what the module left in a user namespace -------------------------------------
+
+DELIVERED_LABELS = {"app": "web", names.DELIVERY_TEMPLATE_LABEL: names.DELIVERY_TEMPLATE_LABEL_VALUE}
+QWEN = DeliveredModel("qwen", "sha256:" + "a1" * 32)
+CACHED_QWEN = CachedModel(ModelKey(ModelKind.MODEL, "team-a", "qwen"), "sha256:" + "a1" * 32)
+SHARED_CLAIM = "ai-models-web-0123456789"
+
+
+def users_pod_template() -> Obj:
+    return {
+        "metadata": {"labels": {"app": "web"}, "annotations": {"team": "a"}},
+        "spec": {
+            "containers": [
+                {
+                    "name": "server",
+                    "image": "vllm:1",
+                    "env": [{"name": "MODEL", "value": "$(AI_MODELS_MODELS_DIR)/qwen"}],
+                    "resources": {"limits": {"nvidia.com/gpu": "1"}},
+                }
+            ],
+            "volumes": [{"name": "cache", "emptyDir": {}}],
+            "securityContext": {"runAsNonRoot": True},
+        },
+    }
+
+
+def template_seen(template: Obj) -> Obj:
+    """What the workload filters keep of a pod template: annotations, gates, volumes, node
+    selector, and each container's name, env and mounts."""
+    spec = template["spec"]
+    kept: Obj = {key: spec[key] for key in ("schedulingGates", "volumes", "nodeSelector") if spec.get(key)}
+    for field in ("initContainers", "containers"):
+        if spec.get(field):
+            kept[field] = [
+                {key: c[key] for key in ("name", "env", "volumeMounts") if key in c} for c in spec[field]
+            ]
+    return {"metadata": {"annotations": template["metadata"].get("annotations") or {}}, "spec": kept}
+
+
+SHARED_TEMPLATE = gate(rewrite(users_pod_template(), claim=SHARED_CLAIM, models=[QWEN]))
+CACHE_TEMPLATE = rewrite_for_node_cache(
+    users_pod_template(), models=[CACHED_QWEN], node_selector={names.NODE_CACHE_READY_LABEL: "true"}
+)
+REPORT = {
+    names.MODEL_ANNOTATION: "qwen",
+    names.DELIVERY_REASON_ANNOTATION: "Delivered",
+    names.DELIVERY_MESSAGE_ANNOTATION: "1 model delivered",
+}
+DELIVERED_DEPLOYMENT = served(
+    "apps/v1",
+    "Deployment",
+    "web",
+    namespace="team-a",
+    labels=DELIVERED_LABELS,
+    annotations=REPORT,
+    applied=True,
+    spec={"replicas": 2, "selector": {"matchLabels": {"app": "web"}}, "template": SHARED_TEMPLATE},
+    status={"replicas": 2, "unavailableReplicas": 2},
+)
+UNLABELLED_DEPLOYMENT = served(
+    "apps/v1",
+    "Deployment",
+    "other",
+    namespace="team-a",
+    spec={"selector": {"matchLabels": {"app": "other"}}, "template": gate(users_pod_template())},
+)
+CACHE_STATEFUL_SET = served(
+    "apps/v1",
+    "StatefulSet",
+    "embed",
+    namespace="team-b",
+    labels=DELIVERED_LABELS,
+    annotations={names.MODEL_ANNOTATION: "qwen"},
+    spec={"serviceName": "embed", "selector": {"matchLabels": {"app": "web"}}, "template": CACHE_TEMPLATE},
+)
+GATED_DAEMON_SET = served(
+    "apps/v1",
+    "DaemonSet",
+    "agent",
+    namespace="team-a",
+    labels=DELIVERED_LABELS,
+    spec={"selector": {"matchLabels": {"app": "web"}}, "template": gate(users_pod_template())},
+)
+SHARED_CRON_JOB = served(
+    "batch/v1",
+    "CronJob",
+    "nightly",
+    namespace="team-a",
+    labels=DELIVERED_LABELS,
+    spec={
+        "schedule": "@daily",
+        "jobTemplate": {
+            "spec": {"template": rewrite(users_pod_template(), claim=SHARED_CLAIM, models=[QWEN])}
+        },
+    },
+)
+FINALIZED_MODEL = served(
+    f"{names.API_GROUP}/{names.API_VERSION}",
+    "Model",
+    "qwen",
+    namespace="team-a",
+    meta={"finalizers": ["example.com/keep", names.MODEL_FINALIZER]},
+    spec={"source": {"huggingFace": {"repository": "acme/qwen"}}},
+    status={"phase": "Ready"},
+)
+FINALIZED_CLUSTER_MODEL = served(
+    f"{names.API_GROUP}/{names.API_VERSION}",
+    "ClusterModel",
+    "bge",
+    meta={"finalizers": [names.MODEL_FINALIZER]},
+    spec={"source": {"huggingFace": {"repository": "acme/bge"}}},
+)
+PLAIN_SOURCE = served(
+    f"{names.API_GROUP}/{names.API_VERSION}",
+    "ModelCatalogSource",
+    "hub",
+    spec={"provider": "HuggingFace"},
+)
+FINALIZED_SOURCE = served(
+    f"{names.API_GROUP}/{names.API_VERSION}",
+    "ModelCatalogSource",
+    "hub-2",
+    meta={"finalizers": [names.CATALOG_FINALIZER]},
+    spec={"provider": "HuggingFace"},
+)
+
+
+def pod(name: str, template: Obj, *, phase: str = "Pending") -> Obj:
+    return served(
+        "v1",
+        "Pod",
+        name,
+        namespace="team-a",
+        labels={"app": "web"},
+        manager="kube-controller-manager",
+        meta={
+            "ownerReferences": [
+                {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-5d9c", "uid": "u"}
+            ]
+        },
+        spec={**template["spec"], "nodeName": ""} if phase != "Pending" else dict(template["spec"]),
+        status={"phase": phase},
+    )
+
+
+GATED_WITH_CLAIM = pod("web-5d9c-a", SHARED_TEMPLATE)
+GATED_ONLY = pod("agent-x", gate(users_pod_template()))
+RUNNING_POD = pod(
+    "web-5d9c-b", rewrite(users_pod_template(), claim=SHARED_CLAIM, models=[QWEN]), phase="Running"
+)
+MATERIALIZATION_LABELS = {
+    names.COMPONENT_LABEL: names.MATERIALIZATION_COMPONENT,
+    names.MODULE_LABEL: names.MODULE,
+    names.HERITAGE_LABEL: names.HERITAGE,
+    names.OWNER_KIND_LABEL: "Deployment",
+}
+MATERIALIZE_JOB = served(
+    "batch/v1",
+    "Job",
+    SHARED_CLAIM,
+    namespace="team-a",
+    labels=MATERIALIZATION_LABELS,
+    manager="ai-models-controller",
+    spec={"backoffLimit": 2, "template": {"spec": {"containers": [{"name": "materialize", "image": "x"}]}}},
+)
+MATERIALIZE_TOKEN = secret(
+    f"{SHARED_CLAIM}-token", "team-a", {"token": "eyJhbGciOi"}, labels=MATERIALIZATION_LABELS
+)
+SHARED_CLAIM_OBJ = served(
+    "v1",
+    "PersistentVolumeClaim",
+    SHARED_CLAIM,
+    namespace="team-a",
+    labels={names.SHARED_PVC_LABEL: names.SHARED_PVC_LABEL_VALUE},
+    spec={"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "2Gi"}}},
+    status={"phase": "Bound", "capacity": {"storage": "4Gi"}},
+)
+CACHE_NODE = served(
+    "v1",
+    "Node",
+    "gpu-1",
+    labels={"kubernetes.io/hostname": "gpu-1", names.NODE_CACHE_READY_LABEL: "false"},
+    annotations={names.NODE_CACHE_REPORT_ANNOTATION: '{"usedBytes": 0}'},
+    manager="ai-models-node-cache",
+    spec={"podCIDR": "10.0.0.0/24"},
+)
+PLAIN_NODE = served("v1", "Node", "cpu-1", labels={"kubernetes.io/hostname": "cpu-1"}, spec={})
+PENDING_CLAIM = served(
+    "v1",
+    "PersistentVolumeClaim",
+    "ai-models-embed-99",
+    namespace="team-b",
+    labels={names.SHARED_PVC_LABEL: names.SHARED_PVC_LABEL_VALUE},
+    spec={"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Gi"}}},
+)
+
+
 # ----- expected filter results per (hook, binding) ------------------------------------------------------
 
 
@@ -318,6 +527,98 @@ FILTER_SAMPLES: dict[tuple[str, str], list[tuple[Obj, Any]]] = {
     ("internal_tls", "controller_tls"): [
         (CONTROLLER_TLS_SECRET, {"crt": b64("CONTROLLER CERTIFICATE"), "key": b64("CONTROLLER KEY")}),
     ],
+    ("disable_cleanup", "deployments"): [
+        (
+            DELIVERED_DEPLOYMENT,
+            {
+                "namespace": "team-a",
+                "name": "web",
+                "annotations": [names.DELIVERY_MESSAGE_ANNOTATION, names.DELIVERY_REASON_ANNOTATION],
+                "template": template_seen(SHARED_TEMPLATE),
+            },
+        ),
+    ],
+    ("disable_cleanup", "statefulsets"): [
+        (
+            CACHE_STATEFUL_SET,
+            {
+                "namespace": "team-b",
+                "name": "embed",
+                "annotations": [],
+                "template": template_seen(CACHE_TEMPLATE),
+            },
+        ),
+    ],
+    ("disable_cleanup", "daemonsets"): [
+        (
+            GATED_DAEMON_SET,
+            {
+                "namespace": "team-a",
+                "name": "agent",
+                "annotations": [],
+                "template": template_seen(gate(users_pod_template())),
+            },
+        ),
+    ],
+    ("disable_cleanup", "cronjobs"): [
+        (
+            SHARED_CRON_JOB,
+            {
+                "namespace": "team-a",
+                "name": "nightly",
+                "annotations": [],
+                "template": template_seen(rewrite(users_pod_template(), claim=SHARED_CLAIM, models=[QWEN])),
+            },
+        ),
+    ],
+    ("disable_cleanup", "models"): [
+        (
+            FINALIZED_MODEL,
+            {
+                "namespace": "team-a",
+                "name": "qwen",
+                "finalizers": ["example.com/keep", names.MODEL_FINALIZER],
+            },
+        ),
+    ],
+    ("disable_cleanup", "clustermodels"): [
+        (FINALIZED_CLUSTER_MODEL, {"namespace": None, "name": "bge", "finalizers": [names.MODEL_FINALIZER]}),
+    ],
+    ("disable_cleanup", "catalogsources"): [
+        (PLAIN_SOURCE, {"namespace": None, "name": "hub", "finalizers": []}),
+        (FINALIZED_SOURCE, {"namespace": None, "name": "hub-2", "finalizers": [names.CATALOG_FINALIZER]}),
+    ],
+    ("disable_cleanup", "gated_pods"): [
+        (
+            GATED_WITH_CLAIM,
+            {
+                "namespace": "team-a",
+                "name": "web-5d9c-a",
+                "gates": [names.DELIVERY_SCHEDULING_GATE],
+                "moduleVolumes": True,
+            },
+        ),
+        (
+            GATED_ONLY,
+            {
+                "namespace": "team-a",
+                "name": "agent-x",
+                "gates": [names.DELIVERY_SCHEDULING_GATE],
+                "moduleVolumes": False,
+            },
+        ),
+    ],
+    ("disable_cleanup", "materialize_jobs"): [
+        (MATERIALIZE_JOB, {"namespace": "team-a", "name": SHARED_CLAIM}),
+    ],
+    ("disable_cleanup", "materialize_secrets"): [
+        (MATERIALIZE_TOKEN, {"namespace": "team-a", "name": f"{SHARED_CLAIM}-token"}),
+    ],
+    ("disable_cleanup", "cache_nodes"): [(CACHE_NODE, {"name": "gpu-1"})],
+    ("disable_cleanup", "shared_claims"): [
+        (SHARED_CLAIM_OBJ, {"namespace": "team-a", "name": SHARED_CLAIM, "storage": "4Gi"}),
+        (PENDING_CLAIM, {"namespace": "team-b", "name": "ai-models-embed-99", "storage": "1Gi"}),
+    ],
 }
 
 
@@ -367,11 +668,27 @@ def _label_selector_matches(selector: Mapping[str, Any], labels: Mapping[str, st
     return True
 
 
+# The fields the API server lets a Pod watch select on that the hooks use.
+FIELDS = {"status.phase": lambda obj: (obj.get("status") or {}).get("phase", "")}
+
+
+def _field_selector_matches(selector: Mapping[str, Any], obj: Obj) -> bool:
+    for expression in selector.get("matchExpressions") or []:
+        field, operator, value = expression["field"], expression["operator"], expression["value"]
+        assert field in FIELDS, f"not emulated here: {expression}"
+        assert operator in {"Equals", "NotEquals"}, f"not emulated here: {expression}"
+        if (FIELDS[field](obj) == value) != (operator == "Equals"):
+            return False
+    return True
+
+
 def selects(binding: Mapping[str, Any], obj: Obj) -> bool:
     """Whether shell-operator would deliver `obj` to the binding (kind, namespace, name, labels)."""
-    unknown = (set(binding) & {"fieldSelector"}) | (set(binding.get("namespace") or {}) - {"nameSelector"})
+    unknown = set(binding.get("namespace") or {}) - {"nameSelector"}
     assert not unknown, f"{binding['name']}: selectors not emulated here: {unknown}"
     if binding["apiVersion"] != obj["apiVersion"] or binding["kind"].lower() != obj["kind"].lower():
+        return False
+    if not _field_selector_matches(binding.get("fieldSelector") or {}, obj):
         return False
     meta = obj["metadata"]
     namespaces = ((binding.get("namespace") or {}).get("nameSelector") or {}).get("matchNames")
@@ -394,16 +711,18 @@ def snapshots_of(name: str, cluster: Sequence[Obj]) -> dict[str, list[dict[str, 
 
 
 def binding_contexts(name: str, snapshots: Mapping[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
-    """One binding context per way the hook runs: beforeHelm, its schedule, and the Synchronization
-    of each binding that runs on it, each with the snapshots addon-operator includes."""
+    """One binding context per way the hook runs: beforeHelm or afterDeleteHelm, its schedule, and
+    the Synchronization of each binding that runs on it, each with the snapshots addon-operator
+    includes."""
     config = hook_config(name)
 
     def included(names: Sequence[str]) -> dict[str, Any]:
         return {key: copy.deepcopy(snapshots[key]) for key in names}
 
     contexts: list[dict[str, Any]] = []
-    if "beforeHelm" in config:
-        contexts.append({"binding": "beforeHelm", "snapshots": copy.deepcopy(dict(snapshots))})
+    for run in ("beforeHelm", "afterDeleteHelm"):
+        if run in config:
+            contexts.append({"binding": run, "snapshots": copy.deepcopy(dict(snapshots))})
     for item in config.get("schedule", []):
         snaps = included(item.get("includeSnapshotsFrom", []))
         contexts.append({"binding": item["name"], "type": "Schedule", "snapshots": snaps})
@@ -641,6 +960,100 @@ SCENARIOS = [
         _certificate_is(None),
     ),
 ]
+DISABLED_CLUSTER = (
+    DELIVERED_DEPLOYMENT,
+    UNLABELLED_DEPLOYMENT,
+    CACHE_STATEFUL_SET,
+    GATED_DAEMON_SET,
+    SHARED_CRON_JOB,
+    FINALIZED_MODEL,
+    FINALIZED_CLUSTER_MODEL,
+    PLAIN_SOURCE,
+    FINALIZED_SOURCE,
+    GATED_WITH_CLAIM,
+    GATED_ONLY,
+    RUNNING_POD,
+    MATERIALIZE_JOB,
+    MATERIALIZE_TOKEN,
+    SHARED_CLAIM_OBJ,
+    PENDING_CLAIM,
+    CACHE_NODE,
+    PLAIN_NODE,
+    S3_CREDENTIALS,
+)
+
+
+def merged(target: Any, patch: Any) -> Any:
+    """RFC 7386."""
+    if not isinstance(patch, Mapping):
+        return copy.deepcopy(patch)
+    result = dict(target) if isinstance(target, Mapping) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merged(result.get(key), value)
+    return result
+
+
+def _after_disable(outcome: Outcome) -> None:
+    """Each operation applied to the object it names (the JSON patches by a real RFC 6902 engine):
+    the delivered workloads end as the user wrote them, the finalizers are gone, the gated Pods are
+    ungated or deleted, the materialization is deleted, and the claims are kept."""
+    objects = {
+        (o["kind"], o["metadata"].get("namespace") or "", o["metadata"]["name"]): o for o in DISABLED_CLUSTER
+    }
+    deleted = set()
+    for operation in outcome.kube:
+        key = (operation["kind"], operation["namespace"], operation["name"])
+        assert key in objects, operation
+        if operation["operation"] == "JSONPatch":
+            objects[key] = jsonpatch.apply_patch(objects[key], operation["jsonPatch"])
+        elif operation["operation"] == "MergePatch":
+            objects[key] = merged(objects[key], operation["mergePatch"])
+        else:
+            assert operation["operation"] in {"Delete", "DeleteInBackground"}, operation
+            deleted.add(key)
+    for kind, name in (("Deployment", "web"), ("DaemonSet", "agent")):
+        workload = objects[(kind, "team-a", name)]
+        assert workload["spec"]["template"] == users_pod_template()
+        assert workload["metadata"]["labels"] == {"app": "web"}
+    assert objects[("Deployment", "team-a", "web")]["metadata"]["annotations"].keys() == {
+        names.MODEL_ANNOTATION,
+        LAST_APPLIED,
+    }
+    assert objects[("StatefulSet", "team-b", "embed")]["spec"]["template"] == users_pod_template()
+    cron = objects[("CronJob", "team-a", "nightly")]
+    assert cron["spec"]["jobTemplate"]["spec"]["template"] == users_pod_template()
+    assert objects[("Deployment", "team-a", "other")] == UNLABELLED_DEPLOYMENT  # not the module's to touch
+    assert objects[("Model", "team-a", "qwen")]["metadata"]["finalizers"] == ["example.com/keep"]
+    assert objects[("ClusterModel", "", "bge")]["metadata"]["finalizers"] == []
+    assert objects[("ModelCatalogSource", "", "hub-2")]["metadata"]["finalizers"] == []
+    assert (
+        "schedulingGates" not in objects[("Pod", "team-a", "agent-x")]["spec"]
+        or not objects[("Pod", "team-a", "agent-x")]["spec"]["schedulingGates"]
+    )
+    assert deleted == {
+        ("Pod", "team-a", "web-5d9c-a"),
+        ("Job", "team-a", SHARED_CLAIM),
+        ("Secret", "team-a", f"{SHARED_CLAIM}-token"),
+    }
+    node = objects[("Node", "", "gpu-1")]["metadata"]
+    assert node["labels"] == {"kubernetes.io/hostname": "gpu-1"}
+    assert names.NODE_CACHE_REPORT_ANNOTATION not in node.get("annotations", {})
+    assert objects[("Node", "", "cpu-1")] == PLAIN_NODE
+    assert strip(objects[("Pod", "team-a", "web-5d9c-b")]) == strip(RUNNING_POD)  # a running Pod is left
+
+
+SCENARIOS.append(
+    Scenario(
+        "disable_cleanup",
+        "disabling takes back what the module wrote and keeps the claims",
+        DISABLED_CLUSTER,
+        module_values,
+        _after_disable,
+    )
+)
 SCENARIO_HOOKS = {scenario.hook for scenario in SCENARIOS} | {"internal_tls"}  # see the test below
 
 

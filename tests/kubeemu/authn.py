@@ -1,5 +1,10 @@
 """Bearer-token authentication: every token maps to an identity (user name + groups), as a static
-token file does for a real apiserver. Unknown or missing tokens are rejected with 401."""
+token file does for a real apiserver. Unknown or missing tokens are rejected with 401.
+
+A token carries audiences, as a ServiceAccount token does: none named means the API server's own
+(`API_SERVER_AUDIENCE`, what a legacy or default projected token has). The API server accepts a
+token only when the API server's audience is among them (a token bound to another audience is
+refused with 401, as by a real apiserver); a TokenReview checks them against its `spec.audiences`."""
 
 from __future__ import annotations
 
@@ -15,6 +20,8 @@ NODE_NAME_EXTRA = "authentication.kubernetes.io/node-name"
 POD_NAME_EXTRA = "authentication.kubernetes.io/pod-name"
 POD_UID_EXTRA = "authentication.kubernetes.io/pod-uid"
 CREDENTIAL_ID_EXTRA = "authentication.kubernetes.io/credential-id"
+# The real apiserver's default audience is its service-account issuer.
+API_SERVER_AUDIENCE = "https://kubernetes.default.svc.cluster.local"
 
 
 @dataclass(frozen=True)
@@ -25,6 +32,8 @@ class Identity:
     token: str
     groups: tuple[str, ...] = ()
     uid: str = ""
+    # Empty: the API server's audience only.
+    audiences: tuple[str, ...] = ()
     # userInfo.extra as (key, values) pairs: a pod-bound ServiceAccount token carries the
     # authentication.kubernetes.io/{pod-name,pod-uid,node-name,credential-id} claims here.
     extra: tuple[tuple[str, tuple[str, ...]], ...] = ()
@@ -36,18 +45,29 @@ class Identity:
         name: str,
         *,
         token: str | None = None,
+        audiences: tuple[str, ...] = (),
         extra: tuple[tuple[str, tuple[str, ...]], ...] = (),
     ) -> Identity:
-        """The identity Kubernetes gives a ServiceAccount token."""
+        """The identity Kubernetes gives a ServiceAccount token (bound to `audiences`, when named)."""
         return cls(
             name=f"system:serviceaccount:{namespace}:{name}",
             token=token or new_token(),
             groups=("system:serviceaccounts", f"system:serviceaccounts:{namespace}"),
+            audiences=audiences,
             extra=extra,
         )
 
     @classmethod
-    def pod_bound(cls, namespace: str, name: str, *, pod: str, pod_uid: str, node: str) -> Identity:
+    def pod_bound(
+        cls,
+        namespace: str,
+        name: str,
+        *,
+        pod: str,
+        pod_uid: str,
+        node: str,
+        audiences: tuple[str, ...] = (),
+    ) -> Identity:
         """A ServiceAccount token bound to a Pod (projected volume, or a TokenRequest whose
         boundObjectRef is the Pod): its claims as the apiserver puts them in userInfo.extra."""
         token = new_token()
@@ -58,7 +78,11 @@ class Identity:
             CREDENTIAL_ID_EXTRA: (f"JTI={token[:16]}",),
         }
         return cls.service_account(
-            namespace, name, token=token, extra=tuple((k, v) for k, v in claims.items() if v[0])
+            namespace,
+            name,
+            token=token,
+            audiences=audiences,
+            extra=tuple((k, v) for k, v in claims.items() if v[0]),
         )
 
     @classmethod
@@ -71,6 +95,10 @@ class Identity:
         if AUTHENTICATED_GROUP in self.groups:
             return self.groups
         return (*self.groups, AUTHENTICATED_GROUP)
+
+    @property
+    def token_audiences(self) -> tuple[str, ...]:
+        return self.audiences or (API_SERVER_AUDIENCE,)
 
     @property
     def service_account_ref(self) -> tuple[str, str] | None:
@@ -103,4 +131,7 @@ class Authenticator:
         scheme, _, token = authorization_header.partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             return None
-        return self.by_token(token.strip())
+        identity = self.by_token(token.strip())
+        if identity is None or API_SERVER_AUDIENCE not in identity.token_audiences:
+            return None
+        return identity

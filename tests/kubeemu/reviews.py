@@ -8,7 +8,7 @@ from datetime import timedelta
 from typing import Any
 
 from kubeemu import errors
-from kubeemu.authn import Authenticator, Identity, new_token
+from kubeemu.authn import API_SERVER_AUDIENCE, Authenticator, Identity, new_token
 from kubeemu.authz import Attributes, RBACAuthorizer
 from kubeemu.clock import now, rfc3339
 from kubeemu.jsonutil import jsoncopy
@@ -31,13 +31,25 @@ def _answer(body: Mapping[str, Any], status: dict[str, Any]) -> dict[str, Any]:
 
 
 def token_review(authn: Authenticator, body: Mapping[str, Any]) -> dict[str, Any]:
+    """As the real apiserver: the token's audiences must meet the review's `spec.audiences` (the API
+    server's own when none are given); `status.audiences` is what they share."""
     spec = body.get("spec") or {}
     identity = authn.by_token(str(spec.get("token") or ""))
     if identity is None:
         return _answer(body, {"authenticated": False, "user": {}, "error": "invalid bearer token"})
-    status: dict[str, Any] = {"authenticated": True, "user": _user_info(identity)}
-    if spec.get("audiences"):
-        status["audiences"] = list(spec["audiences"])
+    wanted = [str(item) for item in spec.get("audiences") or ()] or [API_SERVER_AUDIENCE]
+    shared = [item for item in wanted if item in identity.token_audiences]
+    if not shared:
+        return _answer(
+            body,
+            {
+                "authenticated": False,
+                "user": {},
+                "error": "[invalid bearer token, token audiences "
+                f"{list(identity.token_audiences)} is invalid for the target audiences {wanted}]",
+            },
+        )
+    status: dict[str, Any] = {"authenticated": True, "user": _user_info(identity), "audiences": shared}
     return _answer(body, status)
 
 
@@ -152,10 +164,12 @@ def token_request(
     body: Mapping[str, Any],
     bound_pod: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Mint a token that authenticates as the ServiceAccount (bound tokens are not time-limited here).
-    `bound_pod`: the Pod spec.boundObjectRef names, whose claims the token then carries."""
+    """Mint a token that authenticates as the ServiceAccount, bound to `spec.audiences` (the API
+    server's when none are named; bound tokens are not time-limited here). `bound_pod`: the Pod
+    spec.boundObjectRef names, whose claims the token then carries."""
     spec = dict(body.get("spec") or {})
     seconds = int(spec.get("expirationSeconds") or 3600)
+    audiences = tuple(str(item) for item in spec.get("audiences") or ())
     if bound_pod is not None:
         pod_meta = bound_pod.get("metadata") or {}
         identity = Identity.pod_bound(
@@ -164,14 +178,17 @@ def token_request(
             pod=str(pod_meta.get("name") or ""),
             pod_uid=str(pod_meta.get("uid") or ""),
             node=str((bound_pod.get("spec") or {}).get("nodeName") or ""),
+            audiences=audiences,
         )
     else:
-        identity = Identity.service_account(namespace, service_account, token=new_token())
+        identity = Identity.service_account(
+            namespace, service_account, token=new_token(), audiences=audiences
+        )
     authn.add(identity)
     out = _answer(
         body, {"token": identity.token, "expirationTimestamp": rfc3339(now() + timedelta(seconds=seconds))}
     )
     out["apiVersion"], out["kind"] = "authentication.k8s.io/v1", "TokenRequest"
     out["metadata"].update({"name": service_account, "namespace": namespace})
-    out["spec"] = {**spec, "expirationSeconds": seconds, "audiences": spec.get("audiences") or []}
+    out["spec"] = {**spec, "expirationSeconds": seconds, "audiences": list(identity.token_audiences)}
     return out

@@ -115,6 +115,35 @@ def test_defaults_fill_every_optional_section() -> None:
             "aiModels.delivery.maxConcurrentMaterializations",
         ),
         ({"delivery": {"sharedPvcClass": "x"}}, "aiModels.delivery: Additional properties are not allowed"),
+        # A tag or a digest would pin a materializer of another version than the module's.
+        (
+            {"delivery": {"materializer": {"imageRepository": "mirror.example.com/ai-models:v1"}}},
+            "aiModels.delivery.materializer.imageRepository",
+        ),
+        (
+            {
+                "delivery": {
+                    "materializer": {"imageRepository": "mirror.example.com/ai-models@sha256:" + "a" * 64}
+                }
+            },
+            "aiModels.delivery.materializer.imageRepository",
+        ),
+        (
+            {"delivery": {"materializer": {"imageRepository": "https://mirror.example.com/ai-models"}}},
+            "aiModels.delivery.materializer.imageRepository",
+        ),
+        (
+            {"delivery": {"materializer": {"imageRepository": "mirror.example.com"}}},
+            "aiModels.delivery.materializer.imageRepository",
+        ),
+        (
+            {"delivery": {"materializer": {"imagePullSecretNames": ["Mirror_Pull"]}}},
+            "aiModels.delivery.materializer.imagePullSecretNames",
+        ),
+        (
+            {"delivery": {"materializer": {"copyPullSecret": False}}},
+            "aiModels.delivery.materializer: Additional properties are not allowed",
+        ),
         ({"sources": {"huggingFace": {"endpoint": "ftp://mirror"}}}, "aiModels.sources.huggingFace.endpoint"),
         # Credentials in the URL would reach every Model's status in the messages that name the endpoint.
         (
@@ -132,6 +161,22 @@ def test_invalid_setting_is_refused_with_its_name(override: dict[str, Any], expe
     with pytest.raises(InvalidModuleValues) as error:
         module_values(deep_merge(MINIMAL_SETTINGS, override))
     assert expected in str(error.value)
+
+
+@pytest.mark.parametrize(
+    "repository",
+    [
+        "mirror.example.com/ai-models",
+        "mirror.example.com:5000/deckhouse/ai-models",
+        "localhost:5000/a/b-c.d_e",
+    ],
+)
+def test_a_mirror_repository_is_accepted(repository: str) -> None:
+    settings = {
+        "delivery": {"materializer": {"imageRepository": repository, "imagePullSecretNames": ["mirror-pull"]}}
+    }
+    values = module_values(deep_merge(MINIMAL_SETTINGS, settings))
+    assert values["aiModels"]["delivery"]["materializer"]["imageRepository"] == repository
 
 
 def test_module_cannot_be_enabled_without_an_object_store() -> None:

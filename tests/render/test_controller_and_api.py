@@ -172,10 +172,14 @@ def expected_controller_env(values: Mapping[str, Any]) -> dict[str, Any]:
         "AI_MODELS_DELIVERY_MAX_CONCURRENT_MATERIALIZATIONS": str(delivery["maxConcurrentMaterializations"]),
         "AI_MODELS_DELIVERY_PROVISIONING_TIMEOUT": delivery["provisioningTimeout"],
         "AI_MODELS_DELIVERY_MATERIALIZER_TEMPLATE_FILE": "/etc/ai-models/materializer/template.yaml",
-        "AI_MODELS_DELIVERY_API_URL": f"http://ai-models-api.{NAMESPACE}.svc",
-        # The pull secret always renders (D129), so the Jobs always get its copy.
-        "AI_MODELS_DELIVERY_REGISTRY_SECRET": "ai-models-module-registry",
+        # The api's internal TLS port, verified with the module CA (D159).
+        "AI_MODELS_DELIVERY_API_URL": f"https://ai-models-api.{NAMESPACE}.svc",
+        "AI_MODELS_DELIVERY_API_CA_FILE": "/etc/ai-models/module-ca/ca.crt",
     }
+    # The pull secret always renders (D129), so the Jobs get its copy, unless they pull from a
+    # mirror (delivery.materializer.imageRepository, D162).
+    if not (delivery.get("materializer") or {}).get("imageRepository"):
+        env["AI_MODELS_DELIVERY_REGISTRY_SECRET"] = "ai-models-module-registry"
     if values["aiModels"]["internal"]["controllerCert"].get("crt"):
         env["AI_MODELS_CONTROLLER_WEBHOOK_CERT_DIR"] = "/etc/ai-models/webhook-tls"
         env["AI_MODELS_CONTROLLER_WEBHOOK_PORT"] = "9443"
@@ -239,7 +243,7 @@ CONTROLLER_CLUSTER_RULES = [
     rule(["ai.deckhouse.io"], ["modelcatalogsources/status"], ["get", "patch", "update"]),
     rule(["ai.deckhouse.io"], ["models", "clustermodels"], ["get", "list", "watch", "patch"]),
     rule(["ai.deckhouse.io"], ["models/status", "clustermodels/status"], ["get", "patch"]),
-    rule([""], ["secrets"], ["get"]),
+    # No Secret is read cluster-wide (D160): a user's Secret only through a grant naming it.
     rule([""], ["events"], ["create", "patch"]),
     # The storage-prerequisites check; SharedPVC (the default mode) reads shared claims and events.
     rule(["storage.k8s.io"], ["storageclasses"], ["list"]),

@@ -37,6 +37,7 @@ from ai_models.names import (
     DELIVERY_WEBHOOK_PORT_NAME,
     MATERIALIZER_TEMPLATE_CONFIGMAP,
     MODEL_ANNOTATION,
+    MODULE_CA_CONFIGMAP,
     MODULE_NAMESPACE,
 )
 from kubeemu.pytest_fixtures import RunningEmulator
@@ -149,6 +150,8 @@ def test_the_certificate_adds_exactly_the_webhook_and_its_secret() -> None:
     assert added == {
         ("MutatingWebhookConfiguration", "", DELIVERY_WEBHOOK_CONFIGURATION),
         ("Secret", NAMESPACE, CONTROLLER_TLS_SECRET),
+        # The module CA's certificate, for the node plugin and the materializers (D159).
+        ("ConfigMap", NAMESPACE, MODULE_CA_CONFIGMAP),
     }
     assert inventory(rendered("minimal")) <= inventory(rendered(WITH_CERT.name))
 

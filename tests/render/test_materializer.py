@@ -29,7 +29,7 @@ from ai_models.domain.delivery.contract import Workload, WorkloadKind
 from ai_models.domain.delivery.materialization import MaterializationRequest, RequestedArtifact
 from ai_models.domain.models.reference import ModelKey
 from ai_models.names import (
-    API_IN_CLUSTER_URL,
+    API_INTERNAL_URL,
     MATERIALIZER_TEMPLATE_CONFIGMAP,
     MODULE_NAMESPACE,
     SHARED_PVC_VOLUME,
@@ -40,15 +40,16 @@ from support.manifest_schemas import validate_object
 from support.manifests import ClusterExpectations, review
 from support.pod_security import restricted_violations
 from support.render import RenderedChart
-from support.scenarios import Scenario, load_scenarios, scenario
+from support.scenarios import Scenario, generated_certificate, load_scenarios, scenario
 
 NAMESPACE = MODULE_NAMESPACE
 SCENARIOS = load_scenarios()
 WORKLOAD = Workload(WorkloadKind.DEPLOYMENT, "team-a", "server", "4a1c0e52-8f1e-4b43-9d0f-0f6c1b8f3e21")
 CLAIM = "ai-models-deployment-server-1a2b3c4d"
 DIGEST = "sha256:" + "cd" * 32
+CA_PEM = generated_certificate(("ai-models-api.d8-ai-models.svc",)).ca_pem
 REQUEST = MaterializationRequest(
-    api_url=API_IN_CLUSTER_URL,
+    api_url=API_INTERNAL_URL,
     target_dir=CLAIM_MOUNT,
     artifacts=(RequestedArtifact.of("llama", ModelKey(ModelKind.MODEL, "team-a", "llama"), DIGEST),),
 )
@@ -76,7 +77,7 @@ def template_of(chart: RenderedChart) -> dict[str, Any]:
     return template
 
 
-def job_for(chart: RenderedChart) -> dict[str, Any]:
+def job_for(chart: RenderedChart, *, pull_secret: bool = True) -> dict[str, Any]:
     return materialize_job(
         template_of(chart),
         workload=WORKLOAD,
@@ -84,7 +85,7 @@ def job_for(chart: RenderedChart) -> dict[str, Any]:
         claim_uid="9f0d7c1e-2b3a-4c5d-8e9f-0a1b2c3d4e5f",
         request=REQUEST,
         limits=JobLimits(backoff_limit=2, deadline_seconds=3600),
-        pull_secret=True,
+        pull_secret=pull_secret,
     )
 
 
@@ -176,6 +177,8 @@ def test_the_pod_has_no_identity_placement_or_pull_secret_of_the_module_namespac
     assert scenario("custom-placement").values()["aiModels"].get("nodeSelector")
     for key in ("nodeSelector", "tolerations", "affinity", "imagePullSecrets"):
         assert key not in pod, key
+    # Only the admin names pull secrets for the workload's namespace (delivery.materializer).
+    assert "imagePullSecrets" not in template_of(rendered("minimal"))["spec"]
 
 
 def test_the_controller_adds_the_claim_the_request_and_the_termination_message() -> None:
@@ -195,7 +198,11 @@ def test_the_controller_adds_the_claim_the_request_and_the_termination_message()
     )
     literal = {name: entry["value"] for name, entry in env.items() if "value" in entry}
     # What the materializer reads back is what the controller asked for.
-    parsed = MaterializationRequest.from_env({**literal, MaterializeVariable.TOKEN.value: "t"})
+    assert env[MaterializeVariable.CA_BUNDLE.value]["valueFrom"]["secretKeyRef"]["name"] == token_secret_name(
+        CLAIM
+    )
+    from_secret = {MaterializeVariable.TOKEN.value: "t", MaterializeVariable.CA_BUNDLE.value: CA_PEM}
+    parsed = MaterializationRequest.from_env({**literal, **from_secret})
     assert parsed == REQUEST
     (rule,) = job["spec"]["podFailurePolicy"]["rules"]
     assert rule["onExitCodes"]["containerName"] == container["name"]
@@ -206,3 +213,43 @@ def test_the_template_follows_the_log_level_setting() -> None:
     item = dataclasses.replace(scenario("minimal"), name="debug", settings={"logLevel": "Debug"})
     (container,) = template_of(item.render())["spec"]["containers"]
     assert {entry["name"]: entry["value"] for entry in container["env"]}["AI_MODELS_LOG_LEVEL"] == "Debug"
+
+
+MIRROR = "mirror.example.com:5000/deckhouse/ai-models"
+
+
+def controller_env(chart: RenderedChart) -> dict[str, Any]:
+    controller = chart.get("Deployment", "ai-models-controller", NAMESPACE)["spec"]["template"]["spec"]
+    return {entry["name"]: entry.get("value") for entry in controller["containers"][0]["env"]}
+
+
+def module_image(chart: RenderedChart) -> str:
+    controller = chart.get("Deployment", "ai-models-controller", NAMESPACE)["spec"]["template"]["spec"]
+    image: str = controller["containers"][0]["image"]
+    return image
+
+
+def test_by_default_the_controller_copies_the_module_pull_secret_beside_each_job() -> None:
+    chart = rendered("minimal")
+    assert controller_env(chart)["AI_MODELS_DELIVERY_REGISTRY_SECRET"] == "ai-models-module-registry"
+    assert template_of(chart)["spec"]["containers"][0]["image"] == module_image(chart)
+
+
+def test_a_mirror_runs_the_module_digest_and_the_controller_copies_no_pull_secret() -> None:
+    chart = rendered("delivery-materializer-mirror")
+    digest = module_image(chart).partition("@")[2]
+    assert digest.startswith("sha256:")
+
+    (container,) = template_of(chart)["spec"]["containers"]
+    assert container["image"] == f"{MIRROR}@{digest}"
+    # No variable, so the controller reads no Secret and copies none (controller/delivery/wiring).
+    assert "AI_MODELS_DELIVERY_REGISTRY_SECRET" not in controller_env(chart)
+    # The module's own pods still pull with the module's Secret, in the module namespace.
+    assert module_image(chart) != container["image"]
+
+
+def test_the_admins_pull_secrets_are_the_only_ones_of_a_mirrored_job() -> None:
+    chart = rendered("delivery-materializer-mirror")
+    assert template_of(chart)["spec"]["imagePullSecrets"] == [{"name": "mirror-pull"}]
+    job = job_for(chart, pull_secret=False)
+    assert job["spec"]["template"]["spec"]["imagePullSecrets"] == [{"name": "mirror-pull"}]

@@ -17,14 +17,23 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import helm_python
 import pytest
 import yaml
 from kubernetes.utils import parse_quantity
 
 from ai_models import cli
 from ai_models.cli import build_parser
-from ai_models.names import MODULE_NAMESPACE, NODE_CACHE_COMPONENT, NODE_CACHE_DRIVER
+from ai_models.names import (
+    API_INTERNAL_URL,
+    MODULE_CA_CONFIGMAP,
+    MODULE_CA_KEY,
+    MODULE_NAMESPACE,
+    MODULE_TOKEN_AUDIENCE,
+    NODE_CACHE_COMPONENT,
+    NODE_CACHE_DRIVER,
+    NODE_CACHE_MODULE_CA_FILE,
+    NODE_CACHE_MODULE_TOKEN_FILE,
+)
 from ai_models.nodecache.server import socket_path
 from ai_models.nodecache.settings import NodeCacheSettings
 from kubeemu.authz import Attributes
@@ -217,7 +226,49 @@ def test_the_host_paths_are_exactly_the_kubelet_dirs_and_the_cache_root() -> Non
         CACHE_ROOT: "DirectoryOrCreate",
     }
     others = {name: set(volume) - {"name"} for name, volume in volumes.items() if "hostPath" not in volume}
-    assert others == {"tmp": {"emptyDir"}}
+    assert others == {"tmp": {"emptyDir"}, "module-token": {"projected"}, "module-ca": {"configMap"}}
+
+
+def test_the_plugin_reads_the_serving_api_over_tls_with_a_module_audience_token() -> None:
+    chart = rendered(NODE_CACHE.name)
+    spec = pod_spec(chart)
+    volumes = {volume["name"]: volume for volume in spec["volumes"]}
+    # A pod-bound token for the module audience only, short-lived (kubelet rotates it at 80 %).
+    assert volumes["module-token"]["projected"]["sources"] == [
+        {
+            "serviceAccountToken": {
+                "audience": MODULE_TOKEN_AUDIENCE,
+                "expirationSeconds": 600,
+                "path": "token",
+            }
+        }
+    ]
+    # The module CA's certificate alone, from a ConfigMap that holds no key.
+    assert volumes["module-ca"]["configMap"] == {
+        "name": MODULE_CA_CONFIGMAP,
+        "items": [{"key": MODULE_CA_KEY, "path": MODULE_CA_KEY}],
+    }
+    ca = chart.get("ConfigMap", MODULE_CA_CONFIGMAP, namespace=NAMESPACE)
+    assert set(ca["data"]) == {MODULE_CA_KEY}
+    assert "PRIVATE KEY" not in ca["data"][MODULE_CA_KEY]
+    assert (
+        ca["data"][MODULE_CA_KEY].strip()
+        == NODE_CACHE.values()["aiModels"]["internal"]["rootCA"]["crt"].strip()
+    )
+    plugin = container(chart, "node-cache")
+    mounts = {mount["name"]: mount for mount in plugin["volumeMounts"]}
+    env = env_of(plugin)
+    assert env["AI_MODELS_NODE_CACHE_API_URL"] == API_INTERNAL_URL
+    assert Path(env["AI_MODELS_NODE_CACHE_TOKEN_FILE"]).parent == Path(mounts["module-token"]["mountPath"])
+    assert (
+        Path(env["AI_MODELS_NODE_CACHE_API_CA_FILE"])
+        == Path(mounts["module-ca"]["mountPath"]) / MODULE_CA_KEY
+    )
+    assert mounts["module-token"]["readOnly"]
+    assert mounts["module-ca"]["readOnly"]
+    # The api listens there: the Service's https-internal port leads to the internal listener.
+    service = chart.get("Service", "ai-models-api", namespace=NAMESPACE)
+    assert {port["name"]: port["port"] for port in service["spec"]["ports"]}["https-internal"] == 443
 
 
 def test_bidirectional_propagation_only_on_the_kubelet_dir_of_the_plugin_container() -> None:
@@ -283,8 +334,9 @@ def test_the_plugin_container_runs_the_node_cache_process() -> None:
         "AI_MODELS_LOG_LEVEL": "Info",
         "AI_MODELS_LOG_FORMAT": "json",
         "AI_MODELS_NODE_CACHE_SIZE": "500Gi",
-        "AI_MODELS_NODE_CACHE_API_URL": f"http://ai-models-api.{NAMESPACE}.svc",
-        "AI_MODELS_NODE_CACHE_TOKEN_FILE": "/var/run/secrets/kubernetes.io/serviceaccount/token",
+        "AI_MODELS_NODE_CACHE_API_URL": f"https://ai-models-api.{NAMESPACE}.svc",
+        "AI_MODELS_NODE_CACHE_TOKEN_FILE": NODE_CACHE_MODULE_TOKEN_FILE,
+        "AI_MODELS_NODE_CACHE_API_CA_FILE": NODE_CACHE_MODULE_CA_FILE,
         "AI_MODELS_NODE_CACHE_KUBELET_DIR": KUBELET_DIR,
         "AI_MODELS_NODE_CACHE_HEALTH_PORT": "9808",
     }
@@ -297,6 +349,8 @@ def test_the_plugin_container_runs_the_node_cache_process() -> None:
         "/csi": "plugin-dir",
         CACHE_ROOT: "cache-root",
         "/tmp": "tmp",
+        "/var/run/secrets/ai-models": "module-token",
+        "/etc/ai-models/module-ca": "module-ca",
     }
     assert plugin["ports"] == [{"name": "http-health", "containerPort": 9808, "protocol": "TCP"}]
     for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
@@ -327,20 +381,94 @@ def test_the_registrar_image_follows_the_kubernetes_minor() -> None:
     assert container(item.render(), "node-driver-registrar")["image"] == f"{GLOBAL_REGISTRY}@{digest}"
 
 
-def test_a_release_without_the_registrar_for_this_kubernetes_fails_the_render_naming_the_image() -> None:
+K8S_135 = dataclasses.replace(
+    NODE_CACHE,
+    name="delivery-node-cache+k8s-1.35",
+    kube_version="v1.35.0",
+    global_overrides={**NODE_CACHE.global_overrides, "discovery": {"kubernetesVersion": "1.35.0"}},
+)
+
+
+def controller_env(chart: RenderedChart) -> dict[str, Any]:
+    deployment = chart.get("Deployment", "ai-models-controller", NAMESPACE)
+    (found,) = [
+        item for item in deployment["spec"]["template"]["spec"]["containers"] if item["name"] == "controller"
+    ]
+    return env_of(found)
+
+
+def module_registry(chart: RenderedChart) -> str:
+    deployment = chart.get("Deployment", "ai-models-controller", NAMESPACE)
+    image: str = deployment["spec"]["template"]["spec"]["containers"][0]["image"]
+    base, _, digest = image.partition("@")
+    assert digest == IMAGE_DIGEST
+    return base
+
+
+def test_a_release_without_the_registrar_renders_without_the_plugin_and_tells_the_controller_why() -> None:
+    chart = K8S_135.render()
+
+    # The plugin's pods could not start: the DaemonSet, its VPA and its exception are left out...
+    assert node_cache_objects(chart) == EVERY_OBJECT - {
+        ("DaemonSet", NAME),
+        ("VerticalPodAutoscaler", NAME),
+        ("SecurityPolicyException", NAME),
+    }
+    # ...and the rest of the release renders: the controller, the api, the webhook.
+    assert chart.get("Deployment", "ai-models-api", NAMESPACE)
+    reason = controller_env(chart)["AI_MODELS_DELIVERY_NODE_CACHE_UNAVAILABLE"]
+    for words in (
+        "node-driver-registrar image for Kubernetes 1.35 missing",
+        "global.modulesImages.digests.aiModels.csiNodeDriverRegistrar135",
+        "global.modulesImages.digests.common.csiNodeDriverRegistrar135",
+        "set delivery.mode to SharedPVC",
+    ):
+        assert words in reason
+
+
+def test_a_release_with_the_registrar_tells_the_controller_nothing_is_missing() -> None:
+    assert "AI_MODELS_DELIVERY_NODE_CACHE_UNAVAILABLE" not in controller_env(rendered(NODE_CACHE.name))
+    # SharedPVC runs no plugin, so nothing is missing there even without the registrar.
+    shared = dataclasses.replace(K8S_135, name="minimal+k8s-1.35", settings={}).render()
+    assert "AI_MODELS_DELIVERY_NODE_CACHE_UNAVAILABLE" not in controller_env(shared)
+    assert node_cache_objects(shared) == set()
+
+
+def test_the_modules_own_registrar_image_wins_over_the_common_one() -> None:
+    own = "sha256:" + "a7" * 32
     item = dataclasses.replace(
         NODE_CACHE,
-        name="delivery-node-cache+k8s-1.35",
-        kube_version="v1.35.0",
-        global_overrides={"discovery": {"kubernetesVersion": "1.35.0"}},
+        name="delivery-node-cache+own-registrar",
+        global_overrides={
+            **NODE_CACHE.global_overrides,
+            "modulesImages": {"digests": {"aiModels": {"csiNodeDriverRegistrar134": own}}},
+        },
     )
-    with pytest.raises(
-        helm_python.HelmRenderError,
-        match=r"registrar image for Kubernetes 1\.35.*csiNodeDriverRegistrar135 is not set.*SharedPVC",
-    ):
-        item.render()
-    # The other modes need no registrar at all.
-    dataclasses.replace(item, settings={}).render()
+    chart = item.render()
+    # The module's images come from the module's registry, as its controller's does.
+    assert container(chart, "node-driver-registrar")["image"] == f"{module_registry(chart)}@{own}"
+
+
+def test_the_modules_own_registrar_image_serves_a_kubernetes_deckhouse_has_none_for() -> None:
+    own = "sha256:" + "b8" * 32
+    item = dataclasses.replace(
+        K8S_135,
+        name="delivery-node-cache+k8s-1.35+own-registrar",
+        global_overrides={
+            **K8S_135.global_overrides,
+            "modulesImages": {"digests": {"aiModels": {"csiNodeDriverRegistrar135": own}}},
+        },
+    )
+    chart = item.render()
+    assert container(chart, "node-driver-registrar")["image"] == f"{module_registry(chart)}@{own}"
+    assert "AI_MODELS_DELIVERY_NODE_CACHE_UNAVAILABLE" not in controller_env(chart)
+
+
+def test_only_the_common_registrar_image_is_used_when_the_module_has_none() -> None:
+    values = NODE_CACHE.values()
+    assert "csiNodeDriverRegistrar134" not in values["global"]["modulesImages"]["digests"]["aiModels"]
+    registrar = container(rendered(NODE_CACHE.name), "node-driver-registrar")
+    assert registrar["image"] == f"{GLOBAL_REGISTRY}@{REGISTRAR_IMAGE_DIGEST}"
 
 
 def test_the_common_images_are_distinct_in_the_test_values() -> None:
@@ -682,9 +810,10 @@ def test_the_environment_is_what_the_plugin_settings_read(monkeypatch: pytest.Mo
         monkeypatch.setenv(key, value)
     settings = NodeCacheSettings()  # type: ignore[call-arg]  # required fields come from the environment
     assert settings.node_cache_size == parse_quantity("500Gi")
-    assert settings.node_cache_api_url == f"http://ai-models-api.{NAMESPACE}.svc"
+    assert settings.node_cache_api_url == f"https://ai-models-api.{NAMESPACE}.svc"
     assert str(settings.node_cache_kubelet_dir) in {mount["mountPath"] for mount in plugin["volumeMounts"]}
-    assert settings.node_cache_token_file == Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
+    assert settings.node_cache_token_file == Path(NODE_CACHE_MODULE_TOKEN_FILE)
+    assert settings.node_cache_api_ca_file == NODE_CACHE_MODULE_CA_FILE
     # kubelet probes the pod IP: the listener must be on every address, on the probed port.
     assert settings.node_cache_health_address == "0.0.0.0"
     assert [settings.node_cache_health_port] == [port["containerPort"] for port in plugin["ports"]]

@@ -5,8 +5,8 @@ ServiceAccount, in both delivery modes.
 - Secrets of the module namespace are reached by name (`resourceNames`) wherever the chart knows
   the name. What no rule can narrow stays, exactly: create (the object does not exist yet, so its
   name is not an authorization attribute), the controller's update and delete of the publication
-  token Secrets (named after object UIDs), and the controller's cluster-wide get (a Model's
-  spec.source.authSecretRef in the Model's namespace; RBAC has no deny to carve d8-ai-models out).
+  token Secrets (named after object UIDs). The controller has no cluster-wide read of Secrets
+  (D160): a user's Secret is read only where its namespace's admin granted it by name.
 - Nobody lists or watches the Secrets of d8-ai-models, or patches one it does not own.
 - The module CA (ai-models-root-ca, its key) is read only by the internal TLS hook (Deckhouse's own
   identity): it is in nobody's resourceNames and no rendered object but the Secret itself names it,
@@ -21,6 +21,7 @@ from functools import cache
 
 import pytest
 
+from ai_models.domain.secret_reads import module_secret_refusal
 from ai_models.names import MODULE_NAMESPACE, ROOT_CA_SECRET
 from kubeemu.authz import Attributes
 from kubeemu.cluster import Cluster
@@ -34,7 +35,6 @@ VERBS = ("get", "list", "watch", "create", "update", "patch", "delete")
 UNKNOWN = "someone-elses-secret"
 # (ServiceAccount, verb) allowed on a Secret of d8-ai-models whose name the chart does not know.
 UNNARROWABLE = {
-    ("controller", "get"),  # the ClusterRole's one-by-name read (authSecretRef, catalog tokens)
     ("controller", "create"),
     ("controller", "update"),  # a publication token left by an earlier attempt
     ("controller", "delete"),  # a publication token, with its Job
@@ -171,7 +171,92 @@ def test_the_module_namespace_secret_rules_without_names_grant_only_create_updat
                 if "secrets" not in (rule.get("resources") or []) or rule.get("resourceNames"):
                     continue
                 verbs = set(rule["verbs"])
-                allowed_verbs = (
-                    {"create", "update", "delete"} if kind == "Role" else {"get", "create", "update"}
-                )
+                allowed_verbs = {"create", "update", "delete"} if kind == "Role" else {"create", "update"}
                 assert verbs <= allowed_verbs, f"{kind} {role['metadata']['name']}: {sorted(verbs)}"
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_no_cluster_role_of_a_module_account_reads_secrets(mode: str) -> None:
+    """No ClusterRole bound to a module ServiceAccount gives get, list or watch on Secrets, so no
+    Secret of any namespace (Helm's, the CA's, a user's) is readable by the module without a grant
+    naming it (D160)."""
+    subjects = {f"system:serviceaccount:{MODULE_NAMESPACE}:{name}" for name in service_accounts(mode)}
+    bound = {
+        binding["roleRef"]["name"]
+        for binding in chart(mode).of_kind("ClusterRoleBinding")
+        if any(
+            f"system:serviceaccount:{item.get('namespace')}:{item['name']}" in subjects
+            for item in binding.get("subjects") or []
+            if item.get("kind") == "ServiceAccount"
+        )
+    }
+    reading = [
+        (role["metadata"]["name"], sorted(set(rule["verbs"]) & {"get", "list", "watch", "*"}))
+        for role in chart(mode).of_kind("ClusterRole")
+        if role["metadata"]["name"] in bound
+        for rule in role.get("rules") or []
+        if {"secrets", "*"} & set(rule.get("resources") or [])
+        and set(rule["verbs"]) & {"get", "list", "watch", "*"}
+    ]
+    assert bound, "no ClusterRole is bound to a module ServiceAccount: the check would see nothing"
+    assert reading == []
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_the_controller_reads_no_secret_of_another_namespace(mode: str) -> None:
+    attrs = Attributes(
+        user=f"system:serviceaccount:{MODULE_NAMESPACE}:controller",
+        groups=(
+            "system:serviceaccounts",
+            f"system:serviceaccounts:{MODULE_NAMESPACE}",
+            "system:authenticated",
+        ),
+        verb="get",
+        namespace="team-a",
+        resource="secrets",
+        name="hf-token",
+    )
+    assert not authorizer(mode).authz.authorize(attrs).allowed
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_every_secret_the_controller_may_read_is_one_no_source_may_name(mode: str) -> None:
+    """The names the chart lets the controller read in d8-ai-models are all reserved by the rule
+    that refuses them as a ModelCatalogSource's token, and so is every Secret the chart renders
+    there: a source cannot make the controller send one of them."""
+    readable = {
+        name for (account, name), verbs in NAMED.items() if account == "controller" and "get" in verbs
+    }
+    for name in sorted(readable):
+        assert ("controller", "get") in granted(mode, name), name
+    rendered = {
+        obj["metadata"]["name"]
+        for obj in chart(mode).of_kind("Secret")
+        if obj["metadata"].get("namespace") == MODULE_NAMESPACE
+    }
+    named_in_roles = {
+        name
+        for role in chart(mode).of_kind("Role")
+        if role["metadata"].get("namespace") == MODULE_NAMESPACE
+        for rule in role.get("rules") or []
+        if "secrets" in (rule.get("resources") or [])
+        for name in rule.get("resourceNames") or []
+    }
+    assert rendered
+    assert named_in_roles
+    for name in sorted(readable | rendered | named_in_roles):
+        assert module_secret_refusal(name, field="spec.huggingFace.tokenSecretRef") is not None, name
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_the_pull_secret_the_controller_is_told_to_copy_is_granted_to_it_by_name(mode: str) -> None:
+    """SharedPVC delivery copies the Secret AI_MODELS_DELIVERY_REGISTRY_SECRET names: without a
+    cluster-wide read, that name must be one the controller's Role names."""
+    deployment = chart(mode).get("Deployment", "ai-models-controller", MODULE_NAMESPACE)
+    [name] = [
+        item["value"]
+        for container in deployment["spec"]["template"]["spec"]["containers"]
+        for item in container.get("env") or []
+        if item["name"] == "AI_MODELS_DELIVERY_REGISTRY_SECRET"
+    ]
+    assert ("controller", "get") in granted(mode, name)

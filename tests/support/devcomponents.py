@@ -40,6 +40,7 @@ class DevPorts:
 class DevComponents:
     processes: list[ModuleProcess]
     api_port: int  # the one the api bound (`DevPorts.api`, or the free one it picked for 0)
+    internal_port: int | None = None  # the api's internal TLS listener, when it has one
     webhook_port: int | None = None  # the controller's admission webhook (a free port), if served
 
 
@@ -54,6 +55,16 @@ def start_job_runner(*, cluster: Cluster, url: str, ca_pem: str, out_dir: Path) 
         ServedCluster(cluster=cluster, url=url, ca_pem=ca_pem, workdir=out_dir),
         backoff_seconds=DEV_JOB_BACKOFF_SECONDS,
     )
+
+
+# The name the local processes reach the api's internal TLS listener by: its certificate carries it
+# beside the Service's names (`testbed.dev_lookup`; 127.0.0.1 has no DNS name of its own).
+LOCAL_HOST = "localhost"
+
+
+def internal_serving_url(port: int) -> str:
+    """The serving API as the dev stack's node plugin and materializers read it (D159)."""
+    return f"https://{LOCAL_HOST}:{port}"
 
 
 def mounted_config_maps(
@@ -215,9 +226,17 @@ def start_components(
     ).start()
     try:
         api_port = api.api_port()
+        # The internal TLS listener, where materializers read the serving API (D159).
+        internal = api.internal_api_port() if "AI_MODELS_API_TLS_CERT_FILE" in (api_env or {}) else None
     except BaseException:
         api.kill()
         raise
+    delivery = (
+        {"AI_MODELS_DELIVERY_API_URL": internal_serving_url(internal)}
+        if internal is not None
+        # Without the internal listener no materializer can start (it refuses plain http).
+        else {"AI_MODELS_DELIVERY_API_URL": f"http://127.0.0.1:{api_port}"}
+    )
     controller = ModuleProcess(
         "controller",
         env={
@@ -235,8 +254,9 @@ def start_components(
             # The emulator calls the webhook here (its route for the controller Service).
             "AI_MODELS_CONTROLLER_WEBHOOK_ADDRESS": "127.0.0.1",
             "AI_MODELS_CONTROLLER_WEBHOOK_PORT": "0",
-            # Materialize Jobs run as local processes and read from the local api.
-            "AI_MODELS_DELIVERY_API_URL": f"http://127.0.0.1:{api_port}",
+            # Materialize Jobs run as local processes and read from the local api's internal
+            # listener, verified with the module CA (the chart's ConfigMap, a local copy in `mounted`).
+            **delivery,
             **dict(controller_env or {}),
         },
         log_path=logs / "controller.log",
@@ -249,4 +269,6 @@ def start_components(
             controller.kill()
             api.kill()
             raise
-    return DevComponents(processes=[controller, api], api_port=api_port, webhook_port=webhook_port)
+    return DevComponents(
+        processes=[controller, api], api_port=api_port, webhook_port=webhook_port, internal_port=internal
+    )

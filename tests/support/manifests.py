@@ -75,6 +75,8 @@ class ClusterExpectations:
     # Digests of the module's own images: with the global registry base, module and common
     # images (kube-rbac-proxy) share one base, so the digest tells the module's processes apart.
     module_image_digests: frozenset[str] = frozenset()
+    # delivery.materializer.imageRepository: a mirror of the module image for materialize Jobs (D162).
+    materializer_image_base: str = ""
 
     @classmethod
     def from_values(cls, values: Mapping[str, Any]) -> ClusterExpectations:
@@ -118,6 +120,9 @@ class ClusterExpectations:
             module_image_base=f"{module_base}/{MODULE}" if module_base else global_base,
             common_image_base=global_base,
             module_image_digests=frozenset(str(digest) for digest in module_digests.values()),
+            materializer_image_base=str(
+                ((module.get("delivery") or {}).get("materializer") or {}).get("imageRepository") or ""
+            ),
         )
 
 
@@ -355,7 +360,9 @@ def check_workload(
     pull_secrets = [secret.get("name") for secret in spec.get("imagePullSecrets") or []]
     if REGISTRY_SECRET not in pull_secrets:
         messages.append(f"imagePullSecrets must include {REGISTRY_SECRET}")
-    bases = {expectations.module_image_base, expectations.common_image_base}
+    bases = {expectations.module_image_base, expectations.common_image_base} | (
+        {expectations.materializer_image_base} if expectations.materializer_image_base else set()
+    )
     names: list[str] = []
     for container in all_containers:
         cname = str(container.get("name"))

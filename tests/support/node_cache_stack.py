@@ -3,6 +3,9 @@ the API emulator) serving a directory store that counts the bytes it serves and 
 a byte offset, the module installed in NodeCache mode (the plugin's ServiceAccount with exactly the
 RBAC the chart renders for it), its token in a file, and NodeCaches over one root, closed at the end.
 
+As in the cluster (D159), the plugin reads the api's internal TLS listener, verified with a test
+CA (`ca_file`), with a token the TokenRequest API issued for the module audience.
+
     stack.publish("llama", {"w.bin": b"..."}, namespace="team-a") -> (request, digest)
     cache = stack.cache(limit_bytes=...)
 """
@@ -24,7 +27,7 @@ from ai_models.adapters.objectstore import DirectoryStore
 from ai_models.adapters.serving.tree import Retry
 from ai_models.api.server import BackgroundServer, build_runtime
 from ai_models.api.settings import ApiSettings
-from ai_models.names import MODULE_NAMESPACE, NODE_CACHE_COMPONENT
+from ai_models.names import MODULE_NAMESPACE, MODULE_TOKEN_AUDIENCE, NODE_CACHE_COMPONENT
 from ai_models.nodecache.cache import CacheConfig, CacheRequest, NodeCache
 from fakes.model_files import FileContent
 from fakes.served_artifacts import model_key, publish_ready
@@ -32,6 +35,7 @@ from kubeemu.authn import Identity
 from kubeemu.pytest_fixtures import RunningEmulator
 from support.module_install import install_module
 from support.render import RenderedChart, render_chart
+from support.tls_files import write_tls_files
 from support.values import MINIMAL_SETTINGS, deep_merge, module_values
 
 NODE_CACHE_SETTINGS: Final = deep_merge(
@@ -125,6 +129,7 @@ class CacheStack:
     store: CountingStore
     url: str
     token_file: Path
+    ca_file: Path
     root: Path
     plugin: Identity
     caches: list[NodeCache] = dataclasses.field(default_factory=list)
@@ -143,6 +148,7 @@ class CacheStack:
             "limit_bytes": 1 << 30,
             "api_url": self.url,
             "token_file": self.token_file,
+            "ca_file": str(self.ca_file),
             "eviction_grace_seconds": 0.0,
             "retry": Retry(attempts=3, base_seconds=0.05, max_seconds=0.2),
             "housekeeping_seconds": 3600.0,
@@ -153,13 +159,34 @@ class CacheStack:
         return cache
 
 
+def module_token(emulator: RunningEmulator, account: Identity) -> str:
+    """A token of the ServiceAccount `account` for the module audience, as kubelet projects the
+    node plugin's (the TokenRequest API)."""
+    ref = account.service_account_ref
+    assert ref is not None, account
+    namespace, name = ref
+    status, _, body = emulator.request(
+        "POST",
+        f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token",
+        body={
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {"audiences": [MODULE_TOKEN_AUDIENCE], "expirationSeconds": 600},
+        },
+    )
+    assert status == 201, body
+    token: str = body["status"]["token"]
+    return token
+
+
 @pytest.fixture(name="cache_stack")
 def cache_stack_fixture(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[CacheStack]:
     emulator: RunningEmulator = request.getfixturevalue("kube_emulator")
     accounts = install_module(emulator, rendered=_rendered_chart()).service_accounts
     api_account, plugin = accounts["api"], accounts[NODE_CACHE_COMPONENT]
     token_file = tmp_path / "token"
-    token_file.write_text(plugin.token)
+    token_file.write_text(module_token(emulator, plugin))
+    cert, key, ca_file = write_tls_files(tmp_path / "tls")
     store = CountingStore(DirectoryStore(tmp_path / "store"))
     api_client = new_api_client(
         ClientOptions(retries=1, backoff_seconds=0.05), kubeconfig=str(emulator.kubeconfig(api_account))
@@ -168,12 +195,15 @@ def cache_stack_fixture(request: pytest.FixtureRequest, tmp_path: Path) -> Itera
     index.mkdir()
     config = ApiSettings(namespace=MODULE_NAMESPACE, api_index_dir=index, api_object_cache_seconds=0)
     runtime = build_runtime(config, store=store, api_client=api_client)
-    server = BackgroundServer(runtime.app, shutting_down=runtime.state.shutting_down).start()
+    server = BackgroundServer(
+        runtime.internal_app, shutting_down=runtime.state.shutting_down, tls=(cert, key)
+    ).start()
     stack = CacheStack(
         emulator=emulator,
         store=store,
         url=server.url,
         token_file=token_file,
+        ca_file=ca_file,
         root=tmp_path / "cache",
         plugin=plugin,
     )

@@ -35,16 +35,17 @@ class ProcessExited(RuntimeError):
     """The process ended while a test waited for it: waiting longer cannot help."""
 
 
-def logged_address(line: str, message: str) -> str | None:
-    """The `address` fact of a log line whose message is `message`, in the JSON or the text format."""
+def logged_address(line: str, message: str, *, fact: str = "address") -> str | None:
+    """The `fact` (an address) of a log line whose message is `message`, in the JSON or the text
+    format."""
     if line.startswith("{"):
         try:
             entry = json.loads(line)
         except ValueError:
             return None
-        address = entry.get("address") if entry.get("msg") == message else None
+        address = entry.get(fact) if entry.get("msg") == message else None
         return str(address) if address else None
-    found = re.search(rf": {re.escape(message)}(?: .*)? address=(\S+)", line)
+    found = re.search(rf": {re.escape(message)}(?: .*)? {re.escape(fact)}=(\S+)", line)
     return found.group(1) if found else None
 
 
@@ -91,18 +92,21 @@ class ModuleProcess:
             stream.seek(self._log_start)
             return stream.read().decode("utf-8", errors="replace")
 
-    def bound_port(self, message: str, *, timeout: float = 60) -> int:
-        """The port of the listener that logged `message` with its bound address in this run."""
-        if message not in self._ports:
+    def bound_port(self, message: str, *, timeout: float = 60, fact: str = "address") -> int:
+        """The port of the listener that logged `message` with its bound address (`fact`) in this run."""
+        key = f"{message}/{fact}"
+        if key not in self._ports:
 
             def address() -> str:
                 lines = self.run_log().splitlines()
-                return next((found for line in lines if (found := logged_address(line, message))), "")
+                return next(
+                    (found for line in lines if (found := logged_address(line, message, fact=fact))), ""
+                )
 
             what = f"the log line {message!r} with an address"
             bound = self.wait_until(address, timeout=timeout, what=what)
-            self._ports[message] = int(bound.rsplit(":", 1)[1])
-        return self._ports[message]
+            self._ports[key] = int(bound.rsplit(":", 1)[1])
+        return self._ports[key]
 
     def health_port(self) -> int:
         return self.bound_port(PROBES_LISTENING)
@@ -112,6 +116,10 @@ class ModuleProcess:
 
     def api_port(self) -> int:
         return self.bound_port(API_LISTENING)
+
+    def internal_api_port(self) -> int:
+        """The api's internal TLS listener (lookup, and serving for the node plugin and materializers)."""
+        return self.bound_port(API_LISTENING, fact="internal")
 
     def running(self) -> bool:
         return self._process is not None and self._process.poll() is None

@@ -185,7 +185,12 @@ def _with_generated_certificates(internal: dict[str, Any]) -> dict[str, Any]:
     for key, value in internal.items():
         if value == GENERATED_CERTIFICATE:
             pair = generated_certificate()
-            internal[key] = {"ca": pair.ca_pem, "crt": pair.cert_pem, "key": pair.key_pem}
+            # The module CA itself is the pair's CA (its key is not kept: no template signs anything).
+            internal[key] = (
+                {"crt": pair.ca_pem, "key": pair.key_pem}
+                if key == "rootCA"
+                else {"ca": pair.ca_pem, "crt": pair.cert_pem, "key": pair.key_pem}
+            )
     return internal
 
 

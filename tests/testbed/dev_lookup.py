@@ -5,19 +5,27 @@ module CA and the api's certificate for the names of its Service (`ai-models-api
 and the rest). The dev stack gives the api the files the kubelet would mount from the Secret
 `ai-models-api-tls`, so its internal listener serves exactly that certificate, and writes the CA to
 `<out>/module-ca.crt`. A client checks the certificate against that CA and the Service's name while
-it connects to 127.0.0.1 (`curl --resolve`), as the ai-inference module does in a cluster.
+it connects to 127.0.0.1 (`curl --resolve`), as the ai-inference module does in a cluster. The
+certificate is issued by that same module CA here, with `localhost` beside the Service's names, so
+the node plugin and the materializers reach the serving API on the same listener (D159).
 """
 
 from __future__ import annotations
 
 import base64
+import datetime
 import re
 from pathlib import Path
 
 from ai_models import names
-from support.devcomponents import mounted_config_maps
+from support.devcomponents import LOCAL_HOST, mounted_config_maps
+from support.hooks import load_hook
 from support.processes import API_LISTENING, ModuleProcess
 from support.render import RenderedChart
+
+# The hooks' own certificate code, as the internal TLS hook issues (importable once a hook loaded).
+load_hook("internal_tls")
+from lib.tls import KeyPair, issue_certificate  # noqa: E402
 
 INTERNAL_PORT_VARIABLE = "AI_MODELS_DEV_API_INTERNAL_PORT"
 DEFAULT_INTERNAL_PORT = 18444
@@ -27,14 +35,30 @@ CA_FILE = "module-ca.crt"
 
 
 def lookup_env(chart: RenderedChart, *, out_dir: Path, port: int) -> dict[str, str]:
-    """The api's internal-listener variables: the chart's certificate files (local copies of the
-    Secret volume) and `port` (0 = any free one), and the module CA written to `<out>/module-ca.crt`."""
+    """The api's internal-listener variables: its certificate files (where the Secret volume would
+    be) and `port` (0 = any free one), and the module CA written to `<out>/module-ca.crt`.
+
+    The certificate is the module CA's, as in a cluster, for the Service's names and `localhost`
+    too (`LOCAL_HOST`): the node plugin and the materializers, local processes here, read the
+    serving API there and verify it with the module CA (D159), as they do in a cluster."""
     mounted = mounted_config_maps(
         chart, deployment="ai-models-api", container="api", directory=out_dir / "config"
     )
     tls = {key: mounted[key] for key in ("AI_MODELS_API_TLS_CERT_FILE", "AI_MODELS_API_TLS_KEY_FILE")}
-    ca = chart.get("Secret", names.ROOT_CA_SECRET)["data"]["tls.crt"]
-    (out_dir / CA_FILE).write_bytes(base64.b64decode(ca))
+    root = chart.get("Secret", names.ROOT_CA_SECRET)["data"]
+    ca = KeyPair(
+        crt=base64.b64decode(root["tls.crt"]).decode(), key=base64.b64decode(root["tls.key"]).decode()
+    )
+    service = f"{names.API_SERVICE}.{names.MODULE_NAMESPACE}"
+    issued = issue_certificate(
+        ca,
+        names.API_SERVICE,
+        [names.API_SERVICE, service, f"{service}.svc", LOCAL_HOST],
+        datetime.datetime.now(datetime.UTC),
+    )
+    Path(tls["AI_MODELS_API_TLS_CERT_FILE"]).write_text(issued.crt)
+    Path(tls["AI_MODELS_API_TLS_KEY_FILE"]).write_text(issued.key)
+    (out_dir / CA_FILE).write_text(ca.crt)
     return {**tls, "AI_MODELS_API_INTERNAL_PORT": str(port)}
 
 

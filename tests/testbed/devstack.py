@@ -69,7 +69,7 @@ from kubeemu.crds import load_crd_manifests
 from kubeemu.kubeconfig import kubeconfig_document, write_kubeconfig
 from kubeemu.persistence import StateFileError, StateWriter, restore_state
 from kubeemu.server import serve_forever, tls_context
-from support.devcomponents import DevPorts, start_components, start_job_runner
+from support.devcomponents import DevPorts, internal_serving_url, start_components, start_job_runner
 from support.module_install import install_rbac
 from support.module_tls import with_internal_tls
 from support.node_cache_plugin import plugin_process
@@ -85,6 +85,7 @@ from testbed.csi_kubelet import (
     unmount_under,
 )
 from testbed.dev_features import BudgetRefused, DevFeatures, bound_lookup_port, checked_budget, features_help
+from testbed.dev_lookup import CA_FILE
 from testbed.dev_pod_logs import job_pod_logs
 from testbed.dev_ports import DevStackError, PortSetting, check_ports, component_failed
 from testbed.jobrunner import ServedCluster
@@ -513,7 +514,7 @@ async def run_stack(
                 node,
                 url=url,
                 ca_pem=ca_file.read_text(),
-                api_port=components.api_port,
+                internal_port=bound_lookup_port(processes),
             )
             processes.append(plugin)
         lookup_port = await asyncio.to_thread(bound_lookup_port, processes)
@@ -585,10 +586,12 @@ def controller_delivery_env(mode: str) -> dict[str, str]:
 
 
 def start_node_plugin(
-    stack: DevStack, node: CsiNode, *, url: str, ca_pem: str, api_port: int
+    stack: DevStack, node: CsiNode, *, url: str, ca_pem: str, internal_port: int
 ) -> ModuleProcess:
-    """The node's `ai-models node-cache` as the chart's ServiceAccount (its token is what the serving
-    API reviews), serving once its socket exists."""
+    """The node's `ai-models node-cache` as the chart's ServiceAccount, serving once its socket
+    exists. Like the DaemonSet's pod it reads the serving API on the api's internal TLS listener,
+    verified with the module CA, with a token for the module audience (what kubelet projects, D159);
+    its own token is for the Kubernetes API only."""
     out = stack.out_dir
     identity = stack.service_accounts[names.NODE_CACHE_COMPONENT]
     kubeconfig = write_kubeconfig(
@@ -597,15 +600,20 @@ def start_node_plugin(
             url, [(identity.name, identity)], current=identity.name, namespaces={}, ca_pem=ca_pem
         ),
     )
+    account = identity.service_account_ref
+    assert account is not None, identity
+    bound = Identity.service_account(*account, audiences=(names.MODULE_TOKEN_AUDIENCE,))
+    stack.cluster.authn.add(bound)
     token_file = out / "node-cache-token"
-    token_file.write_text(identity.token)
+    token_file.write_text(bound.token)
     token_file.chmod(0o600)
     process = plugin_process(
         node,
         cache_root=out.resolve() / "nodes" / node.name / "cache",
         kubeconfig=kubeconfig,
         token_file=token_file,
-        api_url=f"http://127.0.0.1:{api_port}",
+        api_url=internal_serving_url(internal_port),
+        ca_file=(out / CA_FILE).resolve(),
         cache_size=DEV_CACHE_SIZE,
         log_path=out / "logs" / f"node-cache-{node.name}.log",
         env={"AI_MODELS_LOG_FORMAT": "text"},

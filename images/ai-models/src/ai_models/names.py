@@ -131,6 +131,11 @@ DELIVERY_SCHEDULING_GATE: Final = "ai.deckhouse.io/model-delivery"
 # On the pod template: what the module added to it (JSON), so removing the annotations removes
 # exactly that and nothing the user wrote.
 DELIVERY_APPLIED_ANNOTATION: Final = "ai.deckhouse.io/model-delivery-applied"
+# On the top-level workload while its pod template carries what the module added (the record, the
+# gate, the volumes): the controller and the admission webhook set it and take it off again, so the
+# after-delete hook binds only these workloads (D158).
+DELIVERY_TEMPLATE_LABEL: Final = "ai.deckhouse.io/model-delivery-template"
+DELIVERY_TEMPLATE_LABEL_VALUE: Final = "true"
 # In every container of a delivering workload.
 MODELS_DIR_VARIABLE: Final = "AI_MODELS_MODELS_DIR"
 MODELS_VARIABLE: Final = "AI_MODELS_MODELS"
@@ -298,6 +303,21 @@ ENV_PREFIX: Final = "AI_MODELS_"
 CONTROLLER_LEASE: Final = "ai-models-controller"
 # Internal base URL of the api Service, from which `status.upload.inCluster` is built.
 API_IN_CLUSTER_URL: Final = f"http://{API_SERVICE}.{MODULE_NAMESPACE}.svc"
+# The serving API as the node plugin and materializers reach it (D159): the api Service's internal
+# TLS port, verified with the module CA; never the plain port.
+API_INTERNAL_URL: Final = f"https://{API_SERVICE}.{MODULE_NAMESPACE}.svc"
+# The audience of the node plugin's projected token (D159): the serving API on the internal
+# listener accepts a Kubernetes token only when its TokenReview names this audience, so a token
+# that crosses the network there is useless against the API server.
+MODULE_TOKEN_AUDIENCE: Final = "ai-models.deckhouse.io"
+# The module CA's certificate (only `tls.crt` of ROOT_CA_SECRET, never its key) for the pods that
+# verify the api's internal listener: the node plugin mounts it, the controller copies it into each
+# materialize Job's token Secret (under the same key).
+MODULE_CA_CONFIGMAP: Final = "ai-models-ca"
+MODULE_CA_KEY: Final = "ca.crt"
+# Where the node plugin's pod has its module-audience token and the module CA (the chart mounts both).
+NODE_CACHE_MODULE_TOKEN_FILE: Final = "/var/run/secrets/ai-models/token"
+NODE_CACHE_MODULE_CA_FILE: Final = "/etc/ai-models/module-ca/ca.crt"
 # The api's certificate (signed by the module CA) and the CA itself, rendered by the chart from
 # `aiModels.internal.apiCert` / `rootCA` and read back by the internal_tls hook.
 ROOT_CA_SECRET: Final = "ai-models-root-ca"
@@ -336,6 +356,14 @@ ARTIFACT_DIGEST_ANNOTATION: Final = "ai.deckhouse.io/artifact-digest"
 # `publish-<uid>-token`.
 PUBLICATION_JOB_PREFIX: Final = "publish-"
 PUBLICATION_TOKEN_SECRET_SUFFIX: Final = "-token"
+# Every Secret the module keeps in its namespace is named `ai-models-*` (the chart's, the hooks' and
+# the controller's own: signing keys, ledger, CA, certificates, artifact credentials, pull secret)
+# or `publish-<uid>-token`; a ModelCatalogSource may name neither as its token (D160).
+MODULE_SECRET_PREFIX: Final = "ai-models-"
+# The controller's ServiceAccount (in MODULE_NAMESPACE) and the name of the Role and RoleBinding a
+# namespace's admin creates to let it read one Secret (`ai-models-read-<secret>`, D160).
+CONTROLLER_SERVICE_ACCOUNT: Final = "controller"
+SECRET_READ_GRANT_PREFIX: Final = "ai-models-read-"
 
 # Public, serving and internal HTTP APIs (docs/internal/ARCHITECTURE.md §5).
 CATALOG_IMPORT_API_PREFIX: Final = "/api/catalog-import/v1"
@@ -372,6 +400,7 @@ class MaterializeVariable(enum.StrEnum):
     reads them)."""
 
     API_URL = "AI_MODELS_MATERIALIZE_API_URL"
+    # The module CA's certificate (PEM), from the Job's token Secret (secretKeyRef, D159).
     CA_BUNDLE = "AI_MODELS_MATERIALIZE_CA_BUNDLE"
     TARGET_DIR = "AI_MODELS_MATERIALIZE_TARGET_DIR"
     ARTIFACTS = "AI_MODELS_MATERIALIZE_ARTIFACTS"

@@ -37,7 +37,7 @@ from kubeemu.pytest_fixtures import (  # noqa: F401  (fixtures used by this pack
 )
 from support.module_install import install_module
 from support.render import RenderedChart, render_chart
-from support.scenarios import generated_certificate
+from support.tls_files import write_tls_files
 from support.values import module_values
 from testbed.access_levels import grant_access_level
 
@@ -281,16 +281,6 @@ class RunningApi:
     def internal_url(self) -> str:
         assert self.internal is not None, "start the api with internal_tls=True"
         return self.internal.url
-
-
-def write_tls_files(directory: Path) -> tuple[Path, Path, Path]:
-    """Certificate, key and CA files for a listener on 127.0.0.1 (a CA and a certificate it signed)."""
-    pair = generated_certificate(("127.0.0.1", "localhost"))
-    directory.mkdir(parents=True, exist_ok=True)
-    files = (directory / "tls.crt", directory / "tls.key", directory / "ca.crt")
-    for path, pem in zip(files, (pair.cert_pem, pair.key_pem, pair.ca_pem), strict=True):
-        path.write_text(pem)
-    return files
 
 
 ApiStarter = Callable[..., RunningApi]

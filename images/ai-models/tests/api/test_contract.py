@@ -84,7 +84,13 @@ SCHEMA_MODELS: dict[Contract, dict[str, type[BaseModel]]] = {
 # Object schemas that are the same shape as another one's property (checked through it).
 NESTED_ONLY = {Contract.CATALOG_IMPORT: {"EntryMetadata", "EntryResources"}}
 # Which routers each listener serves, and so which documents' operations it must route.
-PUBLIC_ROUTERS = (routes_catalog.router, routes_upload.router, routes_serving.router, routes_service.router)
+PUBLIC_ROUTERS = (
+    routes_catalog.router,
+    routes_upload.router,
+    routes_serving.router,
+    routes_service.serving_contract,
+    routes_service.router,
+)
 PUBLIC_CONTRACTS = (Contract.CATALOG_IMPORT, Contract.UPLOAD, Contract.SERVING)
 SECURED_EXPECTED = {"401", "403", "502", "503"}
 ALL = list(Contract)
@@ -325,8 +331,9 @@ def test_the_public_listener_routes_exactly_the_public_operations() -> None:
     assert not any(path.startswith("/api/internal/") for path, _ in routed(PUBLIC_ROUTERS))
 
 
-def test_the_internal_listener_routes_exactly_the_lookup_operations() -> None:
-    assert routed((routes_lookup.router,)) == operations((Contract.INTERNAL_LOOKUP,))
+def test_the_internal_listener_routes_exactly_the_lookup_and_serving_operations() -> None:
+    internal = (routes_lookup.router, routes_serving.router, routes_service.serving_contract)
+    assert routed(internal) == operations((Contract.INTERNAL_LOOKUP, Contract.SERVING))
 
 
 def test_query_parameters_are_read_from_every_document() -> None:

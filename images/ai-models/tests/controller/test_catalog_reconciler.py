@@ -44,6 +44,7 @@ from ai_models.controller.catalog.passes import InvalidSourceSpec, failure_of
 from ai_models.controller.catalog.reconciler import ECHO_TIMEOUT_SECONDS
 from ai_models.controller.metrics import ControllerMetrics
 from ai_models.controller.settings import ControllerSettings
+from ai_models.domain.secret_reads import module_secret_refusal
 from ai_models.names import CATALOG_FINALIZER, CATALOG_SYNC_REQUESTED_AT_ANNOTATION
 from fakes.hub import LISTING_PAGES, FakeHub, fake_hub
 from fakes.hub_corpus import FakeModel, make_corpus
@@ -367,6 +368,31 @@ def test_a_missing_token_secret_is_reported_and_counted(bed: Bed) -> None:
     assert indexing["reason"] == "TokenSecretNotFound"
     assert "hub-token" in indexing["message"]
     assert bed.status("private")["failedPasses"] == 1
+    assert bed.hub.count() == 0
+
+
+def test_a_source_naming_one_of_the_module_secrets_is_refused_without_reading_it(bed: Bed) -> None:
+    """The signing key exists and this bed's identity could read it: the rule, not RBAC, refuses it
+    (issue 28), and the Hub never sees the key as a token."""
+    core = k8s.CoreV1Api(bed.api)
+    namespace = bed.runtime.settings.namespace
+    core.create_namespace({"metadata": {"name": namespace}})
+    core.create_namespaced_secret(
+        namespace, {"metadata": {"name": "ai-models-upload-signing"}, "stringData": {"token": "key"}}
+    )
+    bed.create(
+        "borrowing",
+        spec={
+            "provider": "HuggingFace",
+            "huggingFace": {"tokenSecretRef": {"name": "ai-models-upload-signing"}},
+        },
+    )
+    assert bed.leader().reconcile("borrowing") == BASE_SECONDS
+    indexing = bed.condition("borrowing", "Indexing")
+    assert indexing["reason"] == "TokenSecretNotFound"
+    refusal = module_secret_refusal("ai-models-upload-signing", field="spec.huggingFace.tokenSecretRef")
+    assert refusal is not None
+    assert indexing["message"].startswith(refusal + "; retrying at ")
     assert bed.hub.count() == 0
 
 

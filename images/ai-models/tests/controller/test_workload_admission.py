@@ -23,6 +23,8 @@ from ai_models.domain.delivery.template import applied, gated
 from ai_models.domain.models.reference import ModelKey
 from ai_models.names import (
     DELIVERY_SCHEDULING_GATE,
+    DELIVERY_TEMPLATE_LABEL,
+    DELIVERY_TEMPLATE_LABEL_VALUE,
     MATERIALIZED_DIGESTS_ANNOTATION,
     MODEL_ANNOTATION,
     MODELS_VARIABLE,
@@ -208,9 +210,10 @@ def test_an_update_that_removes_the_annotations_strips_what_the_module_added() -
     assert warnings == ()
 
 
-def test_an_update_of_a_delivered_workload_changes_nothing() -> None:
+def test_an_update_of_a_delivered_workload_changes_nothing_but_the_delivery_label() -> None:
     cluster = Cluster({QWEN: READY})
     created, _ = admitted(cluster, review(deployment()))
+    assert created["metadata"]["labels"][DELIVERY_TEMPLATE_LABEL] == DELIVERY_TEMPLATE_LABEL_VALUE
     cluster.claims[("team-a", CLAIM)] = filled_claim()
     relabelled = copy.deepcopy(created)
     relabelled["metadata"]["labels"] = {"team": "a"}
@@ -218,7 +221,26 @@ def test_an_update_of_a_delivered_workload_changes_nothing() -> None:
     answer = cluster.admission()(review(relabelled, operation="UPDATE"))
 
     assert answer.allowed
-    assert list(answer.patch) == []  # the gated complete template stays: no rollout for a label
+    # The gated complete template stays (no rollout for a label); the label the after-delete hook
+    # selects comes back (D158).
+    assert list(answer.patch) == [
+        {
+            "op": "add",
+            "path": "/metadata/labels/ai.deckhouse.io~1model-delivery-template",
+            "value": DELIVERY_TEMPLATE_LABEL_VALUE,
+        }
+    ]
+
+
+def test_an_update_that_removes_the_annotations_takes_the_delivery_label_off() -> None:
+    cluster = Cluster({QWEN: READY}, {("team-a", CLAIM): filled_claim()})
+    delivered, _ = admitted(cluster, review(deployment()))
+    without = copy.deepcopy(delivered)
+    without["metadata"]["annotations"] = {}
+
+    obj, _ = admitted(cluster, review(without, operation="UPDATE"))
+
+    assert DELIVERY_TEMPLATE_LABEL not in (obj["metadata"].get("labels") or {})
 
 
 @pytest.mark.parametrize(

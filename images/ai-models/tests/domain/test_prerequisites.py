@@ -226,6 +226,22 @@ def test_node_cache_without_a_size_is_named() -> None:
     assert verdict.reason is PrerequisitesReason.NODE_CACHE_SIZE_NOT_SET
 
 
+UNAVAILABLE = (
+    "node-driver-registrar image for Kubernetes 1.35 missing: neither the module nor Deckhouse ships one"
+)
+
+
+def test_node_cache_without_its_node_plugin_is_named_with_the_charts_words_before_anything_else() -> None:
+    # Even with no size and no node selected, the missing plugin is the first thing to fix.
+    inputs = dataclasses.replace(
+        NODE_CACHE, node_cache_unavailable=UNAVAILABLE, node_cache_size=None, node_labels=()
+    )
+    verdict = evaluate(inputs)
+    assert verdict.reason is PrerequisitesReason.NODE_CACHE_PLUGIN_NOT_DEPLOYED
+    assert verdict.message == UNAVAILABLE
+    assert not verdict.satisfied
+
+
 def test_every_reason_is_reachable() -> None:
     reached = {
         evaluate(inputs).reason
@@ -239,6 +255,7 @@ def test_every_reason_is_reachable() -> None:
             with_(storage_classes=(LOCAL,)),
             dataclasses.replace(NODE_CACHE, node_cache_selector={"pool": "gpu"}),
             dataclasses.replace(NODE_CACHE, node_cache_size=None),
+            dataclasses.replace(NODE_CACHE, node_cache_unavailable=UNAVAILABLE),
         )
     }
     assert reached == set(PrerequisitesReason)

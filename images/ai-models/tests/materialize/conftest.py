@@ -1,7 +1,10 @@
 """Fixtures of the materialize tests: the api (real app under uvicorn, authenticating as its own
 ServiceAccount against the API emulator, the delivery signing key in place) serving a directory
 store whose file reads a test can pause at a byte offset, and `ai-models materialize` run as the
-real console entry point with the request a controller would give it."""
+real console entry point with the request a controller would give it.
+
+As in the cluster (D159), the materializer reads the api's internal TLS listener, verified with
+the CA certificate its token Secret gives it (here a test CA's)."""
 
 from __future__ import annotations
 
@@ -33,7 +36,7 @@ from kubeemu.pytest_fixtures import (  # noqa: F401  (fixtures used by this pack
 from support.module_install import install_module
 from support.processes import ModuleProcess
 from support.render import RenderedChart, render_chart
-from support.scenarios import generated_certificate
+from support.tls_files import write_tls_files
 from support.values import module_values
 
 KEY = b"materialize-tests-signing-key-32"
@@ -119,6 +122,7 @@ class Served:
     store: DirectoryStore
     gate: Gate
     url: str
+    ca_pem: str
     work: Path
     app: Any = None
     api_client: Any = None
@@ -133,19 +137,12 @@ class Served:
         assert self.config is not None
         runtime = build_runtime(self.config, store=store, api_client=self.api_client)
         self.runtimes.append(runtime)
-        server = BackgroundServer(runtime.app, shutting_down=runtime.state.shutting_down)
+        cert, key, _ = write_tls_files(self.work / "tls")
+        server = BackgroundServer(
+            runtime.internal_app, shutting_down=runtime.state.shutting_down, tls=(cert, key)
+        )
         self.servers.append(server.start())
         return server.url
-
-    def https(self) -> tuple[str, Path]:
-        """The same api over TLS (a certificate for 127.0.0.1 from a CA of its own): URL, CA file."""
-        pair = generated_certificate(("127.0.0.1",))
-        files = [self.work / name for name in ("tls.crt", "tls.key", "ca.crt")]
-        for path, pem in zip(files, (pair.cert_pem, pair.key_pem, pair.ca_pem), strict=True):
-            path.write_text(pem)
-        server = BackgroundServer(self.app, shutting_down=self.shutting_down, tls=(files[0], files[1]))
-        self.servers.append(server.start())
-        return server.url, files[2]
 
     def token(self, artifacts: Sequence[tuple[Owner, str]]) -> str:
         return delivery_token(artifacts, key=KEY)
@@ -157,10 +154,11 @@ class Served:
         claim: Path,
         url: str | None = None,
         token: str | None = None,
-        ca_bundle: Path | None = None,
+        ca_pem: str | None = None,
         run: str = "run",
     ) -> Materializer:
-        """`ai-models materialize` for `artifacts` (mount name -> object and digest) into `claim`."""
+        """`ai-models materialize` for `artifacts` (mount name -> object and digest) into `claim`,
+        trusting `ca_pem` (the CA of the api's certificate unless given)."""
         request = MaterializationRequest(
             api_url=url or self.url,
             target_dir=str(claim),
@@ -169,12 +167,12 @@ class Served:
                 for name, (owner, digest) in artifacts.items()
             ),
             termination_message_path=str(self.work / f"termination-{run}"),
-            ca_bundle=str(ca_bundle) if ca_bundle else None,
         )
         env = {
             item["name"]: item["value"] for item in request.to_env(token_secret="unused") if "value" in item
         }
         env[MaterializeVariable.TOKEN.value] = token or self.token(list(artifacts.values()))
+        env[MaterializeVariable.CA_BUNDLE.value] = ca_pem or self.ca_pem
         process = ModuleProcess("materialize", env=env, log_path=self.work / f"materialize-{run}.log")
         self.started.append(process)
         return Materializer(process=process, termination=Path(request.termination_message_path))
@@ -225,16 +223,20 @@ def served(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Served]:
     index.mkdir()
     config = ApiSettings(namespace=MODULE_NAMESPACE, api_index_dir=index, api_object_cache_seconds=0)
     runtime = build_runtime(config, store=GatedStore(store, gate), api_client=api_client)
-    server = BackgroundServer(runtime.app, shutting_down=runtime.state.shutting_down).start()
     work = tmp_path / "work"
     work.mkdir()
+    cert, key, ca_file = write_tls_files(work / "tls")
+    server = BackgroundServer(
+        runtime.internal_app, shutting_down=runtime.state.shutting_down, tls=(cert, key)
+    ).start()
     served = Served(
         emulator=emulator,
         store=store,
         gate=gate,
         url=server.url,
+        ca_pem=ca_file.read_text(),
         work=work,
-        app=runtime.app,
+        app=runtime.internal_app,
         api_client=api_client,
         config=config,
         shutting_down=runtime.state.shutting_down,

@@ -13,7 +13,7 @@ from ai_models.domain.delivery.materialization import (
     RequestedArtifact,
 )
 from ai_models.domain.models.reference import ModelKey
-from ai_models.names import MaterializeVariable, ModelKind
+from ai_models.names import MODULE_CA_KEY, MaterializeVariable, ModelKind
 
 DIGEST = "sha256:" + "a" * 64
 REQUEST = MaterializationRequest(
@@ -23,17 +23,21 @@ REQUEST = MaterializationRequest(
         RequestedArtifact.of("llama", ModelKey(ModelKind.MODEL, "team-a", "llama"), DIGEST),
         RequestedArtifact.of("qwen", ModelKey(ModelKind.CLUSTER_MODEL, "", "qwen"), DIGEST),
     ),
-    ca_bundle="/etc/ai-models/ca.crt",
     termination_message_path="/dev/termination-log",
 )
+CA = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
 
 
-def env_of(request: MaterializationRequest, *, token: str | None = "secret") -> dict[str, str]:
+def env_of(
+    request: MaterializationRequest, *, token: str | None = "secret", ca: str | None = CA
+) -> dict[str, str]:
     env = {
         item["name"]: item["value"] for item in request.to_env(token_secret="web-token") if "value" in item
     }
     if token is not None:
         env[MaterializeVariable.TOKEN.value] = token
+    if ca is not None:
+        env[MaterializeVariable.CA_BUNDLE.value] = ca
     return env
 
 
@@ -47,6 +51,26 @@ def test_the_request_survives_the_environment_and_the_token_is_only_a_secret_ref
         }
     ]
     assert MaterializationRequest.from_env(env_of(REQUEST)) == REQUEST
+
+
+def test_the_module_ca_comes_from_the_token_secret_and_is_required() -> None:
+    variables = REQUEST.to_env(token_secret="web-token")
+    assert [item for item in variables if item["name"] == MaterializeVariable.CA_BUNDLE.value] == [
+        {
+            "name": MaterializeVariable.CA_BUNDLE.value,
+            "valueFrom": {"secretKeyRef": {"name": "web-token", "key": MODULE_CA_KEY}},
+        }
+    ]
+    for ca in (None, "", "not a certificate"):
+        with pytest.raises(MaterializationRequestError) as error:
+            MaterializationRequest.from_env(env_of(REQUEST, ca=ca))
+        assert [problem.variable for problem in error.value.problems] == [MaterializeVariable.CA_BUNDLE]
+
+
+def test_a_plain_http_api_is_refused_never_fallen_back_to() -> None:
+    with pytest.raises(MaterializationRequestError) as error:
+        MaterializationRequest.from_env(env_of(REQUEST) | {MaterializeVariable.API_URL.value: "http://api"})
+    assert "must be an https URL" in str(error.value)
 
 
 @pytest.mark.parametrize(

@@ -18,6 +18,7 @@ from fakes.model_files import MIB, SyntheticFile
 from fakes.s3 import S3Bucket
 from fakes.served_artifacts import publish_ready
 from support.tcpproxy import TcpProxy
+from support.tls_files import foreign_ca
 
 NAMESPACE = "team-a"
 SMALL = {
@@ -100,23 +101,30 @@ def test_artifacts_the_api_serves_from_s3_are_materialized_the_same_way(
     assert_delivered(claim, digest, SMALL)
 
 
-def test_over_https_the_materializer_trusts_the_ca_bundle_of_its_request_and_nothing_else(
-    served: Any, tmp_path: Path
-) -> None:
+def test_the_materializer_refuses_a_server_the_module_ca_did_not_sign(served: Any, tmp_path: Path) -> None:
     owner, digest = publish_ready(served.emulator, served.store, "llama", SMALL, namespace=NAMESPACE)
-    url, ca_file = served.https()
     claim = tmp_path / "claim"
     claim.mkdir()
-    untrusted = served.materializer({"llama": (owner, digest)}, claim=claim, url=url, run="untrusted")
+    other = foreign_ca(tmp_path / "other").read_text()
+    untrusted = served.materializer({"llama": (owner, digest)}, claim=claim, ca_pem=other, run="untrusted")
     assert untrusted.run() == 1, untrusted.process.log()
     assert "certificate the Job does not trust" in untrusted.outcome()["message"]
     assert_not_published(claim, digest)
 
-    trusted = served.materializer(
-        {"llama": (owner, digest)}, claim=claim, url=url, ca_bundle=ca_file, run="ok"
-    )
+    trusted = served.materializer({"llama": (owner, digest)}, claim=claim, run="ok")
     assert trusted.run() == 0, trusted.process.log()
     assert_delivered(claim, digest, SMALL)
+
+
+def test_the_materializer_refuses_to_start_on_plain_http(served: Any, tmp_path: Path) -> None:
+    owner, digest = publish_ready(served.emulator, served.store, "llama", SMALL, namespace=NAMESPACE)
+    claim = tmp_path / "claim"
+    claim.mkdir()
+    plain = served.url.replace("https://", "http://")
+    job = served.materializer({"llama": (owner, digest)}, claim=claim, url=plain, run="plain")
+    assert job.run() == 2, job.process.log()
+    assert "AI_MODELS_MATERIALIZE_API_URL must be an https URL" in job.outcome()["message"]
+    assert_not_published(claim, digest)
 
 
 def test_a_materializer_killed_mid_copy_is_resumed_by_the_next_one_from_what_staging_holds(
@@ -157,7 +165,7 @@ def test_the_serving_api_gone_mid_copy_fails_the_job_publishing_nothing_and_the_
     port = int(served.url.rsplit(":", 1)[1])
     with TcpProxy("127.0.0.1", port) as proxy:
         served.gate.pause(BIG, at=PAUSE_AT)
-        job = served.materializer({"llama": (owner, digest)}, claim=claim, url=proxy.url("http"), run="cut")
+        job = served.materializer({"llama": (owner, digest)}, claim=claim, url=proxy.url("https"), run="cut")
         job.start()
         job.process.wait_until(
             lambda: staged_size(claim, digest, BIG) == PAUSE_AT, timeout=30, what="the first bytes in staging"
@@ -175,7 +183,7 @@ def test_the_serving_api_gone_mid_copy_fails_the_job_publishing_nothing_and_the_
         proxy.unblock()
         served.gate.release()
         again = served.materializer(
-            {"llama": (owner, digest)}, claim=claim, url=proxy.url("http"), run="again"
+            {"llama": (owner, digest)}, claim=claim, url=proxy.url("https"), run="again"
         )
         assert again.run() == 0, again.process.log()
     assert_delivered(claim, digest, files)
@@ -216,7 +224,9 @@ def test_a_complete_tree_is_skipped_without_asking_the_serving_api(served: Any, 
     assert served.materializer({"llama": (owner, digest)}, claim=claim, run="first").run() == 0
     with TcpProxy("127.0.0.1", 9) as gone:
         gone.block()  # nothing answers at this address
-        job = served.materializer({"llama": (owner, digest)}, claim=claim, url=gone.url("http"), run="second")
+        job = served.materializer(
+            {"llama": (owner, digest)}, claim=claim, url=gone.url("https"), run="second"
+        )
         assert job.run() == 0, job.process.log()
     assert job.summary()["bytes_fetched"] == 0
     assert job.summary()["skipped"] == 1
@@ -261,5 +271,5 @@ def test_invalid_settings_exit_2_with_an_outcome_naming_every_bad_variable(tmp_p
         process.wait_until(lambda: not process.running(), timeout=30, what="the materializer to exit")
         assert process.terminate() == 2
     message = json.loads(termination.read_text())["message"]
-    for variable in ("API_URL", "TARGET_DIR", "ARTIFACTS", "TOKEN"):
+    for variable in ("API_URL", "TARGET_DIR", "ARTIFACTS", "TOKEN", "CA_BUNDLE"):
         assert f"AI_MODELS_MATERIALIZE_{variable} " in message

@@ -16,6 +16,7 @@ from ai_models.domain.delivery.node_cache import QUARANTINE_DIR, reference_recor
 from ai_models.nodecache.cache import CacheState, Failed, Ready, Waiting
 from support.eventually import eventually
 from support.node_cache_stack import CacheStack, cache_stack_fixture  # noqa: F401  (fixture)
+from support.tls_files import foreign_ca
 
 MIB = 1024 * 1024
 
@@ -121,8 +122,10 @@ from pathlib import Path
 from ai_models.domain.models.reference import ModelKey
 from ai_models.names import ModelKind
 from ai_models.nodecache.cache import CacheConfig, CacheRequest, NodeCache
-root, url, token, namespace, name, digest = sys.argv[1:]
-cache = NodeCache(CacheConfig(root=Path(root), limit_bytes=1 << 30, api_url=url, token_file=Path(token)))
+root, url, token, ca, namespace, name, digest = sys.argv[1:]
+cache = NodeCache(
+    CacheConfig(root=Path(root), limit_bytes=1 << 30, api_url=url, token_file=Path(token), ca_file=ca)
+)
 cache.want(CacheRequest(ModelKey(ModelKind.MODEL, namespace, name), digest))
 threading.Event().wait()
 """
@@ -134,6 +137,7 @@ def test_a_plugin_killed_mid_download_leaves_only_staging_and_the_next_one_resum
     request = cache_stack.publish("llama", FILES)
     cache_stack.store.pause("weights/model.safetensors", at=MIB)
     arguments = [str(cache_stack.root), cache_stack.url, str(cache_stack.token_file)]
+    arguments += [str(cache_stack.ca_file)]
     arguments += [request.ref.namespace, request.ref.name, request.digest]
     plugin = subprocess.Popen([sys.executable, "-c", _KILLED_PLUGIN, *arguments])
     try:
@@ -258,6 +262,15 @@ def test_a_refused_download_says_why_and_is_retried(cache_stack: CacheStack) -> 
     now[0] += 1
     assert isinstance(cache.want(request), Waiting)
     assert_tree(cache.wait(request, timeout=60))
+
+
+def test_a_server_the_module_ca_did_not_sign_is_refused(cache_stack: CacheStack, tmp_path: Path) -> None:
+    request = cache_stack.publish("llama", FILES)
+    cache = cache_stack.cache(ca_file=str(foreign_ca(tmp_path / "other")))
+    failed = cache.wait(request, timeout=60)
+    assert isinstance(failed, Failed), failed
+    assert "presents a certificate the node cache does not trust" in failed.message
+    assert cache_stack.store.files_read() == 0
 
 
 def test_at_most_the_configured_downloads_run_at_once(cache_stack: CacheStack) -> None:

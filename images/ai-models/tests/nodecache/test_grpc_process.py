@@ -20,7 +20,10 @@ from pydantic import ValidationError
 from ai_models.csi import csi_pb2, csi_pb2_grpc
 from ai_models.domain.delivery.claim_layout import object_dir
 from ai_models.names import (
+    API_INTERNAL_URL,
     NODE_CACHE_DRIVER,
+    NODE_CACHE_MODULE_CA_FILE,
+    NODE_CACHE_MODULE_TOKEN_FILE,
     NODE_CACHE_READY_LABEL,
     VOLUME_DIGEST_ATTRIBUTE,
     VOLUME_MODEL_ATTRIBUTE,
@@ -53,6 +56,7 @@ def plugin_environment(stack: CacheStack, kubelet_dir: Path) -> dict[str, str]:
         "AI_MODELS_NODE_CACHE_SIZE": "1Gi",
         "AI_MODELS_NODE_CACHE_API_URL": stack.url,
         "AI_MODELS_NODE_CACHE_TOKEN_FILE": str(stack.token_file),
+        "AI_MODELS_NODE_CACHE_API_CA_FILE": str(stack.ca_file),
         "AI_MODELS_NODE_CACHE_KUBELET_DIR": str(kubelet_dir),
         "AI_MODELS_NODE_CACHE_HEALTH_ADDRESS": "127.0.0.1",
         "AI_MODELS_NODE_CACHE_HEALTH_PORT": "0",
@@ -171,7 +175,7 @@ def test_bad_settings_exit_2_naming_what_to_fix(
     env = {
         "PATH": "/usr/bin:/bin",
         "AI_MODELS_NODE_CACHE_SIZE": "1Gi",
-        "AI_MODELS_NODE_CACHE_API_URL": "http://127.0.0.1:1",
+        "AI_MODELS_NODE_CACHE_API_URL": "https://127.0.0.1:1",
     }
     env.pop(unset, None)
     result = subprocess.run(
@@ -188,18 +192,45 @@ def test_bad_settings_exit_2_naming_what_to_fix(
 
 def test_settings_read_the_variables_the_chart_sets(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AI_MODELS_NODE_CACHE_SIZE", "500Gi")
-    monkeypatch.setenv("AI_MODELS_NODE_CACHE_API_URL", "http://ai-models-api.d8-ai-models.svc")
+    monkeypatch.setenv("AI_MODELS_NODE_CACHE_API_URL", API_INTERNAL_URL)
     monkeypatch.setenv("AI_MODELS_NODE_CACHE_KUBELET_DIR", "/var/lib/k0s/kubelet")
     settings = NodeCacheSettings()  # type: ignore[call-arg]  # the required fields come from the environment
     assert settings.node_cache_size == 500 * 1024**3
     assert settings.node_cache_kubelet_dir == Path("/var/lib/k0s/kubelet")
-    assert settings.node_cache_token_file == Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
+    # The module-audience token and the module CA the chart mounts, not the API server's token.
+    assert settings.node_cache_token_file == Path(NODE_CACHE_MODULE_TOKEN_FILE)
+    assert settings.node_cache_api_ca_file == NODE_CACHE_MODULE_CA_FILE
     assert settings.node_cache_publish_wait_seconds == 30.0
     assert (settings.node_cache_health_address, settings.node_cache_health_port) == ("0.0.0.0", 9808)
     # A wait at kubelet's own deadline (120 s) would turn "retry later" into a timed-out call.
     monkeypatch.setenv("AI_MODELS_NODE_CACHE_PUBLISH_WAIT_SECONDS", "120")
     with pytest.raises(ValidationError, match="node_cache_publish_wait_seconds"):
         NodeCacheSettings()  # type: ignore[call-arg]
+
+
+def test_the_plugin_refuses_to_start_on_a_plain_http_api(tmp_path: Path) -> None:
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "AI_MODELS_NODE_CACHE_SIZE": "1Gi",
+        "AI_MODELS_NODE_CACHE_API_URL": "http://ai-models-api.d8-ai-models.svc",
+    }
+    result = subprocess.run(
+        [
+            str(ENTRY_POINT),
+            "node-cache",
+            "--csi-endpoint=unix:///tmp/csi.sock",
+            "--node-name=n",
+            f"--cache-root={tmp_path}",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2, result.stderr
+    assert "AI_MODELS_NODE_CACHE_API_URL" in result.stderr
+    assert "must be an https URL" in result.stderr
 
 
 def test_healthz_is_503_while_unhealthy_and_404_elsewhere() -> None:

@@ -1,8 +1,9 @@
 """The api's FastAPI applications: routes, one problem shape for every error, request metrics.
 
 Two apps share one state: the public one (catalog-import, upload, serving, contracts, probes)
-and the internal one (the lookup API only), each behind its own listener, so the internal path
-does not exist on the public port and nothing public exists on the internal one.
+and the internal TLS one (the lookup API, and the serving API for the node plugin and the
+materializers, D159), each behind its own listener, so the lookup path does not exist on the public
+port and neither catalog-import nor upload exists on the internal one.
 
 FastAPI's own OpenAPI generation and docs pages are off: each served `openapi.json` is a
 contract file, not something derived from the code. No middleware reads or bounds request
@@ -11,6 +12,7 @@ bodies: uploads stream through unbuffered and without a size limit.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from typing import Any
@@ -21,6 +23,7 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ai_models.api import routes_service
+from ai_models.api.auth import Gatekeeper
 from ai_models.api.catalog import routes as routes_catalog
 from ai_models.api.contract import query_parameters
 from ai_models.api.lookup import routes as routes_lookup
@@ -72,7 +75,10 @@ def _parameter_problem(error: RequestValidationError, *, path: str) -> ApiProble
 PUBLIC_PATHS = (
     f"the public APIs live under {CATALOG_IMPORT_API_PREFIX}, {UPLOAD_API_PREFIX} and {SERVING_API_PREFIX}"
 )
-INTERNAL_PATHS = f"the internal listener serves only {MODELS_LOOKUP_PATH} and its openapi.json"
+INTERNAL_PATHS = (
+    f"the internal listener serves only {MODELS_LOOKUP_PATH}, the serving API under {SERVING_API_PREFIX} "
+    "and their openapi.json"
+)
 _METHOD_NOT_ALLOWED = (
     ProblemType.METHOD_NOT_ALLOWED,
     "this path answers only the methods in the Allow header",
@@ -201,16 +207,24 @@ def create_app(state: ApiState) -> FastAPI:
     return _app(
         state,
         title="ai-models APIs",
-        routers=[routes_catalog.router, routes_upload.router, routes_serving.router, routes_service.router],
+        routers=[
+            routes_catalog.router,
+            routes_upload.router,
+            routes_serving.router,
+            routes_service.serving_contract,
+            routes_service.router,
+        ],
         not_found=PUBLIC_PATHS,
     )
 
 
-def create_internal_app(state: ApiState) -> FastAPI:
-    """The internal TLS listener's app: the lookup API and its contract, nothing else."""
+def create_internal_app(state: ApiState, *, serving_gatekeeper: Gatekeeper) -> FastAPI:
+    """The internal TLS listener's app: the lookup API, the serving API the node plugin and the
+    materializers read (a Kubernetes token admitted by `serving_gatekeeper`, bound to the module
+    audience, D159) and their contracts; nothing else. The state is shared but for that gatekeeper."""
     return _app(
-        state,
-        title="ai-models internal lookup API",
-        routers=[routes_lookup.router],
+        dataclasses.replace(state, serving_gatekeeper=serving_gatekeeper),
+        title="ai-models internal API",
+        routers=[routes_lookup.router, routes_serving.router, routes_service.serving_contract],
         not_found=INTERNAL_PATHS,
     )

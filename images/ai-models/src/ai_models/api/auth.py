@@ -111,7 +111,12 @@ def bearer_token(authorization: str | None) -> str:
 
 
 class Gatekeeper:
-    """Authenticates and authorizes each request against the Kubernetes API."""
+    """Authenticates and authorizes each request against the Kubernetes API.
+
+    With `audiences`, a token is accepted only when Kubernetes says it was issued for one of them
+    (the TokenReview names them and its `status.audiences` must hold one): the internal listener's
+    serving routes take only the node plugin's module-audience token, never one the API server
+    would accept (D159). Without, the API server's own audience, as any Kubernetes client sends."""
 
     def __init__(
         self,
@@ -121,7 +126,9 @@ class Gatekeeper:
         metrics: ApiMetrics,
         cache_ttl_seconds: float = DEFAULT_CACHE_TTL_SECONDS,
         clock: Callable[[], float] = time.monotonic,
+        audiences: tuple[str, ...] = (),
     ) -> None:
+        self._audiences = audiences
         self._token_reviews = Objects(api_client, TOKEN_REVIEWS, timeout=request_timeout)
         self._access_reviews = Objects(api_client, SUBJECT_ACCESS_REVIEWS, timeout=request_timeout)
         self._calls = KubeCalls(metrics=metrics)
@@ -146,7 +153,10 @@ class Gatekeeper:
         return subject
 
     def _review_token(self, token: str) -> Subject:
-        body = {"apiVersion": TOKEN_REVIEWS.api_version, "kind": TOKEN_REVIEWS.kind, "spec": {"token": token}}
+        spec: dict[str, Any] = {"token": token}
+        if self._audiences:
+            spec["audiences"] = list(self._audiences)
+        body = {"apiVersion": TOKEN_REVIEWS.api_version, "kind": TOKEN_REVIEWS.kind, "spec": spec}
         review = self._calls.call(
             "TokenReview", lambda: self._token_reviews.create(body), needs=_NEEDS["TokenReview"]
         )
@@ -156,6 +166,17 @@ class Gatekeeper:
             reason = status.get("error") or "not authenticated"
             raise unauthenticated(
                 f"Kubernetes did not accept the bearer token ({reason}); send a valid, unexpired token"
+                + self._audience_fix()
+            )
+        # A review that ignored the audiences (an old API server, a webhook authenticator) must not
+        # let an API-server token through: the answer has to name one of ours.
+        granted = status.get("audiences")
+        if self._audiences and not (
+            isinstance(granted, list) and any(item in self._audiences for item in granted)
+        ):
+            raise unauthenticated(
+                "Kubernetes did not confirm that the bearer token was issued for this API's audience"
+                + self._audience_fix()
             )
         extra = _mapping(user.get("extra"))
         return Subject(
@@ -163,6 +184,14 @@ class Gatekeeper:
             uid=str(user.get("uid") or ""),
             groups=tuple(str(group) for group in user.get("groups") or ()),
             extra=tuple(sorted((str(k), tuple(str(item) for item in v or ())) for k, v in extra.items())),
+        )
+
+    def _audience_fix(self) -> str:
+        if not self._audiences:
+            return ""
+        return (
+            f"; this listener takes only tokens issued for the audience {', '.join(self._audiences)} "
+            "(a projected ServiceAccount token with that audience), or a delivery token"
         )
 
     def _review_access(self, subject: Subject, access: Access) -> None:

@@ -38,7 +38,11 @@ def get_upload_contract() -> Response:
     return Response(contract_json(Contract.UPLOAD), media_type=JSON)
 
 
-@router.get(SERVING_CONTRACT_PATH)
+# The serving contract, on both listeners beside the serving routes (the apps include it).
+serving_contract = APIRouter()
+
+
+@serving_contract.get(SERVING_CONTRACT_PATH)
 def get_serving_contract() -> Response:
     return Response(contract_json(Contract.SERVING), media_type=JSON)
 

@@ -2,7 +2,8 @@
 ledger, uploads, serving and lookup into the apps, and runs them under uvicorn until SIGTERM.
 
 Two listeners share one event loop: the public one (plain HTTP behind the Service port 80) and,
-when a certificate is configured, the internal TLS one for the lookup API. On SIGTERM readiness
+when a certificate is configured, the internal TLS one for the lookup API and the serving API of
+the node plugin and the materializers (D159). On SIGTERM readiness
 turns 503 at once, both stop accepting connections and let requests in flight finish
 (`api_shutdown_grace_seconds`), then the builder stops and the index is removed.
 """
@@ -49,7 +50,7 @@ from ai_models.api.state import ApiState
 from ai_models.api.upload.ledger import UploadLedger
 from ai_models.api.upload.pace import UploadLimits
 from ai_models.api.upload.uploads import Uploads
-from ai_models.names import DELIVERY_SIGNING_SECRET
+from ai_models.names import DELIVERY_SIGNING_SECRET, MODULE_TOKEN_AUDIENCE
 from ai_models.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -130,6 +131,14 @@ def build_runtime(settings: ApiSettings, *, store: ObjectStore, api_client: Any)
         metrics=metrics,
         cache_ttl_seconds=settings.api_auth_cache_seconds,
     )
+    # The internal listener's serving routes: only tokens issued for the module (D159).
+    module_gatekeeper = Gatekeeper(
+        api_client=api_client,
+        request_timeout=timeout,
+        metrics=metrics,
+        cache_ttl_seconds=settings.api_auth_cache_seconds,
+        audiences=(MODULE_TOKEN_AUDIENCE,),
+    )
     uploads = Uploads(
         store=store,
         keys=SigningKeys(
@@ -162,6 +171,7 @@ def build_runtime(settings: ApiSettings, *, store: ObjectStore, api_client: Any)
         catalog=Catalog(index=index, ledger=ledger),
         ledger=ledger,
         gatekeeper=gatekeeper,
+        serving_gatekeeper=gatekeeper,
         uploads=uploads,
         serving=ArtifactServer(
             store=store,
@@ -188,7 +198,7 @@ def build_runtime(settings: ApiSettings, *, store: ObjectStore, api_client: Any)
     )
     return ApiRuntime(
         app=create_app(state),
-        internal_app=create_internal_app(state),
+        internal_app=create_internal_app(state, serving_gatekeeper=module_gatekeeper),
         state=state,
         index=index,
         builder=builder,
@@ -328,7 +338,8 @@ def _internal_listener(runtime: ApiRuntime, config: ApiSettings, *, host: str) -
     tls = config.internal_tls()
     if tls is None:
         log.info(
-            "internal lookup listener not started: no TLS certificate configured "
+            "internal listener (lookup, serving for the node plugin and materializers) not started: no TLS "
+            "certificate configured "
             f"({ApiSettings.variable('api_tls_cert_file')} and {ApiSettings.variable('api_tls_key_file')})",
             extra={"port": config.api_internal_port},
         )

@@ -52,7 +52,10 @@ class ApiSettings(Settings):
         default=20.0, ge=0, description="How long in-flight requests may finish after SIGTERM."
     )
     api_internal_port: int = Field(
-        default=9443, ge=0, le=65535, description="Port of the internal TLS listener (the lookup API)."
+        default=9443,
+        ge=0,
+        le=65535,
+        description="Port of the internal TLS listener (lookup, and serving for the node plugin).",
     )
     api_tls_cert_file: Path | None = Field(
         default=None,

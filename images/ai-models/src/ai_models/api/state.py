@@ -30,6 +30,9 @@ class ApiState:
     first_index_pass_complete: threading.Event
     delivery: DeliveryTokens
     listing: ClusterModelListing
+    # Who admits a Kubernetes token on the serving routes: `gatekeeper` on the public listener; the
+    # internal one's app gets a copy with a gatekeeper bound to the module audience (D159).
+    serving_gatekeeper: Gatekeeper
     shutting_down: threading.Event = dataclasses.field(default_factory=threading.Event)
 
 

@@ -81,6 +81,7 @@ def _node_labels(api: Any) -> tuple[dict[str, str], ...]:
 def read_inputs(api: Any, settings: ControllerSettings) -> StorageInputs:
     mode = settings.delivery_mode
     shared = mode is DeliveryMode.SHARED_PVC
+    unavailable = None if shared else settings.delivery_node_cache_unavailable
     return StorageInputs(
         mode=mode,
         shared_pvc_storage_class=settings.delivery_shared_pvc_storage_class,
@@ -89,7 +90,9 @@ def read_inputs(api: Any, settings: ControllerSettings) -> StorageInputs:
         shared_claims=_shared_claims(api) if shared else (),
         node_cache_size=settings.delivery_node_cache_size,
         node_cache_selector=settings.delivery_node_cache_selector,
-        node_labels=() if shared else _node_labels(api),
+        # Without the node plugin no Node's labels change the verdict (D162).
+        node_labels=() if shared or unavailable else _node_labels(api),
+        node_cache_unavailable=unavailable,
     )
 
 

@@ -12,9 +12,11 @@ from pydantic import Field, field_validator
 from ai_models.domain.delivery.mode import DeliveryMode
 from ai_models.names import (
     API_IN_CLUSTER_URL,
+    API_INTERNAL_URL,
     CONTROLLER_LEASE,
     DELIVERY_WEBHOOK_PATH,
     MATERIALIZER_TEMPLATE_CONFIGMAP,
+    MODULE_CA_CONFIGMAP,
     PUBLISHER_TEMPLATE_CONFIGMAP,
 )
 from ai_models.settings import Settings, parse_quantity
@@ -66,6 +68,10 @@ class ControllerSettings(Settings):
     delivery_node_cache_selector: dict[str, str] = Field(
         default_factory=dict, description="Setting delivery.nodeCache.nodeSelector (JSON)."
     )
+    delivery_node_cache_unavailable: str | None = Field(
+        default=None,
+        description="Why the release runs no NodeCache node plugin (the chart's words, D162).",
+    )
     delivery_max_concurrent_materializations: int = Field(
         default=2, ge=1, le=64, description="Setting delivery.maxConcurrentMaterializations."
     )
@@ -78,7 +84,13 @@ class ControllerSettings(Settings):
         default=300.0, gt=0, description="How long a failed materialization waits before it is tried again."
     )
     delivery_api_url: str = Field(
-        default=API_IN_CLUSTER_URL, description="The serving API as materialize Jobs reach it."
+        default=API_INTERNAL_URL,
+        description="The serving API as materialize Jobs reach it: the api's internal TLS port (D159).",
+    )
+    delivery_api_ca_file: Path | None = Field(
+        default=None,
+        description=f"The module CA's certificate (ConfigMap {MODULE_CA_CONFIGMAP}), copied into each "
+        "materialize Job's token Secret; without it no materialize Job starts.",
     )
     delivery_materializer_template_file: Path | None = Field(
         default=None,

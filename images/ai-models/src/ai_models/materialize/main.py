@@ -29,6 +29,7 @@ from ai_models.domain.delivery.materialization import (
     MaterializationOutcome,
     MaterializationRequest,
     MaterializationRequestError,
+    ca_bundle_value,
     delivery_token_value,
 )
 from ai_models.domain.publication.request import DEFAULT_TERMINATION_MESSAGE_PATH
@@ -49,16 +50,19 @@ def main(env: Mapping[str, str] | None = None, *, retry: Retry | None = None) ->
     except MaterializationRequestError as error:
         return _bad_settings(env, [f"invalid setting {problem}" for problem in error.problems])
     token = delivery_token_value(env)
-    assert token is not None  # from_env requires it
+    ca_pem = ca_bundle_value(env)
+    # from_env requires both.
+    assert token is not None
+    assert ca_pem is not None
     try:
-        client = ServingClient(base_url=request.api_url, token=token, ca_bundle=request.ca_bundle)
+        client = ServingClient(base_url=request.api_url, token=token, ca_pem=ca_pem)
     except (ValueError, OSError) as error:
-        # An unreadable CA bundle names its file; a token never appears in these messages.
+        # A certificate that does not load; a token never appears in these messages.
         return _bad_settings(
             env,
             [
-                f"cannot use the serving API {request.api_url} with the CA bundle "
-                f"{request.ca_bundle or '(none)'}: {error}"
+                f"cannot use the serving API {request.api_url} with the module CA certificate of "
+                f"{MaterializeVariable.CA_BUNDLE.value}: {error}"
             ],
         )
     try:

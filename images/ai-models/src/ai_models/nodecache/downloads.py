@@ -33,6 +33,7 @@ from ai_models.domain.artifacts.manifest import ArtifactFile
 from ai_models.domain.delivery.materialization import RequestedArtifact
 from ai_models.domain.delivery.node_cache import progress
 from ai_models.domain.models.reference import ModelKey
+from ai_models.names import MODULE_TOKEN_AUDIENCE
 from ai_models.nodecache.settings import NodeCacheSettings
 
 logger = logging.getLogger(__name__)
@@ -48,8 +49,8 @@ NODE_CACHE_WORDING: Final = Wording(
 )
 # What each refusal means for the node cache: its cause and its fix, without the API's words.
 NODE_CACHE_REFUSALS: Final = {
-    401: "the node cache's ServiceAccount token was not accepted (expired or not yet rotated); the "
-    "token file is read again for the next attempt",
+    401: "the node cache's ServiceAccount token was not accepted (expired, not yet rotated, or not "
+    f"issued for the audience {MODULE_TOKEN_AUDIENCE}); the token file is read again for the next attempt",
     403: "the node cache's ServiceAccount may not get the object; its ClusterRole must grant get on "
     "models and clustermodels",
     404: "it does not exist (the object was deleted, or the artifact has no such file)",

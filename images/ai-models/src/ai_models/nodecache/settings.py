@@ -10,6 +10,7 @@ from pathlib import Path
 
 from pydantic import Field, field_validator
 
+from ai_models.names import NODE_CACHE_MODULE_CA_FILE, NODE_CACHE_MODULE_TOKEN_FILE
 from ai_models.settings import Settings, parse_quantity
 
 
@@ -19,14 +20,17 @@ class NodeCacheSettings(Settings):
         description="Setting delivery.nodeCache.size: the budget on each node (capped by free space).",
     )
     node_cache_api_url: str = Field(
-        description="The serving API the cache downloads from (in the chart the api Service).",
+        description="The serving API the cache downloads from: https only (in the chart the api "
+        "Service's internal TLS port, D159).",
     )
-    node_cache_api_ca_file: str | None = Field(
-        default=None, description="PEM bundle that signed the serving API's certificate."
+    node_cache_api_ca_file: str = Field(
+        default=NODE_CACHE_MODULE_CA_FILE,
+        description="PEM bundle that signed the serving API's certificate (the module CA).",
     )
     node_cache_token_file: Path = Field(
-        default=Path("/var/run/secrets/kubernetes.io/serviceaccount/token"),
-        description="The plugin's ServiceAccount token, read again for every download (it rotates).",
+        default=Path(NODE_CACHE_MODULE_TOKEN_FILE),
+        description="The plugin's projected ServiceAccount token for the module audience, read again "
+        "for every download (it rotates); never the API server's token, which stays for the Kubernetes API.",
     )
     node_cache_kubelet_dir: Path = Field(
         default=Path("/var/lib/kubelet"),
@@ -45,6 +49,17 @@ class NodeCacheSettings(Settings):
     node_cache_max_concurrent_downloads: int = Field(default=2, ge=1, le=16)
     node_cache_health_address: str = Field(default="0.0.0.0", description="Listener of /healthz.")
     node_cache_health_port: int = Field(default=9808, ge=0, le=65535)
+
+    @field_validator("node_cache_api_url")
+    @classmethod
+    def _https(cls, value: str) -> str:
+        # The plugin sends a token with every download: never over plain http, not even as a fallback.
+        if not value.startswith("https://"):
+            raise ValueError(
+                f"must be an https URL (the api Service's internal TLS port, verified with the module CA), "
+                f"got {value[:80]!r}"
+            )
+        return value
 
     @field_validator("node_cache_size", mode="before")
     @classmethod

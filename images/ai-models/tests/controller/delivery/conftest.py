@@ -52,6 +52,7 @@ from kubeemu.authn import Identity
 from kubeemu.pytest_fixtures import RunningEmulator
 from support.module_install import install_module
 from support.render import RenderedChart, render_chart
+from support.tls_files import write_tls_files
 from support.values import module_values
 from testbed.jobrunner import JobRunner
 from testbed.module import ENTRY_POINT, IMAGE_ENTRYPOINT, MODULE_COMMAND, withheld_from_pods
@@ -162,16 +163,29 @@ class DeliveryStack:
 
 @pytest.fixture
 def start_delivery(kube_emulator: RunningEmulator, tmp_path: Path) -> Iterator[Callable[..., DeliveryStack]]:
-    """`start_delivery(limit=2, template=None, identity=None)`: the stack, with `limit` as
-    delivery.maxConcurrentMaterializations, `template` instead of the materializer pod template and
-    the controller as `identity` (default: the emulator's superuser);
+    """`start_delivery(limit=2, template=None, identity=None, registry_credentials=None)`: the stack,
+    with `limit` as delivery.maxConcurrentMaterializations, `template` instead of the materializer pod
+    template, the controller as `identity` (default: the emulator's superuser) and the pull secret it
+    copies beside each Job read by `registry_credentials(controller's client)` (default: none);
     everything it started is stopped when the test ends."""
     with contextlib.ExitStack() as cleanup:
 
         def start(
-            *, limit: int = 2, template: Mapping[str, Any] | None = None, identity: Identity | None = None
+            *,
+            limit: int = 2,
+            template: Mapping[str, Any] | None = None,
+            identity: Identity | None = None,
+            registry_credentials: Callable[[Any], Callable[[], bytes | None]] | None = None,
         ) -> DeliveryStack:
-            return _start(kube_emulator, tmp_path, cleanup, limit=limit, template=template, identity=identity)
+            return _start(
+                kube_emulator,
+                tmp_path,
+                cleanup,
+                limit=limit,
+                template=template,
+                identity=identity,
+                registry_credentials=registry_credentials,
+            )
 
         yield start
 
@@ -184,6 +198,7 @@ def _start(
     limit: int,
     template: Mapping[str, Any] | None,
     identity: Identity | None,
+    registry_credentials: Callable[[Any], Callable[[], bytes | None]] | None = None,
 ) -> DeliveryStack:
     account = install_module(emulator, rendered=rendered_chart()).service_accounts["api"]
     emulator.cluster.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
@@ -204,7 +219,12 @@ def _start(
     config = ApiSettings(namespace=MODULE_NAMESPACE, api_index_dir=index, api_object_cache_seconds=0)
     api = build_runtime(config, store=store, api_client=api_client)
     cleanup.callback(api.close)
-    server = BackgroundServer(api.app, shutting_down=api.state.shutting_down).start()
+    # The api's internal TLS listener, verified with a test CA the controller copies into each Job's
+    # token Secret, as in the cluster (D159).
+    cert, key, ca_file = write_tls_files(tmp_path / "tls")
+    server = BackgroundServer(
+        api.internal_app, shutting_down=api.state.shutting_down, tls=(cert, key)
+    ).start()
     cleanup.callback(server.stop)
     controller_client = emulator.api_client(identity)
     cleanup.callback(controller_client.close)
@@ -222,11 +242,15 @@ def _start(
             informers=informers,
             settings=SharedPVCSettings(
                 api_url=server.url,
+                ca_file=ca_file,
                 max_concurrent_materializations=limit,
                 materialization_retry=datetime.timedelta(seconds=2),
             ),
             storage_class=lambda: claim_storage_class(read_inputs(controller_client, settings)),
             materializer_template=materializer_template if template is None else lambda: template,
+            registry_credentials=(
+                (lambda: None) if registry_credentials is None else registry_credentials(controller_client)
+            ),
         ),
         events=EventRecorder(controller_client),
         resync_seconds=None,

@@ -7,6 +7,7 @@ earlier SharedPVC delivery taken back (D100)."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime
 import json
 import threading
@@ -54,8 +55,13 @@ MODEL_RESOURCES = {ModelKind.MODEL: MODELS, ModelKind.CLUSTER_MODEL: CLUSTER_MOD
 
 class Stack:
     def __init__(
-        self, emulator: RunningEmulator, runtime: DeliveryRuntime, models: dict[ModelKind, Informer]
+        self,
+        emulator: RunningEmulator,
+        runtime: DeliveryRuntime,
+        models: dict[ModelKind, Informer],
+        settings: NodeCacheSeen,
     ):
+        self.settings = settings
         self.emulator = emulator
         self.runtime = runtime
         self.models = models
@@ -92,7 +98,7 @@ class Stack:
         seen = observation(
             obj,
             models={key: self.models[key.kind].get(key.namespace, key.name) for key in keys},
-            facts=NodeCacheSeen(selector=GPU, size_bytes=100 * GIB),
+            facts=self.settings,
         )
         admitted = admit(seen, NodeCache(), now=datetime.datetime.now(datetime.UTC)).template
         if admitted is not None:
@@ -130,10 +136,30 @@ class Stack:
         )
 
 
+SETTINGS = NodeCacheSeen(selector=GPU, size_bytes=100 * GIB)
+UNAVAILABLE = (
+    "node-driver-registrar image for Kubernetes 1.35 missing: neither the module nor Deckhouse ships "
+    "one, so the NodeCache node plugin is not deployed; set delivery.mode to SharedPVC"
+)
+
+
 @pytest.fixture
 def node_cache_delivery(kube_emulator: RunningEmulator) -> Iterator[Stack]:
     """The delivery runtime in NodeCache mode (delivery.nodeCache.size 100Gi, nodeSelector GPU),
     with a claim grace of 0 s; stopped when the test ends."""
+    with running(kube_emulator, SETTINGS) as stack:
+        yield stack
+
+
+@pytest.fixture
+def node_plugin_missing(kube_emulator: RunningEmulator) -> Iterator[Stack]:
+    """The same runtime in a release the chart rendered without the node plugin (D162)."""
+    with running(kube_emulator, dataclasses.replace(SETTINGS, unavailable=UNAVAILABLE)) as stack:
+        yield stack
+
+
+@contextlib.contextmanager
+def running(kube_emulator: RunningEmulator, settings: NodeCacheSeen) -> Iterator[Stack]:
     with contextlib.ExitStack() as cleanup:
         kube_emulator.cluster.apply(
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
@@ -148,9 +174,7 @@ def node_cache_delivery(kube_emulator: RunningEmulator) -> Iterator[Stack]:
         runtime = DeliveryRuntime(
             api_client=client,
             model_of=model_of,
-            strategy=lambda informers: NodeCacheDelivery(
-                client, settings=NodeCacheSeen(selector=GPU, size_bytes=100 * GIB)
-            ),
+            strategy=lambda informers: NodeCacheDelivery(client, settings=settings),
             settings=DeliverySettings(claim_grace=datetime.timedelta(0)),
             resync_seconds=None,
         )
@@ -168,7 +192,7 @@ def node_cache_delivery(kube_emulator: RunningEmulator) -> Iterator[Stack]:
             thread.join(timeout=30)
 
         cleanup.callback(halt)
-        yield Stack(kube_emulator, runtime, models)
+        yield Stack(kube_emulator, runtime, models, settings)
 
 
 def test_node_cache_mode_delivers_without_claim_or_job_once_the_model_is_ready(
@@ -256,3 +280,23 @@ def test_a_model_larger_than_every_reported_cache_waits_and_a_larger_report_deli
         timeout=SECONDS,
         message=lambda: str(stack.report("big")),
     )
+
+
+def test_without_the_node_plugin_a_workload_is_told_why_and_its_pods_stay_gated(
+    node_plugin_missing: Stack,
+) -> None:
+    stack = node_plugin_missing
+    stack.node("gpu-1", labels={**GPU, NODE_CACHE_READY_LABEL: "true"}, limit=50 * GIB)
+    owner = create_model(stack.emulator, "llama", namespace=NAMESPACE)
+    mark_ready(stack.emulator, owner, DIGEST, size=2 * GIB)
+    created = stack.deployment("web", models="llama")
+
+    eventually(
+        stack.reported("web", DeliveryReason.NODE_CACHE_DELIVERY_DISABLED),
+        timeout=SECONDS,
+        message=lambda: str(stack.report("web")),
+    )
+    assert stack.report("web")[1] == UNAVAILABLE
+    template = stack.workload("web")["spec"]["template"]
+    assert not cache_volumes(template), "no inline volume of a driver no node serves"
+    assert template == created["spec"]["template"]

@@ -298,8 +298,14 @@ def test_the_materialize_job_mounts_the_claim_reads_its_token_from_a_secret_and_
     assert env[MaterializeVariable.TARGET_DIR.value]["value"] == CLAIM_MOUNT
     assert workload_of_job(job) == WorkloadKey(WorkloadKind.DEPLOYMENT, "team-a", "web")
     created = {**job, "metadata": {**job["metadata"], "uid": "uid-job"}}
-    secret = token_secret(created, workload=WORKLOAD, token="aimd1.x")
+    assert env[MaterializeVariable.CA_BUNDLE.value]["valueFrom"]["secretKeyRef"] == {
+        "name": f"{CLAIM}-token",
+        "key": "ca.crt",
+    }
+    secret = token_secret(created, workload=WORKLOAD, token="aimd1.x", ca_certificate="PEM")
     assert secret["metadata"]["name"] == f"{CLAIM}-token"
+    # The module CA's certificate beside the token, never its key.
+    assert secret["stringData"] == {"token": "aimd1.x", "ca.crt": "PEM"}
     assert secret["metadata"]["ownerReferences"][0] == {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -389,8 +395,13 @@ def test_a_model_whose_name_has_dots_gets_a_materialize_job_its_materializer_acc
         request=wanted,
         limits=JobLimits(backoff_limit=2, deadline_seconds=600),
     )
+    # What the kubelet resolves from the token Secret: the token and the module CA's certificate.
+    from_secret = {
+        MaterializeVariable.TOKEN.value: "aimd1.token",
+        MaterializeVariable.CA_BUNDLE.value: "-----BEGIN CERTIFICATE-----\n",
+    }
     env = {
-        item["name"]: item.get("value", "aimd1.token")
+        item["name"]: item.get("value", from_secret.get(item["name"], ""))
         for item in job["spec"]["template"]["spec"]["containers"][0]["env"]
     }
     parsed = MaterializationRequest.from_env(env)

@@ -22,7 +22,10 @@ from ai_models.domain.jobs import is_running
 from ai_models.domain.models.reference import ModelKey
 from ai_models.names import (
     DELIVERY_SCHEDULING_GATE,
+    DELIVERY_TEMPLATE_LABEL,
+    DELIVERY_TEMPLATE_LABEL_VALUE,
     MATERIALIZED_DIGESTS_ANNOTATION,
+    MODEL_ANNOTATION,
     MODELS_DIR,
     SHARED_PVC_LABEL,
     DeliveryReason,
@@ -122,6 +125,40 @@ def test_a_deployment_for_a_ready_model_ends_delivered_from_a_verified_claim_wit
         assert mounts[f"{MODELS_DIR}/llama"].host_path == tree
     replica_sets = stack.items(f"/apis/apps/v1/namespaces/{NAMESPACE}/replicasets")
     assert len(replica_sets) == 1, "a Deployment created for a Ready model keeps one ReplicaSet"
+
+
+def test_the_controller_labels_a_workload_it_writes_and_unlabels_it_once_the_annotations_go(
+    start_delivery: Callable[..., Stack],
+) -> None:
+    # The stack admits without the label, as a workload delivered before the label existed (D158).
+    stack = start_delivery()
+    ready_model(stack)
+    created = stack.deployment("web", models="llama", replicas=1)
+    assert DELIVERY_TEMPLATE_LABEL not in (created["metadata"].get("labels") or {})
+
+    def labelled() -> bool:
+        labels = stack.workload("web")["metadata"].get("labels") or {}
+        return labels.get(DELIVERY_TEMPLATE_LABEL) == DELIVERY_TEMPLATE_LABEL_VALUE
+
+    eventually(labelled, timeout=DELIVERY_SECONDS, message=describe(stack, "web"))
+    eventually(reported(stack, "web", DeliveryReason.DELIVERED), timeout=DELIVERY_SECONDS)
+    assert labelled()
+
+    status, _, body = stack.emulator.request(
+        "PATCH",
+        f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments/web",
+        body={"metadata": {"annotations": {MODEL_ANNOTATION: None}}},
+        content_type="application/merge-patch+json",
+    )
+    assert status == 200, body
+
+    def stripped() -> bool:
+        current = stack.workload("web")
+        return applied(current["spec"]["template"]) is None and DELIVERY_TEMPLATE_LABEL not in (
+            current["metadata"].get("labels") or {}
+        )
+
+    eventually(stripped, timeout=DELIVERY_SECONDS, message=describe(stack, "web"))
 
 
 def test_a_statefulset_and_a_cronjob_for_a_ready_model_end_delivered(

@@ -16,10 +16,12 @@ from ai_models.controller.delivery.informers import DeliveryInformers
 from ai_models.controller.delivery.node_cache import NodeCacheAdmission, NodeCacheDelivery, label_selector_of
 from ai_models.controller.delivery.shared_pvc import SharedPVCAdmission, SharedPVCDelivery
 from ai_models.controller.delivery.wiring import attach_delivery, delivery_mode, delivery_settings
+from ai_models.controller.prerequisites import read_inputs
 from ai_models.controller.runtime import Manager
 from ai_models.controller.settings import ControllerSettings
 from ai_models.domain.delivery.mode import DeliveryMode
 from ai_models.domain.delivery.placement import NodeCacheSeen
+from ai_models.domain.storage.prerequisites import PrerequisitesReason, evaluate
 from ai_models.names import ModelKind
 
 GIB = 1024**3
@@ -62,6 +64,26 @@ def test_node_cache_settings_reach_the_reconciler_and_the_webhook(monkeypatch: p
     shared = delivery_mode(api_client, ControllerSettings(delivery_mode=DeliveryMode.SHARED_PVC))
     assert isinstance(shared.delivery(DeliveryInformers(api_client)), SharedPVCDelivery)
     assert isinstance(shared.admission(), SharedPVCAdmission)
+
+
+def test_the_charts_reason_for_no_node_plugin_reaches_the_rules_and_the_prerequisites(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    reason = "node-driver-registrar image for Kubernetes 1.35 missing: the node plugin is not deployed"
+    monkeypatch.setenv("AI_MODELS_DELIVERY_NODE_CACHE_UNAVAILABLE", reason)
+    settings = node_cache_mode(monkeypatch)
+    api_client = k8s.ApiClient(k8s.Configuration())  # never called: nothing is started
+
+    mode = delivery_mode(api_client, settings)
+
+    assert mode.admission().settings.unavailable == reason  # type: ignore[attr-defined]
+    delivery = mode.delivery(DeliveryInformers(api_client))
+    assert isinstance(delivery, NodeCacheDelivery)
+    assert delivery.settings.unavailable == reason
+    # No Node is read: the verdict is the chart's reason whatever the cluster holds.
+    verdict = evaluate(read_inputs(None, settings))
+    assert verdict.reason is PrerequisitesReason.NODE_CACHE_PLUGIN_NOT_DEPLOYED
+    assert verdict.message == reason
 
 
 def test_node_cache_mode_follows_the_selected_nodes_and_the_claims_but_no_volumes_or_jobs(

@@ -78,6 +78,9 @@ D_BGE = "sha256:" + "b2" * 32
 GPU = {"node-role.example.com/gpu": ""}
 PLACEMENT = {**GPU, NODE_CACHE_READY_LABEL: "true"}
 SETTINGS = NodeCacheSeen(selector=GPU, size_bytes=10 * GIB)
+UNAVAILABLE = (
+    "node-driver-registrar image for Kubernetes 1.35 missing: the NodeCache node plugin is not deployed"
+)
 
 
 def workload_object(template_spec: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -249,6 +252,10 @@ RULES: dict[str, tuple[Seen, Expect]] = {
         with_(template=DELIVERED, node_cache=reporting(GIB)),
         Expect(DeliveryReason.INSUFFICIENT_NODE_CACHE_CAPACITY, rule="insufficient_node_cache_capacity"),
     ),
+    "node_plugin_not_deployed": (
+        with_(node_cache=dataclasses.replace(SETTINGS, unavailable=UNAVAILABLE)),
+        Expect(DeliveryReason.NODE_CACHE_DELIVERY_DISABLED, (UNAVAILABLE,)),
+    ),
     "annotations_removed": (
         with_(request=None, template=DELIVERED, annotations={}),
         Expect(None, template="stripped", ungates=True),
@@ -287,6 +294,7 @@ def test_every_reason_of_the_node_cache_mode_is_reached_by_a_rule() -> None:
         DeliveryReason.MODEL_NOT_READY,
         DeliveryReason.INVALID_SPEC,
         DeliveryReason.INSUFFICIENT_NODE_CACHE_CAPACITY,
+        DeliveryReason.NODE_CACHE_DELIVERY_DISABLED,
     }
 
 
@@ -412,6 +420,11 @@ NEW = with_(workload=dataclasses.replace(WEB, uid=""), annotations={})
             in_mode(NEW, node_cache=dataclasses.replace(SETTINGS, size_bytes=GIB)),
             gate(USERS_TEMPLATE),
             id="models_larger_than_the_cache_size_gate",
+        ),
+        pytest.param(
+            in_mode(NEW, node_cache=dataclasses.replace(SETTINGS, unavailable=UNAVAILABLE)),
+            gate(USERS_TEMPLATE),
+            id="a_release_without_the_node_plugin_gates",
         ),
         pytest.param(
             dataclasses.replace(NEW, template=DELIVERED), None, id="an_admitted_template_is_unchanged"

@@ -94,6 +94,10 @@ class Workloads:
         """Set (a value) or remove (None) annotations of the workload."""
         self._patch(kind, namespace, name, {"metadata": {"annotations": dict(annotations)}})
 
+    def merge_labels(self, kind: str, namespace: str, name: str, *, labels: Mapping[str, str | None]) -> None:
+        """Set (a value) or remove (None) labels of the workload."""
+        self._patch(kind, namespace, name, {"metadata": {"labels": dict(labels)}})
+
     def pods(self, namespace: str, *, selector: str | None) -> list[dict[str, Any]]:
         """The Pods of `namespace` the label selector matches (every Pod with None)."""
         return list(self._pods.list_all(namespace, label_selector=selector))

@@ -81,13 +81,15 @@ class ServingClient:
         base_url: str,
         token: str,
         ca_bundle: str | None = None,
+        ca_pem: str | None = None,
         connect_timeout: float = CONNECT_TIMEOUT_SECONDS,
         read_timeout: float = READ_TIMEOUT_SECONDS,
         reader: str = "the Job",
         refusals: Mapping[int, str] = JOB_REFUSALS,
     ) -> None:
         """`reader` names the caller in messages, `refusals` says what each refused status means
-        for it (cause and fix)."""
+        for it (cause and fix); `ca_bundle` (a file) or `ca_pem` (its text) is the only CA an
+        https server's certificate is verified with."""
         url = urllib.parse.urlsplit(base_url)
         if url.scheme not in ("http", "https") or not url.hostname:
             raise ValueError(f"{base_url!r} is not an http(s) URL")
@@ -96,7 +98,7 @@ class ServingClient:
         self._port = url.port or (443 if self._https else 80)
         self._prefix = url.path.rstrip("/")
         self._headers = {"Authorization": f"Bearer {token}", "Accept-Encoding": "identity"}
-        self._context = ssl.create_default_context(cafile=ca_bundle) if self._https else None
+        self._context = ssl.create_default_context(cafile=ca_bundle, cadata=ca_pem) if self._https else None
         self._connect_timeout = connect_timeout
         self._read_timeout = read_timeout
         self._connection: http.client.HTTPConnection | None = None

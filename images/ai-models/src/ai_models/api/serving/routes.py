@@ -1,5 +1,9 @@
 """The serving operations: manifest and files of Models and ClusterModels, GET and HEAD.
 
+Served on both listeners: the public one (users, the public route) and the internal TLS one (the
+node plugin and materializers, D159), where a Kubernetes token must be issued for the module
+audience (`ApiState.serving_gatekeeper`); a delivery token is checked the same way on both.
+
 Each request is checked in this order: its parameters (400), the caller (401, then 403 unless it
 may `get` the object, or its delivery token lists it), the object (404, 409 unless Ready; 403 when
 a delivery token grants another digest than the object's), the file (404 unless the manifest lists
@@ -90,7 +94,7 @@ def _admitted(state: ApiState, request: Request, ref: ModelKey, conditions: Serv
             granted_to=admitted.grant.workload.describe(),
         )
     access = object_access(ref.kind, namespace=ref.namespace or None, name=ref.name)
-    subject = state.gatekeeper.admit(authorization, access=access)
+    subject = state.serving_gatekeeper.admit(authorization, access=access)
     return dataclasses.replace(conditions, subject=subject_key(subject))
 
 
@@ -144,6 +148,6 @@ def list_cluster_models(
             "a delivery token reads the artifacts it names only and cannot list ClusterModels; send a "
             "Kubernetes token allowed to list clustermodels.ai.deckhouse.io"
         )
-    state.gatekeeper.admit(authorization, access=LIST_CLUSTER_MODELS)
+    state.serving_gatekeeper.admit(authorization, access=LIST_CLUSTER_MODELS)
     page = state.listing.page(query)
     return Response(page.model_dump_json(by_alias=True, exclude_none=True), media_type=JSON)

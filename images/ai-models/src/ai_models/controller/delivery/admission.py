@@ -24,6 +24,7 @@ from ai_models.controller.delivery.observe import observed
 from ai_models.controller.delivery.strategy import AdmissionStrategy, Unreadable
 from ai_models.controller.runtime.admission_review import Admission
 from ai_models.domain.delivery.contract import DeliveryRequest, WorkloadKind, parse, pod_template
+from ai_models.domain.delivery.marking import label_patch
 from ai_models.domain.delivery.template import gated, json_patch
 from ai_models.domain.delivery.verdict import Admitted, admit, held, needs_models, waiting_warning
 from ai_models.domain.delivery.workload_models import ModelSeen
@@ -80,10 +81,13 @@ class WorkloadAdmission:
         meta["namespace"] = meta.get("namespace") or str(request.get("namespace") or "")
         answer = self._admitted(workload)
         wanted = answer.template
+        current = pod_template(workload)
+        # The label the after-delete hook selects follows the template admitted (D158).
+        marking = label_patch(meta.get("labels"), wanted if wanted is not None else current)
         if wanted is None:
-            return Admission()
+            return Admission(patch=marking) if marking else Admission()
         template_path = WorkloadKind(str(kind)).template_path
-        patch = json_patch(pod_template(workload), wanted, prefix="/" + "/".join(template_path))
+        patch = [*json_patch(current, wanted, prefix="/" + "/".join(template_path)), *marking]
         name = meta.get("name") or meta.get("generateName") or ""
         log.info(
             "workload admitted with the delivery template",

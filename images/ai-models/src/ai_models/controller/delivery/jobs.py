@@ -22,6 +22,7 @@ from ai_models.domain.conditions import parse_timestamp
 from ai_models.domain.delivery.claim_facts import JobRef, MaterializationSeen
 from ai_models.domain.delivery.contract import Workload, WorkloadKind
 from ai_models.domain.delivery.materialization import (
+    CA_SECRET_KEY,
     TOKEN_SECRET_KEY,
     MaterializationOutcome,
     MaterializationRequest,
@@ -147,12 +148,15 @@ def _secret_beside(job: Mapping[str, Any], *, workload: Workload, name: str, typ
     }
 
 
-def token_secret(job: Mapping[str, Any], *, workload: Workload, token: str) -> dict[str, Any]:
-    """The Secret the Job reads its delivery token from."""
+def token_secret(
+    job: Mapping[str, Any], *, workload: Workload, token: str, ca_certificate: str
+) -> dict[str, Any]:
+    """The Secret the Job reads its delivery token and the module CA's certificate from (the
+    certificate only, never the CA's key: it verifies the api's internal TLS listener, D159)."""
     name = token_secret_name(str(job["metadata"]["name"]))
     return {
         **_secret_beside(job, workload=workload, name=name, type_="Opaque"),
-        "stringData": {TOKEN_SECRET_KEY: token},
+        "stringData": {TOKEN_SECRET_KEY: token, CA_SECRET_KEY: ca_certificate},
     }
 
 

@@ -63,8 +63,12 @@ class DeliveryReconciler:
             return None  # gone or going: its claims and Jobs go with it (owner references)
         subject = self.observer.observe(key, obj)
         verdict = decide(subject.seen, self.strategy.rules, now=self.clock())
-        if verdict is None:
-            return None
+        try:
+            if verdict is None:
+                self.steps.settle_label(subject)
+                return None
+        except Conflict:
+            return CONFLICT_RECHECK_SECONDS
         log.debug("reconciling", extra={**subject.log, "rule": verdict.rule})
         try:
             return self.steps.run(verdict, subject=subject)

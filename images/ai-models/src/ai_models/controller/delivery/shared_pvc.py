@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any, Final
 
 from ai_models.adapters.kube.errors import KubeError
@@ -45,6 +46,7 @@ from ai_models.controller.jobs.builder import JobLimits
 from ai_models.controller.jobs.signing_keys import SigningKeys
 from ai_models.controller.jobs.slots import SlotKeeper, SlotWaiters, namespaced_job_name
 from ai_models.controller.runtime import Manager
+from ai_models.controller.settings import ControllerSettings
 from ai_models.domain.delivery import token
 from ai_models.domain.delivery.claim_facts import (
     CLAIM_KIND,
@@ -63,7 +65,11 @@ from ai_models.domain.delivery.effects import (
     StartMaterialization,
     WaitForSlot,
 )
-from ai_models.domain.delivery.materialization import MaterializationRequest, RequestedArtifact
+from ai_models.domain.delivery.materialization import (
+    PEM_CERTIFICATE,
+    MaterializationRequest,
+    RequestedArtifact,
+)
 from ai_models.domain.delivery.modes.shared_pvc import SLOT_RECHECK_SECONDS, Policy, SharedPVC
 from ai_models.domain.delivery.report import DeliveryReport
 from ai_models.domain.delivery.token import DEFAULT_LIFETIME
@@ -71,7 +77,13 @@ from ai_models.domain.delivery.workload_models import ModelSeen
 from ai_models.domain.jobs import JobState, is_running
 from ai_models.domain.models.reference import ModelKey
 from ai_models.domain.storage.prerequisites import ClaimPhase
-from ai_models.names import DELIVERY_SIGNING_KEY, DELIVERY_SIGNING_SECRET, MODULE_NAMESPACE, DeliveryReason
+from ai_models.names import (
+    DELIVERY_SIGNING_KEY,
+    DELIVERY_SIGNING_SECRET,
+    MODULE_CA_CONFIGMAP,
+    MODULE_NAMESPACE,
+    DeliveryReason,
+)
 
 # One page of a claim's Events: a provisioner retrying for hours aggregates into one Event per
 # message, so the latest failure is in the first page.
@@ -84,11 +96,12 @@ ADMISSION_TIMEOUT: Final = (1.0, 1.5)
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class SharedPVCSettings:
-    """`api_url`: the serving API as materializers reach it; `ca_bundle`: a file in the
-    materializer's pod that trusts its certificate."""
+    """`api_url`: the serving API as materializers reach it (https, the api's internal TLS port);
+    `ca_file`: the module CA's certificate in the controller's pod, read for every Job and copied
+    into its token Secret (D159)."""
 
     api_url: str
-    ca_bundle: str | None = None
+    ca_file: Path | None = None
     max_concurrent_materializations: int = 2
     provisioning_deadline: datetime.timedelta = datetime.timedelta(minutes=10)
     materialization_retry: datetime.timedelta = datetime.timedelta(minutes=5)
@@ -101,6 +114,30 @@ class SharedPVCSettings:
         return Policy(
             provisioning_deadline=self.provisioning_deadline, materialization_retry=self.materialization_retry
         )
+
+
+def module_ca_certificate(path: Path | None) -> tuple[str | None, str]:
+    """The module CA's certificate (PEM) a materializer verifies the api with, or why there is none
+    (a materializer never falls back to plain http, D159)."""
+    if path is None:
+        return None, (
+            f"the controller has no module CA certificate to give the materializer "
+            f"({ControllerSettings.variable('delivery_api_ca_file')} is not set); the module's Helm "
+            "chart sets it once the internal TLS hook has made the CA"
+        )
+    try:
+        text = path.read_text(encoding="ascii")
+    except (OSError, UnicodeDecodeError) as error:
+        return None, (
+            f"the module CA certificate {path} cannot be read ({type(error).__name__}); the ConfigMap "
+            f"{MODULE_CA_CONFIGMAP} is rendered once the internal TLS hook has made the CA"
+        )
+    if PEM_CERTIFICATE not in text:
+        return None, (
+            f"the module CA certificate {path} holds no PEM certificate; check the ConfigMap "
+            f"{MODULE_CA_CONFIGMAP}"
+        )
+    return text, ""
 
 
 def trim_volume(obj: dict[str, Any]) -> dict[str, Any]:
@@ -334,8 +371,18 @@ class SharedPVCDelivery(SlotWaiters[WorkloadKey]):
     def _start_materialization(
         self, effect: StartMaterialization, ctx: StepContext, subject: Subject
     ) -> Step:
+        ca_certificate, problem = module_ca_certificate(self.settings.ca_file)
+        if ca_certificate is None:
+            retry = self.settings.materialization_retry
+            message = f"{problem}; the module tries again in {int(retry.total_seconds())}s"
+            write_report(
+                DeliveryReport(DeliveryReason.SHARED_PVC_MATERIALIZATION_FAILED, message),
+                ctx=ctx,
+                subject=subject,
+            )
+            return Step(again=retry.total_seconds(), stop=True)
         try:
-            started = self._start(effect, ctx=ctx, subject=subject)
+            started = self._start(effect, ctx=ctx, subject=subject, ca_certificate=ca_certificate)
         except KubeError as error:
             if error.temporary:
                 raise
@@ -350,9 +397,12 @@ class SharedPVCDelivery(SlotWaiters[WorkloadKey]):
         # The last slot went to another workload meanwhile: the report says so on the next pass.
         return DONE if started else Step(again=SLOT_RECHECK_SECONDS, stop=True)
 
-    def _start(self, start: StartMaterialization, *, ctx: StepContext, subject: Subject) -> bool:
-        """Create the Job and its token Secret; False when the last slot went to another workload
-        between the observation and now (nothing is created then)."""
+    def _start(
+        self, start: StartMaterialization, *, ctx: StepContext, subject: Subject, ca_certificate: str
+    ) -> bool:
+        """Create the Job and its token Secret (with `ca_certificate`, the module CA's); False when
+        the last slot went to another workload between the observation and now (nothing is created
+        then)."""
         workload = subject.seen.workload
         claim = subject.seen.facts.claim
         if claim is None or claim.name != start.claim:
@@ -371,7 +421,6 @@ class SharedPVCDelivery(SlotWaiters[WorkloadKey]):
                 artifacts=tuple(
                     RequestedArtifact.of(item.key.name, item.key, item.digest) for item in start.models
                 ),
-                ca_bundle=settings.ca_bundle,
             )
             credentials = self._registry_credentials()
             job = materialize_job(
@@ -395,7 +444,9 @@ class SharedPVCDelivery(SlotWaiters[WorkloadKey]):
             try:
                 # Both owned by the Job, so they go with it once the claim records the copy. Created
                 # after it (they need its uid): the kubelet retries a pull and a variable's Secret.
-                ctx.objects.put_secret(token_secret(created, workload=workload, token=issued))
+                ctx.objects.put_secret(
+                    token_secret(created, workload=workload, token=issued, ca_certificate=ca_certificate)
+                )
                 if credentials is not None:
                     ctx.objects.put_secret(
                         registry_secret(created, workload=workload, docker_config=credentials)

@@ -62,7 +62,7 @@ def delivery_mode(api_client: Any, settings: ControllerSettings) -> DeliveryMode
             admission=lambda: NodeCacheAdmission(settings=node_cache),
         )
     shared_pvc = shared_pvc_settings(settings)
-    sources = _Sources(api_client, settings)
+    sources = Sources(api_client, settings)
     return DeliveryModeWiring(
         delivery=lambda informers: SharedPVCDelivery(
             api_client,
@@ -98,16 +98,18 @@ def start_webhook(api_client: Any, settings: ControllerSettings) -> WebhookServe
 
 
 def node_cache_settings(settings: ControllerSettings) -> NodeCacheSeen:
-    """delivery.nodeCache's selector and size (no Nodes yet)."""
+    """delivery.nodeCache's selector and size, and why no node plugin runs (no Nodes yet)."""
     return NodeCacheSeen(
         selector=dict(settings.delivery_node_cache_selector),
         size_bytes=settings.delivery_node_cache_size_bytes,
+        unavailable=settings.delivery_node_cache_unavailable,
     )
 
 
 def shared_pvc_settings(settings: ControllerSettings) -> SharedPVCSettings:
     return SharedPVCSettings(
         api_url=settings.delivery_api_url,
+        ca_file=settings.delivery_api_ca_file,
         max_concurrent_materializations=settings.delivery_max_concurrent_materializations,
         provisioning_deadline=settings.delivery_provisioning_timeout,
         materialization_retry=datetime.timedelta(seconds=settings.delivery_materialization_retry_seconds),
@@ -121,7 +123,7 @@ def delivery_settings(settings: ControllerSettings) -> DeliverySettings:
     )
 
 
-class _Sources:
+class Sources:
     """What SharedPVC delivery reads outside its own caches, from the settings."""
 
     def __init__(self, api_client: Any, settings: ControllerSettings) -> None:

@@ -3,8 +3,9 @@
 A Model with `spec.source.authSecretRef` depends on that Secret, one with `spec.source.catalog` on
 its ModelCatalogSource. Their resourceVersion is what a failure records and what a later read is
 compared with: a Failed object is retried at once when it differs. The controller may only `get`
-Secrets (no cluster-wide list or watch, by design), so Secrets are read again every few seconds
-while their dependant is Failed; ModelCatalogSources are watched, and a change enqueues the
+the Secrets granted to it by name (no list or watch, no cluster-wide read, D160), so Secrets are
+read again every few seconds while their dependant is Failed, and one it may not read yet counts
+as missing; ModelCatalogSources are watched, and a change enqueues the
 objects that name them.
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from ai_models.adapters.kube.catalog_sources import CatalogSourceObjects
+from ai_models.adapters.kube.errors import KubeError
 from ai_models.adapters.kube.secrets import Secrets
 from ai_models.domain.models.decision import Dependency, DependencyKind
 from ai_models.domain.models.source import CatalogSource, HuggingFaceSource, ParsedSource
@@ -39,7 +41,14 @@ class DependencyReader:
         return None
 
     def _secret(self, namespace: str, name: str) -> str:
-        secret = self._secrets.read(namespace, name)
+        try:
+            secret = self._secrets.read(namespace, name)
+        except KubeError as error:
+            if not error.forbidden:
+                raise
+            # Not granted yet (D160): no version to see, as for a missing Secret; once the grant
+            # comes, the version read differs and the Model is tried again at once.
+            return ""
         return secret.resource_version if secret is not None else ""
 
     def _catalog_source(self, name: str) -> str:

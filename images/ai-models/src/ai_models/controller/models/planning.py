@@ -22,6 +22,7 @@ from ai_models.adapters.hub.errors import (
     ProviderUnauthorized,
 )
 from ai_models.adapters.kube.catalog_sources import CatalogSourceObjects
+from ai_models.adapters.kube.errors import KubeError
 from ai_models.adapters.kube.models import ModelObjects
 from ai_models.adapters.kube.secrets import Secrets
 from ai_models.adapters.kube.source_tokens import TokenSecretMissing, source_token
@@ -50,6 +51,7 @@ from ai_models.domain.publication.request import (
     HuggingFacePublication,
     UploadPublication,
 )
+from ai_models.domain.secret_reads import read_refused
 from ai_models.domain.storage.ledger import Owner
 from ai_models.names import (
     CATALOG_SYNC_ANNOTATION,
@@ -72,6 +74,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 PROVIDER_RETRY_SECONDS = 60.0
+AUTH_SECRET_FIELD = "spec.source.authSecretRef"
 
 
 class Snapshot(Protocol):
@@ -153,9 +156,19 @@ class Planner:
     def _hugging_face(self, source: HuggingFaceSource) -> Outcome:
         token: str | None = None
         if source.secret_name is not None and source.secret_namespace is not None:
-            secret = Secrets(self.api_client).read(source.secret_namespace, source.secret_name)
+            try:
+                secret = Secrets(self.api_client).read(source.secret_namespace, source.secret_name)
+            except KubeError as error:
+                if not error.forbidden:
+                    raise
+                # No cluster-wide read (D160): the namespace's admin grants this one Secret. A Failed
+                # Model re-reads its Secret's version often, so the grant is acted on within seconds.
+                return Refused(
+                    ModelReason.PUBLICATION_FAILED,
+                    read_refused(source.secret_namespace, source.secret_name, field=AUTH_SECRET_FIELD),
+                )
             data = {key: secret.text(key) or "" for key in secret.values} if secret is not None else None
-            where = f"Secret {source.secret_namespace}/{source.secret_name} (spec.source.authSecretRef)"
+            where = f"Secret {source.secret_namespace}/{source.secret_name} ({AUTH_SECRET_FIELD})"
             if data is None:
                 return Refused(
                     ModelReason.PUBLICATION_FAILED, f"{where} does not exist; create it with the Hub token"

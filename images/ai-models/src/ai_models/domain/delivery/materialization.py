@@ -5,8 +5,10 @@ The controller builds a `MaterializationRequest` and puts `request.to_env(token_
 the Job's container; `ai-models materialize` starts with `MaterializationRequest.from_env(os.environ)`.
 The variable names are `names.MaterializeVariable`; nothing else spells them.
 
-    API_URL                    the serving API's base URL (https://ai-models-api.d8-ai-models.svc)
-    CA_BUNDLE                  a PEM file that trusts the API's certificate (optional)
+    API_URL                    the serving API's base URL, https only (the api Service's internal
+                               TLS port, https://ai-models-api.d8-ai-models.svc, D159)
+    CA_BUNDLE                  the module CA's certificate (PEM) that verifies the API's, only ever
+                               a secretKeyRef to the token Secret (`ca_bundle_value()` reads it)
     TARGET_DIR                 where the shared claim is mounted in the Job
     ARTIFACTS                  JSON list of {name, ref: {kind, namespace, name}, digest}
     TERMINATION_MESSAGE_PATH   where the outcome goes
@@ -29,10 +31,12 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError,
 from ai_models.domain.models.reference import ModelKey
 from ai_models.domain.publication.outcome import bounded_message
 from ai_models.domain.publication.request import DEFAULT_TERMINATION_MESSAGE_PATH, NAME_MAX
-from ai_models.names import MaterializeVariable, ModelKind
+from ai_models.names import MODULE_CA_KEY, MaterializeVariable, ModelKind
 
-# The key of the token in the Job's token Secret.
+# The keys of the token and of the module CA's certificate in the Job's token Secret.
 TOKEN_SECRET_KEY: Final = "token"
+CA_SECRET_KEY: Final = MODULE_CA_KEY
+PEM_CERTIFICATE: Final = "-----BEGIN CERTIFICATE-----"
 DIGEST_PATTERN: Final = r"^sha256:[0-9a-f]{64}$"
 DNS_LABEL: Final = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 # A model's mount name is its object name: a DNS-1123 subdomain ("llama-3.1-8b").
@@ -98,6 +102,20 @@ def token_reference(token_secret: str) -> dict[str, Any]:
     }
 
 
+def ca_reference(token_secret: str) -> dict[str, Any]:
+    """The CA variable of the Job: the module CA's certificate from its token Secret (the controller
+    puts it there beside the token: a workload namespace has no other copy of it)."""
+    return {
+        "name": MaterializeVariable.CA_BUNDLE.value,
+        "valueFrom": {"secretKeyRef": {"name": token_secret, "key": CA_SECRET_KEY}},
+    }
+
+
+def ca_bundle_value(env: Mapping[str, str]) -> str | None:
+    """The module CA's certificate (PEM) Kubernetes put into the materializer's environment."""
+    return env.get(MaterializeVariable.CA_BUNDLE.value) or None
+
+
 def delivery_token_value(env: Mapping[str, str]) -> str | None:
     """The delivery token Kubernetes put into the materializer's environment from its Secret."""
     return env.get(MaterializeVariable.TOKEN.value) or None
@@ -108,28 +126,27 @@ class MaterializationRequest:
     api_url: str
     target_dir: str
     artifacts: tuple[RequestedArtifact, ...]
-    ca_bundle: str | None = None
     termination_message_path: str = DEFAULT_TERMINATION_MESSAGE_PATH
 
     def to_env(self, *, token_secret: str) -> list[dict[str, Any]]:
         """The container variables (Kubernetes EnvVar objects) that carry this request; the token
-        comes from `token_secret` (key `token`) in the Job's namespace."""
+        and the module CA's certificate come from `token_secret` in the Job's namespace."""
         values: list[tuple[MaterializeVariable, str]] = [
             (MaterializeVariable.API_URL, self.api_url),
             (MaterializeVariable.TARGET_DIR, self.target_dir),
             (MaterializeVariable.ARTIFACTS, _artifacts_json(self.artifacts)),
             (MaterializeVariable.TERMINATION_MESSAGE_PATH, self.termination_message_path),
         ]
-        if self.ca_bundle is not None:
-            values.append((MaterializeVariable.CA_BUNDLE, self.ca_bundle))
         env: list[dict[str, Any]] = [{"name": name.value, "value": value} for name, value in values]
         env.append(token_reference(token_secret))
+        env.append(ca_reference(token_secret))
         return env
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> MaterializationRequest:
         """The request in a materializer's environment; `MaterializationRequestError` names every
-        bad variable (a missing token too)."""
+        bad variable (a missing token or CA certificate too). The API is reached over https only,
+        verified with the module CA: there is no fallback to plain http (D159)."""
         problems: list[Problem] = []
 
         def text(variable: MaterializeVariable) -> str:
@@ -139,9 +156,12 @@ class MaterializationRequest:
             return value
 
         api_url = text(MaterializeVariable.API_URL).rstrip("/")
-        if api_url and not api_url.startswith(("https://", "http://")):
+        if api_url and not api_url.startswith("https://"):
             problems.append(
-                Problem(MaterializeVariable.API_URL, f"must be an http(s) URL, got {_shown(api_url)}")
+                Problem(
+                    MaterializeVariable.API_URL,
+                    f"must be an https URL (the api's internal TLS port), got {_shown(api_url)}",
+                )
             )
         target_dir = text(MaterializeVariable.TARGET_DIR)
         if target_dir and not target_dir.startswith("/"):
@@ -153,13 +173,19 @@ class MaterializationRequest:
             problems.append(
                 Problem(MaterializeVariable.TOKEN, "is not set (the Job's token Secret gives it)")
             )
+        ca_bundle = ca_bundle_value(env)
+        if ca_bundle is None:
+            problems.append(
+                Problem(MaterializeVariable.CA_BUNDLE, "is not set (the Job's token Secret gives it)")
+            )
+        elif PEM_CERTIFICATE not in ca_bundle:
+            problems.append(Problem(MaterializeVariable.CA_BUNDLE, "is not a PEM certificate"))
         if problems:
             raise MaterializationRequestError(tuple(problems))
         return cls(
             api_url=api_url,
             target_dir=target_dir,
             artifacts=artifacts,
-            ca_bundle=env.get(MaterializeVariable.CA_BUNDLE.value) or None,
             termination_message_path=env.get(MaterializeVariable.TERMINATION_MESSAGE_PATH.value)
             or DEFAULT_TERMINATION_MESSAGE_PATH,
         )

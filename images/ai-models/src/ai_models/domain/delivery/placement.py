@@ -48,6 +48,9 @@ class NodeCacheSeen:
     selector: Mapping[str, str] = dataclasses.field(default_factory=dict)
     size_bytes: int | None = None  # delivery.nodeCache.size (None: not set)
     nodes: tuple[NodeSeen, ...] = ()
+    # Why the release runs no node plugin (the chart's AI_MODELS_DELIVERY_NODE_CACHE_UNAVAILABLE,
+    # D162), None when it runs one.
+    unavailable: str | None = None
 
     @property
     def placement(self) -> dict[str, str]:

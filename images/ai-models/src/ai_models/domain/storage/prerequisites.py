@@ -13,8 +13,9 @@ shared claim of the class that binds confirms it; one whose provisioning failed 
 reason (`names_access_mode`), or that lost its volume, refutes it. Any other provisioning failure
 (quota, a provisioner that is down) says nothing about ReadWriteMany: the verdict stays
 unconfirmed, and the workload's delivery report names the failure. Only claims the module made
-count; the readers filter them (`domain.delivery.read_write_many`). NodeCache needs a cache size
-and a node selector that matches at least one node.
+count; the readers filter them (`domain.delivery.read_write_many`). NodeCache needs the release to
+run its node plugin (the chart says why it does not, D162), a cache size and a node selector that
+matches at least one node.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ class PrerequisitesReason(enum.StrEnum):
     SEVERAL_DEFAULT_STORAGE_CLASSES = "SeveralDefaultStorageClasses"
     STORAGE_CLASS_WAIT_FOR_FIRST_CONSUMER = "StorageClassWaitForFirstConsumer"
     READ_WRITE_MANY_FAILED = "ReadWriteManyFailed"
+    NODE_CACHE_PLUGIN_NOT_DEPLOYED = "NodeCachePluginNotDeployed"
     NODE_CACHE_SIZE_NOT_SET = "NodeCacheSizeNotSet"
     NODE_CACHE_SELECTS_NO_NODE = "NodeCacheSelectsNoNode"
 
@@ -119,6 +121,8 @@ class StorageInputs:
     node_cache_size: str | None = None
     node_cache_selector: Mapping[str, str] = dataclasses.field(default_factory=dict)
     node_labels: Sequence[Mapping[str, str]] = ()
+    # Why the release runs no node plugin (the chart's words), None when it runs one.
+    node_cache_unavailable: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -239,6 +243,10 @@ def _shared_pvc(inputs: StorageInputs) -> PrerequisitesVerdict:
 
 
 def _node_cache(inputs: StorageInputs) -> PrerequisitesVerdict:
+    if inputs.node_cache_unavailable:
+        return PrerequisitesVerdict(
+            inputs.mode, PrerequisitesReason.NODE_CACHE_PLUGIN_NOT_DEPLOYED, inputs.node_cache_unavailable
+        )
     if not inputs.node_cache_size:
         return PrerequisitesVerdict(
             inputs.mode, PrerequisitesReason.NODE_CACHE_SIZE_NOT_SET, "set delivery.nodeCache.size"

@@ -14,7 +14,7 @@ from ai_models.controller.delivery.steps.pods import selected_pods, ungate_pods
 from ai_models.controller.delivery.steps.replica_sets import delete_stale_replica_sets
 from ai_models.controller.delivery.steps.report import write_report
 from ai_models.controller.delivery.steps.superseded import release_claims
-from ai_models.controller.delivery.steps.template import write_template
+from ai_models.controller.delivery.steps.template import mark_workload, write_template
 from ai_models.controller.delivery.strategy import DONE, Handler, Step, Subject
 from ai_models.domain.delivery.effects import (
     DeleteStaleReplicaSets,
@@ -23,6 +23,7 @@ from ai_models.domain.delivery.effects import (
     WriteReport,
     WriteTemplate,
 )
+from ai_models.domain.delivery.marking import label_change, marked
 from ai_models.domain.delivery.verdict import Verdict
 
 __all__ = ["DeliverySettings", "StepContext", "StepRunner"]
@@ -59,6 +60,12 @@ class StepRunner:
         """Do the verdict's effects in order; when to look at the workload again."""
         again = verdict.requeue
         current = _Pass(self.ctx, subject)
+        # The label goes on before the template gets the module's part and comes off after the
+        # template loses it, so a workload that carries the part always carries the label (D158).
+        final = verdict.template if verdict.template is not None else subject.seen.template
+        change = label_change(subject.obj["metadata"].get("labels"), final)
+        if change is True:
+            mark_workload(True, ctx=self.ctx, subject=subject)
         for effect in verdict.effects:
             kind = type(effect)
             if kind in self._shared:
@@ -69,7 +76,14 @@ class StepRunner:
                 again = step.again if again is None or step.stop else min(again, step.again)
             if step.stop:
                 return again
+        if change is False:
+            mark_workload(False, ctx=self.ctx, subject=subject)
         return again
+
+    def settle_label(self, subject: Subject) -> None:
+        """A workload the verdict leaves alone: only a label its template no longer warrants goes."""
+        if label_change(subject.obj["metadata"].get("labels"), subject.seen.template) is not None:
+            mark_workload(not marked(subject.obj["metadata"].get("labels")), ctx=self.ctx, subject=subject)
 
 
 def _write_template(effect: WriteTemplate, current: _Pass) -> Step:

@@ -1,6 +1,8 @@
 """NodeCache delivery: no claim and no Job; each pod gets one inline CSI volume per model from its
 node's cache, and is placed on the nodes that have one (`verdict.ModeRules`). The rules:
 
+- A release that runs no node plugin (no node-driver-registrar image for the cluster's Kubernetes,
+  D162) is `NodeCacheDeliveryDisabled`, with the chart's words of why (decided first).
 - A user nodeSelector entry that sets a key of the placement (`placement.placement`) to another
   value is `InvalidSpec` (decided before any model is read).
 - Models that do not fit one node's cache are `InsufficientNodeCacheCapacity`
@@ -43,6 +45,14 @@ class NodeCache:
         return dataclasses.replace(facts, nodes=())
 
     def before_models(self, seen: Seen, request: DeliveryRequest) -> Verdict | None:
+        unavailable = seen.facts.unavailable
+        if unavailable:
+            return conclude(
+                seen,
+                "node_plugin_not_deployed",
+                DeliveryReport(DeliveryReason.NODE_CACHE_DELIVERY_DISABLED, unavailable),
+                warning=problem_warning(unavailable),
+            )
         conflicts = placement_conflicts(seen)
         if not conflicts:
             return None

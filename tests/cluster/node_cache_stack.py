@@ -115,7 +115,7 @@ class NodeCacheStack:
         process = plugin_process(
             csi,
             cache_root=cache_root,
-            kubeconfig=self.delivery.models.module.kubeconfig(NODE_CACHE_ACCOUNT),
+            kubeconfig=self.delivery.models.module.pod_kubeconfig(NODE_CACHE_ACCOUNT, node=node),
             token_file=self.token_file,
             api_url=self.api_proxy.url("https"),
             ca_file=self.delivery.models.api_ca_file,

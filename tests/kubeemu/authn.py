@@ -15,6 +15,11 @@ from dataclasses import dataclass
 SUPERUSER_GROUP = "system:masters"
 AUTHENTICATED_GROUP = "system:authenticated"
 SUPERUSER_NAME = "kubeemu-admin"
+# userInfo.extra keys of a pod-bound ServiceAccount token (pkg/serviceaccount/claims.go).
+NODE_NAME_EXTRA = "authentication.kubernetes.io/node-name"
+POD_NAME_EXTRA = "authentication.kubernetes.io/pod-name"
+POD_UID_EXTRA = "authentication.kubernetes.io/pod-uid"
+CREDENTIAL_ID_EXTRA = "authentication.kubernetes.io/credential-id"
 # The real apiserver's default audience is its service-account issuer.
 API_SERVER_AUDIENCE = "https://kubernetes.default.svc.cluster.local"
 
@@ -29,10 +34,19 @@ class Identity:
     uid: str = ""
     # Empty: the API server's audience only.
     audiences: tuple[str, ...] = ()
+    # userInfo.extra as (key, values) pairs: a pod-bound ServiceAccount token carries the
+    # authentication.kubernetes.io/{pod-name,pod-uid,node-name,credential-id} claims here.
+    extra: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     @classmethod
     def service_account(
-        cls, namespace: str, name: str, *, token: str | None = None, audiences: tuple[str, ...] = ()
+        cls,
+        namespace: str,
+        name: str,
+        *,
+        token: str | None = None,
+        audiences: tuple[str, ...] = (),
+        extra: tuple[tuple[str, tuple[str, ...]], ...] = (),
     ) -> Identity:
         """The identity Kubernetes gives a ServiceAccount token (bound to `audiences`, when named)."""
         return cls(
@@ -40,6 +54,35 @@ class Identity:
             token=token or new_token(),
             groups=("system:serviceaccounts", f"system:serviceaccounts:{namespace}"),
             audiences=audiences,
+            extra=extra,
+        )
+
+    @classmethod
+    def pod_bound(
+        cls,
+        namespace: str,
+        name: str,
+        *,
+        pod: str,
+        pod_uid: str,
+        node: str,
+        audiences: tuple[str, ...] = (),
+    ) -> Identity:
+        """A ServiceAccount token bound to a Pod (projected volume, or a TokenRequest whose
+        boundObjectRef is the Pod): its claims as the apiserver puts them in userInfo.extra."""
+        token = new_token()
+        claims = {
+            NODE_NAME_EXTRA: (node,),
+            POD_NAME_EXTRA: (pod,),
+            POD_UID_EXTRA: (pod_uid,),
+            CREDENTIAL_ID_EXTRA: (f"JTI={token[:16]}",),
+        }
+        return cls.service_account(
+            namespace,
+            name,
+            token=token,
+            audiences=audiences,
+            extra=tuple((k, v) for k, v in claims.items() if v[0]),
         )
 
     @classmethod

@@ -106,6 +106,19 @@ BUILTIN_RESOURCES: tuple[ResourceType, ...] = (
         "MutatingWebhookConfiguration",
         namespaced=False,
     ),
+    _rt(
+        "admissionregistration.k8s.io/v1",
+        "validatingadmissionpolicies",
+        "ValidatingAdmissionPolicy",
+        namespaced=False,
+        status=True,
+    ),
+    _rt(
+        "admissionregistration.k8s.io/v1",
+        "validatingadmissionpolicybindings",
+        "ValidatingAdmissionPolicyBinding",
+        namespaced=False,
+    ),
     ResourceType(
         group="events.k8s.io",
         version="v1",

@@ -15,7 +15,7 @@ import json
 import secrets
 import uuid
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,12 +77,19 @@ _INITIAL_STATUS = {
 }
 
 
+# Validating admission of a request served over HTTP (kubeemu.validatingpolicy): called with
+# (object, old object) once the write is defaulted and validated, under the store lock, so the
+# refusal it raises writes nothing. Old object None: a create; object None: a delete.
+ValidatingCheck = Callable[[Mapping[str, Any] | None, Mapping[str, Any] | None], None]
+
+
 @dataclass(frozen=True)
 class WriteOptions:
     dry_run: bool = False
     field_validation: str = "Warn"  # Strict | Warn | Ignore (the apiserver's default is Warn)
     duplicates: tuple[str, ...] = ()  # keys repeated in the request JSON
     field_manager: str = ""
+    validating: ValidatingCheck | None = None
 
 
 @dataclass
@@ -655,6 +662,8 @@ class Cluster:
                 name=_meta(obj).get("name") or "",
                 causes=[(e.reason, e.field, e.body()) for e in field_errors],
             )
+        if options.validating is not None:
+            options.validating(obj, old)
         return obj, warnings
 
     # --- deletes ---------------------------------------------------------------------------------
@@ -667,6 +676,7 @@ class Cluster:
         name: str,
         options: Mapping[str, Any] | None = None,
         dry_run: bool = False,
+        validating: ValidatingCheck | None = None,
     ) -> dict[str, Any]:
         """Delete (or start deleting) an object; returns what the apiserver answers with."""
         options = options or {}
@@ -698,6 +708,8 @@ class Cluster:
                         f"ResourceVersion in object meta: {meta['resourceVersion']}"
                     ),
                 )
+            if validating is not None:
+                validating(None, current)
             if dry_run:
                 return current
             policy = options.get("propagationPolicy") or (

@@ -18,7 +18,7 @@ from kubeemu import discovery, errors, protobuf, reviews
 from kubeemu.admission import MutatingAdmission, WriteRequest
 from kubeemu.authn import Identity
 from kubeemu.authz import Attributes, forbidden_message
-from kubeemu.cluster import Cluster, WriteOptions, WriteResult
+from kubeemu.cluster import Cluster, ValidatingCheck, WriteOptions, WriteResult
 from kubeemu.jsonutil import dumps, loads_checking_duplicates
 from kubeemu.openapi import OpenAPIDocuments
 from kubeemu.patching import APPLY_PATCH_YAML, JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH
@@ -27,6 +27,7 @@ from kubeemu.requestinfo import RequestInfo, parse_request
 from kubeemu.resources import ResourceType
 from kubeemu.selectors import parse_field_selector, parse_label_selector
 from kubeemu.tables import Negotiated, negotiate, partial_metadata, table
+from kubeemu.validatingpolicy import PolicyRequest, ValidatingPolicies
 from kubeemu.watch import INITIAL_EVENTS_END, WatchRequest, WatchSubscription, stream
 
 log = logging.getLogger("kubeemu")
@@ -236,13 +237,43 @@ async def _read_body(request: web.Request) -> tuple[Any, tuple[str, ...]]:
     return value, tuple(duplicates)
 
 
-def _write_options(request: web.Request, duplicates: tuple[str, ...]) -> WriteOptions:
+def _write_options(
+    request: web.Request, duplicates: tuple[str, ...], validating: ValidatingCheck
+) -> WriteOptions:
     return WriteOptions(
         dry_run="All" in request.query.getall("dryRun", []),
         field_validation=_field_validation(request),
         duplicates=duplicates,
         field_manager=request.query.get("fieldManager", ""),
+        validating=validating,
     )
+
+
+def _validating(
+    state: AppState, request: web.Request, rtype: ResourceType, info: RequestInfo, identity: Identity
+) -> ValidatingCheck:
+    """The validating policies' check of this request, for the write to call once validated."""
+    policies = ValidatingPolicies(state.cluster.store)
+    dry_run = "All" in request.query.getall("dryRun", [])
+
+    def check(obj: Mapping[str, Any] | None, old: Mapping[str, Any] | None) -> None:
+        operation = "DELETE" if obj is None else "CREATE" if old is None else "UPDATE"
+        meta = (obj if obj is not None else old or {}).get("metadata") or {}
+        policies.check(
+            PolicyRequest(
+                operation=operation,
+                rtype=rtype,
+                namespace=str(meta.get("namespace") or "") if rtype.namespaced else "",
+                name=str(meta.get("name") or ""),
+                subresource=info.subresource,
+                user=identity,
+                dry_run=dry_run,
+            ),
+            obj,
+            old,
+        )
+
+    return check
 
 
 def _render_one(
@@ -359,7 +390,7 @@ async def _resource(
         if name:
             raise errors.method_not_allowed("the server does not allow this method on the requested resource")
         body, duplicates = await _read_body(request)
-        options = _write_options(request, duplicates)
+        options = _write_options(request, duplicates, _validating(state, request, rtype, info, identity))
         if state.admission.configured():
             result = await _admitted_create(
                 state, rtype, body, namespace=namespace, options=options, identity=identity
@@ -369,7 +400,7 @@ async def _resource(
         return json_response(result.object, status=201, warnings=result.warnings)
     if verb == "update":
         body, duplicates = await _read_body(request)
-        options = _write_options(request, duplicates)
+        options = _write_options(request, duplicates, _validating(state, request, rtype, info, identity))
         if state.admission.configured():
             result = await _admitted_update(
                 state,
@@ -405,7 +436,7 @@ async def _resource(
             except ValueError as exc:
                 raise errors.bad_request(f"error decoding patch: {exc}") from exc
             repeated = tuple(dup_list)
-        options = _write_options(request, repeated)
+        options = _write_options(request, repeated, _validating(state, request, rtype, info, identity))
         if state.admission.configured():
             result = await _admitted_patch(
                 state,
@@ -439,7 +470,14 @@ async def _resource(
             delete_options["propagationPolicy"] = request.query["propagationPolicy"]
         dry_run = "All" in request.query.getall("dryRun", []) or "All" in (delete_options.get("dryRun") or [])
         return json_response(
-            cluster.delete(rtype, namespace=namespace, name=name, options=delete_options, dry_run=dry_run)
+            cluster.delete(
+                rtype,
+                namespace=namespace,
+                name=name,
+                options=delete_options,
+                dry_run=dry_run,
+                validating=_validating(state, request, rtype, info, identity),
+            )
         )
     raise errors.method_not_allowed("the server does not allow this method on the requested resource")
 
@@ -620,7 +658,13 @@ async def _review(
     if info.subresource == "token":
         cluster.get(rtype, namespace=namespace, name=name)  # 404 unless the ServiceAccount exists
         return json_response(
-            reviews.token_request(cluster.authn, namespace=namespace, service_account=name, body=body),
+            reviews.token_request(
+                cluster.authn,
+                namespace=namespace,
+                service_account=name,
+                body=body,
+                bound_pod=_bound_pod(cluster, namespace, body),
+            ),
             status=201,
         )
     answers: dict[str, Callable[[], dict[str, Any]]] = {
@@ -636,6 +680,25 @@ async def _review(
     answer = answers[rtype.plural]()
     answer["apiVersion"], answer["kind"] = rtype.api_version, rtype.kind
     return json_response(answer, status=201)
+
+
+def _bound_pod(cluster: Cluster, namespace: str, body: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The Pod a TokenRequest binds its token to (404 unless it exists, 409 on another uid)."""
+    ref = (body.get("spec") or {}).get("boundObjectRef")
+    if not isinstance(ref, Mapping) or ref.get("kind") != "Pod":
+        return None
+    pods = cluster.resource("", "v1", "pods")
+    assert pods is not None
+    pod = cluster.get(pods, namespace=namespace, name=str(ref.get("name") or ""))
+    uid = str(ref.get("uid") or "")
+    if uid and uid != (pod.get("metadata") or {}).get("uid"):
+        raise errors.conflict(
+            group="",
+            resource="pods",
+            name=str(ref.get("name")),
+            why=f"the UID in the bound object reference ({uid}) does not match the UID in record",
+        )
+    return pod
 
 
 def _watch_request(

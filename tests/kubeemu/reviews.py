@@ -18,6 +18,8 @@ def _user_info(identity: Identity) -> dict[str, Any]:
     info: dict[str, Any] = {"username": identity.name, "groups": list(identity.all_groups)}
     if identity.uid:
         info["uid"] = identity.uid
+    if identity.extra:
+        info["extra"] = {key: list(values) for key, values in identity.extra}
     return info
 
 
@@ -155,14 +157,33 @@ def self_subject_review(identity: Identity, body: Mapping[str, Any]) -> dict[str
 
 
 def token_request(
-    authn: Authenticator, *, namespace: str, service_account: str, body: Mapping[str, Any]
+    authn: Authenticator,
+    *,
+    namespace: str,
+    service_account: str,
+    body: Mapping[str, Any],
+    bound_pod: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Mint a token that authenticates as the ServiceAccount, bound to `spec.audiences` (the API
-    server's when none are named; bound tokens are not time-limited here)."""
+    server's when none are named; bound tokens are not time-limited here). `bound_pod`: the Pod
+    spec.boundObjectRef names, whose claims the token then carries."""
     spec = dict(body.get("spec") or {})
     seconds = int(spec.get("expirationSeconds") or 3600)
     audiences = tuple(str(item) for item in spec.get("audiences") or ())
-    identity = Identity.service_account(namespace, service_account, token=new_token(), audiences=audiences)
+    if bound_pod is not None:
+        pod_meta = bound_pod.get("metadata") or {}
+        identity = Identity.pod_bound(
+            namespace,
+            service_account,
+            pod=str(pod_meta.get("name") or ""),
+            pod_uid=str(pod_meta.get("uid") or ""),
+            node=str((bound_pod.get("spec") or {}).get("nodeName") or ""),
+            audiences=audiences,
+        )
+    else:
+        identity = Identity.service_account(
+            namespace, service_account, token=new_token(), audiences=audiences
+        )
     authn.add(identity)
     out = _answer(
         body, {"token": identity.token, "expirationTimestamp": rfc3339(now() + timedelta(seconds=seconds))}

@@ -337,6 +337,10 @@ def test_minimal_cluster_renders_exactly_these_objects() -> None:
         ("templates/publisher/rbac-for-us.yaml", "ClusterRole", "", "d8:ai-models:publisher"),
         ("templates/publisher/rbac-for-us.yaml", "ClusterRoleBinding", "", "d8:ai-models:publisher"),
     ]
+    expected += [
+        ("templates/controller/admission-policies.yaml", kind, "", "ai-models-controller-secrets")
+        for kind in ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
+    ]
     assert inventory == sorted(expected)
 
 

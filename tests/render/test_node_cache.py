@@ -136,6 +136,8 @@ EVERY_OBJECT = {
     ("ClusterRole", "d8:ai-models:node-cache"),
     ("ClusterRoleBinding", "d8:ai-models:node-cache"),
     ("VerticalPodAutoscaler", NAME),
+    ("ValidatingAdmissionPolicy", "ai-models-node-cache-nodes"),
+    ("ValidatingAdmissionPolicyBinding", "ai-models-node-cache-nodes"),
 }
 
 

@@ -47,6 +47,8 @@ BUILTIN_KINDS: frozenset[Kind] = frozenset(
         ("networking.k8s.io/v1", "NetworkPolicy"),
         ("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration"),
         ("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration"),
+        ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy"),
+        ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding"),
         ("storage.k8s.io/v1", "CSIDriver"),
     }
 )
@@ -82,6 +84,8 @@ CLUSTER_SCOPED_KINDS: frozenset[str] = frozenset(
         "ClusterRoleBinding",
         "ValidatingWebhookConfiguration",
         "MutatingWebhookConfiguration",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
         "CSIDriver",
         "GrafanaDashboardDefinition",
         "ClusterObservabilityMetricsRulesGroup",

@@ -70,7 +70,7 @@ from kubeemu.kubeconfig import kubeconfig_document, write_kubeconfig
 from kubeemu.persistence import StateFileError, StateWriter, restore_state
 from kubeemu.server import serve_forever, tls_context
 from support.devcomponents import DevPorts, internal_serving_url, start_components, start_job_runner
-from support.module_install import install_rbac
+from support.module_install import install_rbac, pod_bound
 from support.module_tls import with_internal_tls
 from support.node_cache_plugin import plugin_process
 from support.processes import ModuleProcess, ProcessExited
@@ -593,9 +593,9 @@ def start_node_plugin(
     verified with the module CA, with a token for the module audience (what kubelet projects, D159);
     its own token is for the Kubernetes API only."""
     out = stack.out_dir
-    identity = stack.service_accounts[names.NODE_CACHE_COMPONENT]
+    identity = pod_bound(stack.cluster, stack.service_accounts[names.NODE_CACHE_COMPONENT], node=node.name)
     kubeconfig = write_kubeconfig(
-        out / f"kubeconfig-{names.NODE_CACHE_COMPONENT}",
+        out / f"kubeconfig-{names.NODE_CACHE_COMPONENT}-{node.name}",
         kubeconfig_document(
             url, [(identity.name, identity)], current=identity.name, namespaces={}, ca_pem=ca_pem
         ),

@@ -7,6 +7,8 @@ Code, tests and documentation tests import these constants instead of repeating 
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Final
 
 MODULE: Final = "ai-models"
@@ -294,6 +296,11 @@ MODULE_LABEL: Final = "module"
 HERITAGE_LABEL: Final = "heritage"
 HERITAGE: Final = "deckhouse"
 DECKHOUSE_NAMESPACE: Final = "d8-system"
+# The controller may write only Secrets that carry these (the chart's ValidatingAdmissionPolicy
+# `ai-models-controller-secrets`, D161), so every object it creates carries them.
+MODULE_OBJECT_LABELS: Final[Mapping[str, str]] = MappingProxyType(
+    {MODULE_LABEL: MODULE, HERITAGE_LABEL: HERITAGE}
+)
 
 # Every `ai-models` process reads its settings from variables with this prefix; pydantic-settings
 # derives the rest of each name from the settings field (`store_url` is AI_MODELS_STORE_URL), and

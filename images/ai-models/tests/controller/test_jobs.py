@@ -166,6 +166,8 @@ def test_the_job_identifies_its_owner_and_digest(template: dict[str, Any]) -> No
     assert metadata["annotations"] == {DIGEST_ANNOTATION: DIGEST, "ai.deckhouse.io/owner-name": "qwen"}
     labels = owner_labels(OWNER)
     assert labels == {
+        "module": "ai-models",
+        "heritage": "deckhouse",
         "app.kubernetes.io/component": "publication",
         "ai.deckhouse.io/owner-kind": "Model",
         "ai.deckhouse.io/owner-namespace": "team-a",

@@ -30,10 +30,7 @@ from ai_models.domain.storage.codec import (
 from ai_models.domain.storage.ledger import Ledger
 from ai_models.names import (
     COMPONENT_LABEL,
-    HERITAGE,
-    HERITAGE_LABEL,
-    MODULE,
-    MODULE_LABEL,
+    MODULE_OBJECT_LABELS,
     NAME_LABEL,
     STORAGE_ACCOUNTING_COMPONENT,
 )
@@ -43,8 +40,7 @@ log = logging.getLogger(__name__)
 LEDGER_LABELS: Final = {
     NAME_LABEL: LEDGER_SECRET_NAME,
     COMPONENT_LABEL: STORAGE_ACCOUNTING_COMPONENT,
-    MODULE_LABEL: MODULE,
-    HERITAGE_LABEL: HERITAGE,
+    **MODULE_OBJECT_LABELS,
 }
 MAX_ATTEMPTS: Final = 8
 

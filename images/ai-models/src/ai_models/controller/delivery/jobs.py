@@ -30,11 +30,8 @@ from ai_models.domain.delivery.materialization import (
 from ai_models.domain.jobs import JobState, job_state
 from ai_models.names import (
     COMPONENT_LABEL,
-    HERITAGE,
-    HERITAGE_LABEL,
     MATERIALIZATION_COMPONENT,
-    MODULE,
-    MODULE_LABEL,
+    MODULE_OBJECT_LABELS,
     OWNER_KIND_LABEL,
     OWNER_NAME_ANNOTATION,
     OWNER_NAME_LABEL,
@@ -66,8 +63,7 @@ def registry_secret_name(claim: str) -> str:
 def job_labels(workload: Workload) -> dict[str, str]:
     return {
         COMPONENT_LABEL: MATERIALIZATION_COMPONENT,
-        MODULE_LABEL: MODULE,
-        HERITAGE_LABEL: HERITAGE,
+        **MODULE_OBJECT_LABELS,
         OWNER_KIND_LABEL: str(workload.kind),
         OWNER_NAME_LABEL: label_value(workload.name),
         OWNER_UID_LABEL: workload.uid,

@@ -11,10 +11,7 @@ from typing import Any
 
 from ai_models.adapters.kube.secrets import Secrets
 from ai_models.names import (
-    HERITAGE,
-    HERITAGE_LABEL,
-    MODULE,
-    MODULE_LABEL,
+    MODULE_OBJECT_LABELS,
 )
 
 
@@ -49,7 +46,7 @@ class SigningKeys:
         if key:
             return key
         key = secrets.token_bytes(32)
-        labels = {MODULE_LABEL: MODULE, HERITAGE_LABEL: HERITAGE}
+        labels = MODULE_OBJECT_LABELS
         if not self._secrets.create(self._namespace, self._secret, {self._data_key: key}, labels=labels):
             return self._read()  # another replica created it first
         return key

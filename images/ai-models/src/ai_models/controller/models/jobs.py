@@ -26,6 +26,7 @@ from ai_models.domain.storage.ledger import Owner
 from ai_models.names import (
     ARTIFACT_DIGEST_ANNOTATION,
     COMPONENT_LABEL,
+    MODULE_OBJECT_LABELS,
     OWNER_KIND_LABEL,
     OWNER_NAME_ANNOTATION,
     OWNER_NAME_LABEL,
@@ -57,6 +58,7 @@ def job_name(owner: Owner) -> str:
 
 def owner_labels(owner: Owner) -> dict[str, str]:
     return {
+        **MODULE_OBJECT_LABELS,
         COMPONENT_LABEL: PUBLICATION_COMPONENT,
         OWNER_KIND_LABEL: owner.kind,
         OWNER_NAMESPACE_LABEL: owner.namespace,  # a namespace name is a DNS label: it always fits

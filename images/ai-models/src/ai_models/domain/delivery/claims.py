@@ -41,10 +41,9 @@ from ai_models.domain.storage.prerequisites import (
 from ai_models.names import (
     COMPONENT_LABEL,
     DELIVERY_COMPONENT,
-    HERITAGE,
-    HERITAGE_LABEL,
     MODULE,
     MODULE_LABEL,
+    MODULE_OBJECT_LABELS,
     OWNER_KIND_LABEL,
     OWNER_UID_LABEL,
     SHARED_CLAIM_PREFIX,
@@ -94,8 +93,7 @@ def claim_labels(workload: Workload) -> dict[str, str]:
         SHARED_PVC_LABEL: SHARED_PVC_LABEL_VALUE,
         OWNER_UID_LABEL: workload.uid,
         OWNER_KIND_LABEL: workload.kind,
-        MODULE_LABEL: MODULE,
-        HERITAGE_LABEL: HERITAGE,
+        **MODULE_OBJECT_LABELS,
         COMPONENT_LABEL: DELIVERY_COMPONENT,
     }
 

@@ -50,16 +50,22 @@ _MAX_RESPONSE_BYTES = 3 * 1024 * 1024
 
 
 @dataclass(frozen=True)
-class WriteRequest:
-    """What a write asks for, in the terms of admission.Attributes."""
+class AdmissionAttributes:
+    """One request as admission.Attributes describes it (what webhooks and policies are asked)."""
 
-    operation: str  # CREATE | UPDATE
+    operation: str  # CREATE | UPDATE | DELETE
     rtype: ResourceType
     namespace: str
     name: str
     subresource: str
     user: Identity
     dry_run: bool
+
+
+@dataclass(frozen=True)
+class WriteRequest(AdmissionAttributes):
+    """What a write (CREATE or UPDATE) asks for, with the options a webhook is shown."""
+
     options_kind: str  # CreateOptions | UpdateOptions | PatchOptions
     field_manager: str = ""
 

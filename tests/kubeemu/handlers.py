@@ -15,7 +15,7 @@ import yaml
 from aiohttp import web
 
 from kubeemu import discovery, errors, protobuf, reviews
-from kubeemu.admission import MutatingAdmission, WriteRequest
+from kubeemu.admission import AdmissionAttributes, MutatingAdmission, WriteRequest
 from kubeemu.authn import Identity
 from kubeemu.authz import Attributes, forbidden_message
 from kubeemu.cluster import Cluster, ValidatingCheck, WriteOptions, WriteResult
@@ -27,7 +27,7 @@ from kubeemu.requestinfo import RequestInfo, parse_request
 from kubeemu.resources import ResourceType
 from kubeemu.selectors import parse_field_selector, parse_label_selector
 from kubeemu.tables import Negotiated, negotiate, partial_metadata, table
-from kubeemu.validatingpolicy import PolicyRequest, ValidatingPolicies
+from kubeemu.validatingpolicy import ValidatingPolicies
 from kubeemu.watch import INITIAL_EVENTS_END, WatchRequest, WatchSubscription, stream
 
 log = logging.getLogger("kubeemu")
@@ -260,7 +260,7 @@ def _validating(
         operation = "DELETE" if obj is None else "CREATE" if old is None else "UPDATE"
         meta = (obj if obj is not None else old or {}).get("metadata") or {}
         policies.check(
-            PolicyRequest(
+            AdmissionAttributes(
                 operation=operation,
                 rtype=rtype,
                 namespace=str(meta.get("namespace") or "") if rtype.namespaced else "",

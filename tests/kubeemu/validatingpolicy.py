@@ -45,10 +45,9 @@ from celpy.celparser import CELParseError
 from celpy.evaluation import CELEvalError
 
 from kubeemu import errors
-from kubeemu.authn import Identity
+from kubeemu.admission import AdmissionAttributes
 from kubeemu.crdvalidation.cellib import KUBERNETES_FUNCTIONS, NAMESPACE_BINDINGS
 from kubeemu.jsonutil import jsoncopy
-from kubeemu.resources import ResourceType
 from kubeemu.selectors import LabelSelector, selector_from_object
 from kubeemu.store import Store
 
@@ -59,19 +58,6 @@ POLICY_STORAGE = f"{GROUP}/validatingadmissionpolicies"
 BINDING_STORAGE = f"{GROUP}/validatingadmissionpolicybindings"
 _NAMESPACE_STORAGE = "/namespaces"
 _CODES = {"Forbidden": 403, "Unauthorized": 401, "RequestEntityTooLarge": 413, "Invalid": 422}
-
-
-@dataclass(frozen=True)
-class PolicyRequest:
-    """One write as admission.Attributes describes it."""
-
-    operation: str  # CREATE | UPDATE | DELETE
-    rtype: ResourceType
-    namespace: str
-    name: str
-    subresource: str
-    user: Identity
-    dry_run: bool
 
 
 class _Broken(Exception):
@@ -116,7 +102,7 @@ def _strings(value: Any) -> tuple[str, ...]:
     return tuple(str(v) for v in value) if isinstance(value, list) else ()
 
 
-def _rule_matches(rule: Mapping[str, Any], request: PolicyRequest) -> bool:
+def _rule_matches(rule: Mapping[str, Any], request: AdmissionAttributes) -> bool:
     rtype = request.rtype
     checks = (
         ("operations", request.operation),
@@ -156,7 +142,7 @@ def _selector(value: Any) -> LabelSelector | None:
 
 def _resources_match(
     match: Mapping[str, Any] | None,
-    request: PolicyRequest,
+    request: AdmissionAttributes,
     *,
     namespace_labels: Mapping[str, str] | None,
     obj: Mapping[str, Any] | None,
@@ -188,7 +174,7 @@ def _resources_match(
 # --- the CEL activation ----------------------------------------------------------------------------
 
 
-def _request_object(request: PolicyRequest, obj: Mapping[str, Any] | None) -> dict[str, Any]:
+def _request_object(request: AdmissionAttributes, obj: Mapping[str, Any] | None) -> dict[str, Any]:
     rtype = request.rtype
     user = request.user
     user_info: dict[str, Any] = {
@@ -240,7 +226,7 @@ class ValidatingPolicies:
         return self.store.count(BINDING_STORAGE) > 0
 
     def check(
-        self, request: PolicyRequest, obj: Mapping[str, Any] | None, old: Mapping[str, Any] | None
+        self, request: AdmissionAttributes, obj: Mapping[str, Any] | None, old: Mapping[str, Any] | None
     ) -> None:
         """Raise the refusal of the first binding that denies the write (none: allowed)."""
         if request.rtype.storage_key in (POLICY_STORAGE, BINDING_STORAGE) or not self.configured():
@@ -298,7 +284,7 @@ class ValidatingPolicies:
                 log.warning("Validation failed (binding action Warn): %s", text)
 
     def _namespace(
-        self, request: PolicyRequest, obj: Mapping[str, Any] | None
+        self, request: AdmissionAttributes, obj: Mapping[str, Any] | None
     ) -> tuple[Mapping[str, Any] | None, Mapping[str, str] | None]:
         """(namespaceObject, the labels namespaceSelector sees: None for cluster-scoped objects)."""
         if request.rtype.storage_key == _NAMESPACE_STORAGE:
@@ -371,7 +357,7 @@ def _message(validation: Mapping[str, Any], expression: str, activation: Mapping
 
 
 def _refusal(
-    request: PolicyRequest, obj: Mapping[str, Any] | None, text: str, reason: str
+    request: AdmissionAttributes, obj: Mapping[str, Any] | None, text: str, reason: str
 ) -> errors.APIError:
     """admission.NewForbidden, then the validation's reason and its code (dispatcher.go)."""
     rtype = request.rtype

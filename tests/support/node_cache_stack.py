@@ -33,7 +33,7 @@ from fakes.model_files import FileContent
 from fakes.served_artifacts import model_key, publish_ready
 from kubeemu.authn import Identity
 from kubeemu.pytest_fixtures import RunningEmulator
-from support.module_install import install_module
+from support.module_install import install_module, pod_bound
 from support.render import RenderedChart, render_chart
 from support.tls_files import write_tls_files
 from support.values import MINIMAL_SETTINGS, deep_merge, module_values
@@ -140,6 +140,11 @@ class CacheStack:
         """A Ready object holding `files`; the request the plugin makes for it."""
         owner, digest = publish_ready(self.emulator, self.store.inner, name, files, namespace=namespace)
         return CacheRequest(ref=model_key(owner), digest=digest)
+
+    def kubeconfig(self, *, node: str) -> Path:
+        """A kubeconfig with the token the plugin's pod on `node` has: bound to that node, as the
+        chart's admission policy on Node updates requires (D161)."""
+        return self.emulator.kubeconfig(pod_bound(self.emulator.cluster, self.plugin, node=node))
 
     def cache(self, **overrides: Any) -> NodeCache:
         """A NodeCache over the stack's root (a second one over the same root is a restarted plugin)."""

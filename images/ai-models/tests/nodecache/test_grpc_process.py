@@ -52,7 +52,7 @@ def socket_dir() -> Iterator[Path]:
 
 def plugin_environment(stack: CacheStack, kubelet_dir: Path) -> dict[str, str]:
     return {
-        "KUBECONFIG": str(stack.emulator.kubeconfig(stack.plugin)),
+        "KUBECONFIG": str(stack.kubeconfig(node=NODE)),
         "AI_MODELS_NODE_CACHE_SIZE": "1Gi",
         "AI_MODELS_NODE_CACHE_API_URL": stack.url,
         "AI_MODELS_NODE_CACHE_TOKEN_FILE": str(stack.token_file),

@@ -46,9 +46,7 @@ def pod(name: str, *, namespace: str, node: str, model: str, digest: str) -> dic
 
 @pytest.fixture
 def prefetching(cache_stack: CacheStack) -> Iterator[NodeCache]:
-    api_client = new_api_client(
-        ClientOptions(retries=0), kubeconfig=str(cache_stack.emulator.kubeconfig(cache_stack.plugin))
-    )
+    api_client = new_api_client(ClientOptions(retries=0), kubeconfig=str(cache_stack.kubeconfig(node=NODE)))
     cache = cache_stack.cache()
     prefetcher = Prefetcher(
         cache=cache, models=NodeModels.of_cluster(api_client), api_client=api_client, node_name=NODE

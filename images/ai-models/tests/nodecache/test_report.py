@@ -25,9 +25,7 @@ NODE = "node-a"
 @pytest.fixture
 def plugin_client(cache_stack: CacheStack) -> Iterator[Any]:
     cache_stack.emulator.cluster.apply({"apiVersion": "v1", "kind": "Node", "metadata": {"name": NODE}})
-    api_client = new_api_client(
-        ClientOptions(retries=0), kubeconfig=str(cache_stack.emulator.kubeconfig(cache_stack.plugin))
-    )
+    api_client = new_api_client(ClientOptions(retries=0), kubeconfig=str(cache_stack.kubeconfig(node=NODE)))
     yield api_client
     api_client.close()
 

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from kubernetes import client as typed_client
 from kubernetes.client.exceptions import ApiException
+from prometheus_client.parser import text_string_to_metric_families
 
 from cluster.catalog_stack import CatalogStack, catalog_stack
 from fakes.hub import LISTING_PAGES, FakeHub, FakeModel
@@ -255,3 +256,39 @@ def test_probes_and_metrics_of_leader_and_follower(stack: CatalogStack) -> None:
     models = len(listed(stack.hub))
     assert f'd8_ai_models_catalog_source_indexed_models{{source="measured"}} {models}.0' in leader_metrics
     assert 'd8_ai_models_catalog_source_sync_failing{source="measured"} 0.0' in leader_metrics
+    # The controller's own work: the catalog controller's queue and reconciles on the leader only.
+    labels = {"controller": "catalog-sources"}
+    assert _sample(leader_metrics, "d8_ai_models_controller_workqueue_depth", labels) == 0
+    assert (_sample(leader_metrics, "d8_ai_models_controller_workqueue_adds_total", labels) or 0) >= 1
+    assert (_sample(leader_metrics, "d8_ai_models_controller_reconcile_total", labels) or 0) >= 1
+    assert (
+        _sample(leader_metrics, "d8_ai_models_controller_reconcile_duration_seconds_count", labels) or 0
+    ) >= 1
+    assert _sample(follower_metrics, "d8_ai_models_controller_reconcile_total", labels) is None
+    # Lease renewals, as both replicas count them and as the API server answered them: only the two
+    # replicas update Leases. The server counts a request before its client sees the answer.
+    renewals = {"verb": "update", "resource": "leases", "code": "200"}
+
+    def counted_by_replicas() -> float:
+        return sum(
+            _sample(_get(f"http://127.0.0.1:{ports[role + '-metrics']}/metrics")[1], REQUESTS, renewals)
+            or 0.0
+            for role in ("leader", "follower")
+        )
+
+    before = counted_by_replicas()
+    answered = stack.emulator.request_counts().get(("update", "leases", "200"), 0)
+    after = counted_by_replicas()
+    assert before >= 1
+    assert before <= answered <= after + 2  # at most one renewal per replica in flight
+
+
+REQUESTS = "d8_ai_models_controller_kubernetes_requests_total"
+
+
+def _sample(exposition: str, name: str, labels: dict[str, str]) -> float | None:
+    for family in text_string_to_metric_families(exposition):
+        for sample in family.samples:
+            if sample.name == name and all(sample.labels.get(key) == value for key, value in labels.items()):
+                return float(sample.value)
+    return None

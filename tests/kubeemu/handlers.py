@@ -23,6 +23,7 @@ from kubeemu.jsonutil import dumps, loads_checking_duplicates
 from kubeemu.openapi import OpenAPIDocuments
 from kubeemu.patching import APPLY_PATCH_YAML, JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH
 from kubeemu.podlogs import PodLogSource, serve_log
+from kubeemu.request_metrics import RequestCounts
 from kubeemu.requestinfo import RequestInfo, parse_request
 from kubeemu.resources import ResourceType
 from kubeemu.selectors import parse_field_selector, parse_label_selector
@@ -50,6 +51,7 @@ class AppState:
     watches: set[WatchSubscription] = field(default_factory=set)
     # Where Pods' logs are (pods/{name}/log); None: no Pod has one.
     pod_logs: PodLogSource | None = None
+    requests: RequestCounts = field(default_factory=RequestCounts)
 
 
 STATE: web.AppKey[AppState] = web.AppKey("kubeemu_state", AppState)
@@ -78,12 +80,14 @@ async def error_middleware(
     except errors.APIError as exc:
         status = exc.code
         return json_response(exc.status(), status=exc.code)
-    except web.HTTPException:
+    except web.HTTPException as exc:
+        status = exc.status
         raise
     except Exception as exc:
         log.exception("internal error serving %s %s", request.method, request.path_qs)
         return json_response(errors.internal(repr(exc)).status(), status=500)
     finally:
+        request.app[STATE].requests.count(parse_request(request.method, request.path, request.query), status)
         if log.isEnabledFor(logging.DEBUG):
             log.debug(
                 "%s %s -> %s (%.1f ms)",
@@ -178,6 +182,8 @@ def _non_resource(state: AppState, request: web.Request, info: RequestInfo) -> w
         return json_response(discovery.KUBERNETES_VERSION)
     if path in ("/healthz", "/livez", "/readyz"):
         return web.Response(text="ok", content_type="text/plain")
+    if path == "/metrics":
+        return web.Response(body=state.requests.exposition(), content_type="text/plain")
     if path in ("/api", "/apis"):
         if discovery.wants_aggregated(accept):
             return json_response(

@@ -32,11 +32,13 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from kubeemu.authn import Identity
 from kubeemu.cluster import Cluster
 from kubeemu.crds import load_crd_manifests
 from kubeemu.kubeconfig import kubeconfig_document, write_kubeconfig
+from kubeemu.request_metrics import METRIC as REQUEST_METRIC
 from kubeemu.server import DEFAULT_BOOKMARK_INTERVAL, EmulatorServer
 
 REPO_CRDS = Path(__file__).resolve().parents[2] / "crds"
@@ -124,6 +126,19 @@ class RunningEmulator:
         except ValueError:
             decoded = raw
         return response.status, response.headers, decoded
+
+    def request_counts(self) -> dict[tuple[str, str, str], int]:
+        """The emulator's `apiserver_request_total` as read from its /metrics:
+        (verb, resource, code) -> requests answered (this read not yet among them)."""
+        status, _, text = self.request("GET", "/metrics")
+        assert status == 200, text
+        counts: dict[tuple[str, str, str], int] = {}
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name == f"{REQUEST_METRIC}_total":
+                    labels = sample.labels
+                    counts[(labels["verb"], labels["resource"], labels["code"])] = int(sample.value)
+        return counts
 
     def apply(self, manifest: dict[str, Any], *, identity: Identity | None = None) -> dict[str, Any]:
         """Create the object, or replace it if it exists, over the API: unlike the in-process

@@ -9,11 +9,13 @@ import re
 
 from prometheus_client import CollectorRegistry
 
+from ai_models.adapters.kube.request_counting import request_counter
 from ai_models.api.metrics import ApiMetrics
 from ai_models.controller.metrics import ControllerMetrics
 from ai_models.controller.models.metrics import ModelMetrics
 from ai_models.controller.prerequisites import METRIC as PREREQUISITES_METRIC
 from ai_models.controller.storage.metrics import LEDGER_METRICS, StorageMetrics
+from ai_models.names import NODE_CACHE_KUBERNETES_REQUESTS_METRIC
 
 # The api's transfer counters: bytes received by the upload API, bytes sent by the serving API.
 API_TRANSFER_METRICS = frozenset(
@@ -55,6 +57,7 @@ def exported_metrics() -> set[str]:
     StorageMetrics(registry)
     ModelMetrics(registry)
     ApiMetrics(registry)
+    request_counter(registry, NODE_CACHE_KUBERNETES_REQUESTS_METRIC)  # the node plugin's (nodecache/main)
     names = {PREREQUISITES_METRIC, *LEDGER_METRICS}
     for family in registry.collect():
         names.add(family.name)

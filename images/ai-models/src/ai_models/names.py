@@ -419,6 +419,19 @@ class MaterializeVariable(enum.StrEnum):
 # ----- Metrics (monitoring contract) --------------------------------------------------------------
 
 CONTROLLER_LEADER_METRIC: Final = "d8_ai_models_controller_leader"
+# The controller's own work, in the Kubernetes operator convention (controller/metrics.py):
+# the `controller` label is a Controller's name; the counters end in _total when exported.
+CONTROLLER_WORKQUEUE_DEPTH_METRIC: Final = "d8_ai_models_controller_workqueue_depth"
+CONTROLLER_WORKQUEUE_ADDS_METRIC: Final = "d8_ai_models_controller_workqueue_adds"
+CONTROLLER_WORKQUEUE_RETRIES_METRIC: Final = "d8_ai_models_controller_workqueue_retries"
+CONTROLLER_RECONCILE_METRIC: Final = "d8_ai_models_controller_reconcile"
+CONTROLLER_RECONCILE_DURATION_METRIC: Final = "d8_ai_models_controller_reconcile_duration_seconds"
+CONTROLLER_ADMISSION_DURATION_METRIC: Final = "d8_ai_models_controller_admission_duration_seconds"
+# Every request a process sends to the API server, {verb,resource,code}
+# (adapters/kube/request_counting.py): the controller, the api and the node plugin.
+CONTROLLER_KUBERNETES_REQUESTS_METRIC: Final = "d8_ai_models_controller_kubernetes_requests"
+API_KUBERNETES_REQUESTS_METRIC: Final = "d8_ai_models_api_kubernetes_requests"
+NODE_CACHE_KUBERNETES_REQUESTS_METRIC: Final = "d8_ai_models_node_cache_kubernetes_requests"
 CATALOG_INDEXED_MODELS_METRIC: Final = "d8_ai_models_catalog_source_indexed_models"
 CATALOG_LAST_SUCCESS_METRIC: Final = "d8_ai_models_catalog_source_last_successful_sync_timestamp_seconds"
 CATALOG_INDEXING_METRIC: Final = "d8_ai_models_catalog_source_indexing"

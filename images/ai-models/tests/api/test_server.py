@@ -164,7 +164,7 @@ def test_metrics_count_requests_by_route_template_and_describe_the_index(
     assert 'd8_ai_models_api_catalog_index_build_duration_seconds_count{source="hf"} 1.0' in text
     assert 'd8_ai_models_api_catalog_index_last_refresh_timestamp_seconds{source="hf"}' in text
     assert "d8_ai_models_api_catalog_index_last_successful_poll_timestamp_seconds " in text
-    assert 'd8_ai_models_api_kubernetes_requests_total{call="TokenReview",result="Success"} 1.0' in text
+    assert 'd8_ai_models_api_kubernetes_calls_total{call="TokenReview",result="Success"} 1.0' in text
 
 
 def test_the_transfer_counters_are_exported_under_their_contract_names() -> None:

@@ -44,7 +44,7 @@ def ledger_failing_with(cause: KubeError) -> tuple[UploadLedger, ApiMetrics]:
 
 def counted(metrics: ApiMetrics, result: str) -> float | None:
     return metrics.registry.get_sample_value(
-        "d8_ai_models_api_kubernetes_requests_total", {"call": CALL, "result": result}
+        "d8_ai_models_api_kubernetes_calls_total", {"call": CALL, "result": result}
     )
 
 

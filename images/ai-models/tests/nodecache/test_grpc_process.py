@@ -72,6 +72,17 @@ def healthz(port: int) -> int:
         connection.close()
 
 
+def metrics(port: int) -> str:
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    try:
+        connection.request("GET", "/metrics")
+        response = connection.getresponse()
+        assert response.status == 200
+        return response.read().decode()
+    finally:
+        connection.close()
+
+
 def node_label(stack: CacheStack) -> str | None:
     cluster = stack.emulator.cluster
     node = cluster.get(cluster.resource_for("v1", "Node"), namespace="", name=NODE)
@@ -129,6 +140,12 @@ def test_the_process_serves_csi_and_healthz_and_leaves_mounts_when_it_stops(
             process.wait_until(
                 lambda: node_label(cache_stack) == "true", timeout=30, what="the readiness label"
             )
+            # Its requests to the API server, counted as the controller's are: the Node patch (the
+            # label is in the Node a moment before the plugin has read the answer and counted it).
+            patched = (
+                'd8_ai_models_node_cache_kubernetes_requests_total{code="200",resource="nodes",verb="patch"}'
+            )
+            process.wait_until(lambda: patched in metrics(port), timeout=10, what="the patch to be counted")
             tree = tmp_path / "cache" / object_dir(llama.digest)
             process.wait_until(tree.is_dir, timeout=60, what="the prefetched tree")
             with grpc.insecure_channel(f"unix://{plugin_socket}") as channel:
@@ -233,15 +250,16 @@ def test_the_plugin_refuses_to_start_on_a_plain_http_api(tmp_path: Path) -> None
     assert "must be an https URL" in result.stderr
 
 
-def test_healthz_is_503_while_unhealthy_and_404_elsewhere() -> None:
+def test_healthz_is_503_while_unhealthy_metrics_are_served_and_other_paths_are_404() -> None:
     healthy = [False]
     server = HealthServer(healthy=lambda: healthy[0], address="127.0.0.1", port=0).start()
     try:
         assert healthz(server.port) == 503
         healthy[0] = True
         assert healthz(server.port) == 200
+        assert "# HELP" not in metrics(server.port)  # an empty registry of its own
         connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=5)
-        connection.request("GET", "/metrics")
+        connection.request("GET", "/debug")
         assert connection.getresponse().status == 404
         connection.close()
     finally:

@@ -14,7 +14,8 @@ from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
-from ai_models.names import API_METRICS_PREFIX
+from ai_models.adapters.kube.request_counting import RequestObserver, request_counter
+from ai_models.names import API_KUBERNETES_REQUESTS_METRIC, API_METRICS_PREFIX
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +28,7 @@ class ApiMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry(auto_describe=True)
         r = self.registry
+        self.kubernetes_requests: RequestObserver = request_counter(r, API_KUBERNETES_REQUESTS_METRIC)
         self.requests = Counter(
             f"{PREFIX}requests",
             "HTTP requests answered, by route template, method and status code.",
@@ -67,8 +69,10 @@ class ApiMetrics:
             ["source"],
             registry=r,
         )
+        # The api's own view of its calls by purpose; every request on the wire is in
+        # kubernetes_requests (verb, resource, code), as the controller's and the node plugin's.
         self.kubernetes_calls = Counter(
-            f"{PREFIX}kubernetes_requests",
+            f"{PREFIX}kubernetes_calls",
             "Calls to the Kubernetes API, by call and result (Success, Error: it answered with an "
             "error, Unavailable: it could not be reached).",
             ["call", "result"],

@@ -81,9 +81,12 @@ def kube_client_options(settings: ApiSettings) -> ClientOptions:
     return ClientOptions(read_timeout_seconds=settings.api_kubernetes_timeout_seconds, retry_posts=True)
 
 
-def build_runtime(settings: ApiSettings, *, store: ObjectStore, api_client: Any) -> ApiRuntime:
-    """The app and its parts; nothing runs until the builder is started."""
-    metrics = ApiMetrics()
+def build_runtime(
+    settings: ApiSettings, *, store: ObjectStore, api_client: Any, metrics: ApiMetrics | None = None
+) -> ApiRuntime:
+    """The app and its parts over `store` and `api_client`; nothing runs until the builder is
+    started. `metrics` is what `api_client` counts its requests in (new ones without)."""
+    metrics = metrics or ApiMetrics()
     timeout = kube_client_options(settings).request_timeout
     readers = settings.api_index_readers
     index = CatalogIndex(
@@ -378,12 +381,13 @@ def serve(settings: Settings, *, host: str, port: int | None = None) -> int:
     except ValueError as error:
         log.error("cannot open the object store", extra={"error": str(error)})
         return 2
+    metrics = ApiMetrics()
     try:
-        api_client = new_api_client(kube_client_options(config))
+        api_client = new_api_client(kube_client_options(config), observe=metrics.kubernetes_requests)
     except KubeConfigError as error:
         log.error("cannot configure the Kubernetes client", extra={"error": str(error)})
         return 2
-    runtime = build_runtime(config, store=store, api_client=api_client)
+    runtime = build_runtime(config, store=store, api_client=api_client, metrics=metrics)
     listeners: list[Listener] = []
     metrics_server: MetricsServer | None = None
     try:

@@ -19,6 +19,7 @@ from ai_models.adapters.kube.events import EventRecorder
 from ai_models.adapters.kube.informer import Informer
 from ai_models.adapters.kube.leases import LeaseTiming, lead_while_holding_lease
 from ai_models.adapters.kube.ledger_store import SecretLedgerStore
+from ai_models.adapters.kube.request_counting import RequestObserver
 from ai_models.adapters.kube.resources import MODEL_CATALOG_SOURCES
 from ai_models.adapters.objectstore import open_store
 from ai_models.controller.catalog import CatalogRuntime, catalog_controller
@@ -35,6 +36,7 @@ from ai_models.controller.settings import ControllerSettings
 from ai_models.controller.storage.metrics import LedgerCollector, StorageMetrics
 from ai_models.controller.storage.runtime import StorageRuntime
 from ai_models.domain.backoff import Backoff
+from ai_models.names import DELIVERY_WEBHOOK_NAME
 
 log = logging.getLogger(__name__)
 # The first API call is retried START_ATTEMPTS times, 2 s apart doubling to at most 30 s: about
@@ -65,7 +67,9 @@ def _unreachable_because(error: KubeError) -> str:
     return str(error)
 
 
-def _load_kube_configuration(*, sleep: Callable[[float], None] = time.sleep) -> Any:
+def _load_kube_configuration(
+    *, observe: RequestObserver | None = None, sleep: Callable[[float], None] = time.sleep
+) -> Any:
     """The pod's ServiceAccount in a pod, KUBECONFIG elsewhere (`KubeConfigError` when neither
     works), and one call (the server's version) to see the API answer. A slow, restarting or
     absent API server delays the start with bounded retries and exponential backoff, one log line
@@ -79,7 +83,7 @@ def _load_kube_configuration(*, sleep: Callable[[float], None] = time.sleep) -> 
     for attempt in range(1, START_ATTEMPTS + 1):
         try:
             # One try each: this loop retries, with backoff; the client's own retries come at once.
-            startup.probe_version(configuration, timeout=START_REQUEST_TIMEOUT)
+            startup.probe_version(configuration, timeout=START_REQUEST_TIMEOUT, observe=observe)
         except KubeError as error:
             waited = round(time.monotonic() - started, 1)
             why = _unreachable_because(error)
@@ -106,7 +110,7 @@ def _load_kube_configuration(*, sleep: Callable[[float], None] = time.sleep) -> 
                 "Kubernetes API reachable",
                 extra={"attempt": attempt, "waited_seconds": round(time.monotonic() - started, 1)},
             )
-        return startup.api_client(configuration)
+        return startup.api_client(configuration, observe=observe)
     raise AssertionError("unreachable")
 
 
@@ -121,7 +125,7 @@ def run(settings: ControllerSettings) -> int:
     serve_metrics(address=settings.controller_metrics_address, port=settings.controller_metrics_port)
     webhook: WebhookServer | None = None
     try:
-        api = _load_kube_configuration()
+        api = _load_kube_configuration(observe=metrics.kubernetes_requests)
         # Every replica reports the verdict at once, before waiting for the lease: in a cluster
         # without monitoring this log line is where an admin learns delivery cannot work.
         try:
@@ -157,7 +161,7 @@ def run(settings: ControllerSettings) -> int:
         )
         # Only the Lease holder reconciles: the manager starts every informer, controller and loop
         # when this replica leads and stops them all when it no longer does.
-        manager = Manager()
+        manager = Manager(observer=metrics)
         catalog_informer = manager.informer(Informer(api, MODEL_CATALOG_SOURCES))
         manager.controller(catalog_controller(catalog, informer=catalog_informer))
         models = ModelRuntime(
@@ -184,7 +188,9 @@ def run(settings: ControllerSettings) -> int:
         attach_delivery(
             manager, api_client=api, settings=settings, models=models.models_informers, events=events
         )
-        webhook = start_webhook(api, settings)
+        webhook = start_webhook(
+            api, settings, observe_duration=metrics.admission_observer(DELIVERY_WEBHOOK_NAME)
+        )
         probes.mark_ready()
 
         def reconcile(stop: threading.Event) -> None:
@@ -204,6 +210,7 @@ def run(settings: ControllerSettings) -> int:
                 retry_period=settings.controller_retry_period_seconds,
             ),
             work=reconcile,
+            observe=metrics.kubernetes_requests,
         )
     except _Terminated as terminated:
         log.info("stopping", extra={"signal": str(terminated)})

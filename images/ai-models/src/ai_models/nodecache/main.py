@@ -20,10 +20,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
+from prometheus_client import CollectorRegistry
 from pydantic import ValidationError
 
 from ai_models.adapters.kube import ClientOptions, new_api_client
 from ai_models.adapters.kube.client import KubeConfigError
+from ai_models.adapters.kube.request_counting import request_counter
+from ai_models.names import NODE_CACHE_KUBERNETES_REQUESTS_METRIC
 from ai_models.nodecache.cache import CacheConfig, NodeCache
 from ai_models.nodecache.health import HealthServer
 from ai_models.nodecache.identity import IdentityService
@@ -69,8 +72,11 @@ def main(arguments: PluginArguments, *, stop: threading.Event | None = None) -> 
 
 
 def run(arguments: PluginArguments, settings: NodeCacheSettings, *, stop: threading.Event) -> int:
+    registry = CollectorRegistry()
     try:
-        api_client = new_api_client(ClientOptions())
+        api_client = new_api_client(
+            ClientOptions(), observe=request_counter(registry, NODE_CACHE_KUBERNETES_REQUESTS_METRIC)
+        )
     except KubeConfigError as error:
         log.error("cannot reach the Kubernetes API", extra={"error": str(error)})
         return EXIT_FAILED
@@ -110,6 +116,7 @@ def run(arguments: PluginArguments, settings: NodeCacheSettings, *, stop: thread
             healthy=lambda: listening.listening and opened.usable(),
             address=settings.node_cache_health_address,
             port=settings.node_cache_health_port,
+            registry=registry,
         ).start()
         prefetcher = Prefetcher(
             cache=opened, models=models, api_client=api_client, node_name=arguments.node_name

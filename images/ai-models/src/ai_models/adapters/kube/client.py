@@ -19,6 +19,8 @@ import urllib3
 from kubernetes import client, config
 from kubernetes.config.config_exception import ConfigException
 
+from ai_models.adapters.kube.request_counting import CountingApiClient, RequestObserver
+
 log = logging.getLogger(__name__)
 
 IN_CLUSTER_HOST_ENV: Final = "KUBERNETES_SERVICE_HOST"
@@ -109,9 +111,14 @@ def load_configuration(*, kubeconfig: str | None = None, context: str | None = N
 
 
 def new_api_client(
-    options: ClientOptions | None = None, *, kubeconfig: str | None = None, context: str | None = None
+    options: ClientOptions | None = None,
+    *,
+    kubeconfig: str | None = None,
+    context: str | None = None,
+    observe: RequestObserver | None = None,
 ) -> Any:
-    """A `kubernetes.client.ApiClient` with `options`' retries; close it when done.
+    """A `kubernetes.client.ApiClient` with `options`' retries; close it when done. Each request
+    is reported to `observe` (the process's request counter).
 
     Pass `options.request_timeout` as `_request_timeout` to each call: the client has no default.
     """
@@ -122,4 +129,4 @@ def new_api_client(
         "kubernetes client configured",
         extra={"server": configuration.host, "in_cluster": kubeconfig is None and in_cluster()},
     )
-    return client.ApiClient(configuration)
+    return CountingApiClient(configuration, observe=observe)

@@ -24,6 +24,8 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.leaderelection import electionconfig, leaderelection
 from kubernetes.leaderelection.resourcelock.leaselock import LeaseLock
 
+from ai_models.adapters.kube.request_counting import CountingApiClient, RequestObserver
+
 log = logging.getLogger(__name__)
 
 
@@ -95,6 +97,7 @@ def lead_while_holding_lease(
     identity: str,
     timing: LeaseTiming,
     work: Callable[[threading.Event], None],
+    observe: RequestObserver | None = None,
 ) -> None:
     """Block until this replica leads, run `work(stop)` while it does, return when leadership ends.
 
@@ -125,7 +128,9 @@ def lead_while_holding_lease(
     # call would multiply its timeout past the renew deadline.
     configuration.retries = 0
     lock.api_instance = _LeaseApi(
-        k8s.CoordinationV1Api(k8s.ApiClient(configuration)), lease=lease_name, timing=timing
+        k8s.CoordinationV1Api(CountingApiClient(configuration, observe=observe)),
+        lease=lease_name,
+        timing=timing,
     )
     config = electionconfig.Config(
         lock,

@@ -16,6 +16,7 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 from ai_models.adapters.kube.errors import KubeError
+from ai_models.adapters.kube.request_counting import CountingApiClient, RequestObserver
 
 VERSION_PATH: Final = "/version"
 _TRANSPORT_FAILURES: Final = (urllib3.exceptions.HTTPError, OSError)
@@ -27,11 +28,13 @@ def make_default(configuration: Any) -> None:
     k8s.Configuration.set_default(configuration)
 
 
-def probe_version(configuration: Any, *, timeout: tuple[float, float]) -> str:
+def probe_version(
+    configuration: Any, *, timeout: tuple[float, float], observe: RequestObserver | None = None
+) -> str:
     """One GET of the server's version with `configuration`, not retried; its gitVersion."""
     probe_configuration = copy.deepcopy(configuration)
     probe_configuration.retries = 0
-    probe = k8s.ApiClient(probe_configuration)
+    probe = CountingApiClient(probe_configuration, observe=observe)
     try:
         return str(k8s.VersionApi(probe).get_code(_request_timeout=timeout).git_version)
     except ApiException as error:
@@ -44,9 +47,10 @@ def probe_version(configuration: Any, *, timeout: tuple[float, float]) -> str:
         probe.close()
 
 
-def api_client(configuration: Any) -> Any:
-    """A client of its own with a copy of `configuration` (close it when done)."""
-    return k8s.ApiClient(copy.deepcopy(configuration))
+def api_client(configuration: Any, *, observe: RequestObserver | None = None) -> Any:
+    """A client of its own with a copy of `configuration` (close it when done); each of its
+    requests is reported to `observe`."""
+    return CountingApiClient(copy.deepcopy(configuration), observe=observe)
 
 
 def _raw(body: Any) -> bytes:

@@ -77,8 +77,14 @@ def delivery_mode(api_client: Any, settings: ControllerSettings) -> DeliveryMode
     )
 
 
-def start_webhook(api_client: Any, settings: ControllerSettings) -> WebhookServer | None:
-    """Serve the admission webhook when the chart mounted its certificate; None without one."""
+def start_webhook(
+    api_client: Any,
+    settings: ControllerSettings,
+    *,
+    observe_duration: Callable[[float], None] = lambda seconds: None,
+) -> WebhookServer | None:
+    """Serve the admission webhook when the chart mounted its certificate; None without one.
+    `observe_duration` gets each admission's duration in seconds."""
     cert_dir = settings.controller_webhook_cert_dir
     if cert_dir is None:
         log.info(
@@ -94,6 +100,7 @@ def start_webhook(api_client: Any, settings: ControllerSettings) -> WebhookServe
         cert_file=cert_dir / "tls.crt",
         key_file=cert_dir / "tls.key",
         path=settings.controller_webhook_path,
+        observe_duration=observe_duration,
     ).start()
 
 

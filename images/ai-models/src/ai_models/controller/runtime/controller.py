@@ -10,10 +10,18 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any, Generic, TypeVar
 
 from ai_models.adapters.kube.informer import Informer
+from ai_models.controller.runtime.observer import (
+    NO_OBSERVER,
+    RECONCILE_ERROR,
+    RECONCILE_REQUEUE_AFTER,
+    RECONCILE_SUCCESS,
+    ControllerObserver,
+)
 from ai_models.controller.runtime.queue import WorkQueue
 from ai_models.domain.backoff import Backoff
 
@@ -37,10 +45,20 @@ class Controller(Generic[K]):
         self.name = name
         self._reconcile = reconcile
         self._workers = workers
-        self.queue: WorkQueue[K] = WorkQueue(backoff=backoff)
+        self._observer: ControllerObserver = NO_OBSERVER
+        self.queue: WorkQueue[K] = WorkQueue(
+            backoff=backoff,
+            on_added=lambda: self._observer.queue_added(name),
+            on_retried=lambda: self._observer.queue_retried(name),
+        )
         # Set when the controller stops: long passes (an indexing run) end at their next checkpoint.
         self.stopping = threading.Event()
         self._threads: list[threading.Thread] = []
+
+    def observe_with(self, observer: ControllerObserver) -> None:
+        """Report the queue and every reconcile to `observer` from now on."""
+        self._observer = observer
+        observer.watch_queue(self.name, self.queue.__len__)
 
     def watch(self, informer: Informer, keys_of: KeysOf[K]) -> None:
         """Enqueue `keys_of(obj)` for the object of every change `informer` sees (the new one, or
@@ -82,9 +100,11 @@ class Controller(Generic[K]):
             key = self.queue.get()
             if key is None:
                 return
+            started = time.monotonic()
             try:
                 again = self._reconcile(key)
             except Exception:
+                self._observer.reconciled(self.name, RECONCILE_ERROR, time.monotonic() - started)
                 delay = self.queue.add_rate_limited(key)
                 log.exception(
                     "reconcile failed; retrying",
@@ -93,6 +113,11 @@ class Controller(Generic[K]):
                 continue
             finally:
                 self.queue.done(key)
+            self._observer.reconciled(
+                self.name,
+                RECONCILE_SUCCESS if again is None else RECONCILE_REQUEUE_AFTER,
+                time.monotonic() - started,
+            )
             self.queue.forget(key)
             if again is not None:
                 self.queue.add_after(key, again)

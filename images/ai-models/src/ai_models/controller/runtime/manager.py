@@ -16,6 +16,7 @@ from typing import Any
 
 from ai_models.adapters.kube.informer import Informer
 from ai_models.controller.runtime.controller import Controller
+from ai_models.controller.runtime.observer import NO_OBSERVER, ControllerObserver
 
 log = logging.getLogger(__name__)
 Loop = Callable[[threading.Event], None]
@@ -25,6 +26,8 @@ Loop = Callable[[threading.Event], None]
 class Manager:
     sync_timeout_seconds: float = 60.0
     stop_timeout_seconds: float = 10.0
+    # Sees every controller's queue and reconciles (the controller metrics).
+    observer: ControllerObserver = NO_OBSERVER
     informers: list[Informer] = dataclasses.field(default_factory=list)
     controllers: list[Controller[Any]] = dataclasses.field(default_factory=list)
     loops: dict[str, Loop] = dataclasses.field(default_factory=dict)
@@ -37,6 +40,7 @@ class Manager:
         return informer
 
     def controller(self, controller: Controller[Any]) -> Controller[Any]:
+        controller.observe_with(self.observer)
         self.controllers.append(controller)
         return controller
 

@@ -22,10 +22,17 @@ K = TypeVar("K", bound=Hashable)
 
 class WorkQueue(Generic[K]):
     def __init__(
-        self, *, clock: Callable[[], float] = time.monotonic, backoff: Backoff | None = None
+        self,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        backoff: Backoff | None = None,
+        on_added: Callable[[], None] = lambda: None,
+        on_retried: Callable[[], None] = lambda: None,
     ) -> None:
         self._clock = clock
         self._backoff = backoff or Backoff()
+        self._on_added = on_added
+        self._on_retried = on_retried
         self._failures: dict[K, int] = {}
         self._condition = threading.Condition()
         self._queue: list[K] = []
@@ -44,6 +51,7 @@ class WorkQueue(Generic[K]):
             if key not in self._processing:
                 self._queue.append(key)
                 self._condition.notify()
+        self._on_added()
 
     def add_after(self, key: K, seconds: float) -> None:
         if seconds <= 0:
@@ -64,6 +72,7 @@ class WorkQueue(Generic[K]):
         """Look at `key` again after its backoff, one step longer than the last; the delay chosen."""
         with self._condition:
             failures = self._failures[key] = self._failures.get(key, 0) + 1
+        self._on_retried()
         delay = self._backoff.delay(failures)
         self.add_after(key, delay)
         return delay
@@ -89,6 +98,7 @@ class WorkQueue(Generic[K]):
                 self._dirty.add(key)
                 if key not in self._processing:
                     self._queue.append(key)
+                self._on_added()
         return self._delayed[0][0] - now if self._delayed else None
 
     def get(self, timeout: float | None = None) -> K | None:

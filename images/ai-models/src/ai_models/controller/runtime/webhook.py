@@ -14,6 +14,7 @@ import json
 import logging
 import ssl
 import threading
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Final
@@ -35,6 +36,7 @@ HANDLER_FAILED: Final = (
 
 class _Handler(http.server.BaseHTTPRequestHandler):
     admit: Admit
+    observe_duration: Callable[[float], None]
     path_served: str
     max_body: int
     protocol_version = "HTTP/1.1"
@@ -51,6 +53,13 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._send(413, {"message": f"an AdmissionReview is at most {self.max_body} bytes"})
             return
         body = self.rfile.read(int(length))
+        started = time.monotonic()
+        try:
+            self._review(body)
+        finally:
+            self.observe_duration(time.monotonic() - started)
+
+    def _review(self, body: bytes) -> None:
         try:
             request = parse_review(body)
         except ReviewError as error:
@@ -102,12 +111,16 @@ class WebhookServer:
         timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
         max_handlers: int = DEFAULT_MAX_HANDLERS,
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+        observe_duration: Callable[[float], None] = lambda seconds: None,
     ) -> None:
+        """`observe_duration` gets the seconds each AdmissionReview took, from its body read to
+        its answer (the admission duration histogram)."""
         handler = type(
             "WebhookHandler",
             (_Handler,),
             {
                 "admit": staticmethod(admit),
+                "observe_duration": staticmethod(observe_duration),
                 "path_served": path,
                 "max_body": max_body_bytes,
                 "timeout": timeout_seconds,
